@@ -1,0 +1,33 @@
+"""npoptim: deep-learning optimizers in NumPy/SciPy/Numba, agreeing with ``torch.optim``.
+
+Optimizers update NumPy arrays in place from dense gradients or ``scipy.sparse`` CSR row
+gradients::
+
+    import numpy as np, npoptim
+    w = np.zeros((1000, 16), np.float32)
+    opt = npoptim.SparseAdam([w], lr=1e-2)
+    opt.step([npoptim.embedding_row_grad([3, 7, 3], np.ones((3, 16), np.float32), 1000)])
+
+Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (imported on first
+use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, and :func:`embedding_row_grad`.
+"""
+import importlib
+
+from npoptim import registry
+from npoptim.optim.optimizer import Optimizer
+from npoptim.sparse.rowgrad import embedding_row_grad
+
+__version__ = "0.1.0"
+__all__ = ["Optimizer", "embedding_row_grad", "lr_scheduler", *registry.OPTIMIZERS]
+
+
+def __getattr__(name):
+    if name in registry.OPTIMIZERS:
+        return registry.get(name)
+    if name == "lr_scheduler":
+        return importlib.import_module("npoptim.lr_scheduler")
+    raise AttributeError(f"module 'npoptim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

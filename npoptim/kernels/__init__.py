@@ -1,0 +1,7 @@
+"""Numba machinery shared by every optimizer.
+
+* :mod:`npoptim.kernels.jit` -- the one ``numba.njit`` configuration the package uses.
+* :mod:`npoptim.kernels.drivers` -- loops that apply a per-element update rule to a dense
+  array or to the stored entries of CSR rows.
+* :mod:`npoptim.kernels.scalar` -- scalar helpers that rules share (torch's ``lerp``).
+"""

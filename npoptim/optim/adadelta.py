@@ -1,0 +1,65 @@
+r"""Adadelta (Zeiler, 2012), as ``torch.optim.Adadelta`` 2.13.
+
+With gradient :math:`g` (negated when ``maximize``), decay :math:`\rho`:
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta                       &&\text{weight decay}\\
+    v &\leftarrow \rho v + (1-\rho)\,g^2                   &&\text{``square_avg``}\\
+    \Delta &\leftarrow \frac{\sqrt{u + \epsilon}}{\sqrt{v + \epsilon}}\,g\\
+    u &\leftarrow \rho u + (1-\rho)\,\Delta^2               &&\text{``acc_delta``}\\
+    \theta &\leftarrow \theta - \gamma\Delta
+
+:math:`\epsilon` sits inside both square roots. Dense gradients only, as in torch.
+"""
+import math
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+
+
+@kernel
+def adadelta_rule(p, g, s, h):
+    """One element; ``s = (square_avg, acc_delta)``, ``h = (rho, 1-rho, eps, wd, -lr, max)``."""
+    rho, one_minus_rho, eps, weight_decay, neg_lr = h[0], h[1], h[2], h[3], h[4]
+    square_avg, acc_delta = s
+    if h[5] != 0:  # maximize
+        g = -g
+    if weight_decay != 0:
+        g = g + weight_decay * p
+    square_avg = square_avg * rho + one_minus_rho * g * g
+    delta = math.sqrt(acc_delta + eps) / math.sqrt(square_avg + eps) * g
+    acc_delta = acc_delta * rho + one_minus_rho * delta * delta
+    return p + neg_lr * delta, (square_avg, acc_delta)
+
+
+@kernel
+def _adadelta_dense(param, grad, states, hyper):
+    apply_dense(adadelta_rule, param, grad, states, hyper)
+
+
+class Adadelta(Optimizer):
+    """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring)."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, capturable=capturable, foreach=foreach,
+                                      differentiable=differentiable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr")
+        if not 0.0 <= group["rho"] <= 1.0:
+            raise ValueError(f"Invalid rho value: {group['rho']}")
+        check_nonnegative(group, "eps", "weight_decay")
+
+    def _state_names(self, group):
+        return ("square_avg", "acc_delta")
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        rho = group["rho"]
+        hyper = typed(param, rho, 1 - rho, group["eps"], group["weight_decay"], -group["lr"],
+                      bool(group["maximize"]))
+        _adadelta_dense(param, grad, (state["square_avg"], state["acc_delta"]), hyper)

@@ -1,0 +1,93 @@
+r"""Adagrad (Duchi, Hazan & Singer, 2011), as ``torch.optim.Adagrad`` 2.13.
+
+With gradient :math:`g` (negated when ``maximize``), step count :math:`t` per parameter and
+learning rate decay :math:`\eta`:
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta              &&\text{weight decay (dense gradients only)}\\
+    s &\leftarrow s + g^2                         &&\text{the state ``sum``, starts at }
+                                                     s_0=\text{initial\_accumulator\_value}\\
+    \theta &\leftarrow \theta - \frac{\gamma}{1 + (t-1)\eta}\cdot\frac{g}{\sqrt{s} + \epsilon}
+
+Sparse kind "exact": a zero gradient leaves both :math:`s` and :math:`\theta` unchanged, so a
+CSR gradient updates only its stored entries and the result equals the dense update with the
+missing entries zero. As in torch, weight decay with a CSR gradient is refused (it would touch
+every entry), and the step count advances on every step in which the parameter has a gradient.
+State exists from construction (torch creates it in ``__init__``).
+"""
+import math
+
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense, apply_rows
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.sparse.rowgrad import RowGradient
+
+
+@kernel
+def adagrad_rule(p, g, s, h):
+    """One element; ``s = (sum,)``, ``h = (weight_decay, eps, -clr, maximize)``."""
+    weight_decay, eps, neg_clr = h[0], h[1], h[2]
+    if h[3] != 0:  # maximize
+        g = -g
+    if weight_decay != 0:
+        g = g + weight_decay * p
+    total = s[0] + g * g
+    return p + neg_clr * (g / (math.sqrt(total) + eps)), (total,)
+
+
+@kernel
+def _adagrad_dense(param, grad, states, hyper):
+    apply_dense(adagrad_rule, param, grad, states, hyper)
+
+
+@kernel
+def _adagrad_rows(param, ncols, indptr, indices, data, states, hyper):
+    apply_rows(adagrad_rule, param, ncols, indptr, indices, data, states, hyper)
+
+
+class Adagrad(Optimizer):
+    """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring)."""
+
+    sparse_kind = "exact"
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, fused=fused))
+        for index, (param, group) in enumerate(self._params_with_groups()):
+            self.state[index] = self._init_state(param, group)
+
+    def _params_with_groups(self):
+        return [(p, group) for group in self.param_groups for p in group["params"]]
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "lr_decay", "weight_decay")
+        check_nonnegative(group, "initial_accumulator_value",
+                          label="initial_accumulator_value")
+        check_nonnegative(group, "eps")
+
+    def _state_names(self, group):
+        return ("sum",)
+
+    def _init_state(self, param, group):
+        return {"step": 0,
+                "sum": np.full(param.size, group["initial_accumulator_value"], param.dtype)}
+
+    def _prepare_grad(self, grad, param, group, where):
+        prepared = super()._prepare_grad(grad, param, group, where)
+        if isinstance(prepared, RowGradient) and group["weight_decay"] != 0:
+            raise ValueError(f"{where}: weight_decay option is not compatible with sparse "
+                             "gradients")
+        return prepared
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        hyper = typed(param, group["weight_decay"], group["eps"], -clr, bool(group["maximize"]))
+        self._run((_adagrad_dense, _adagrad_rows), param, grad, (state["sum"],), hyper)

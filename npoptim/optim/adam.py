@@ -1,0 +1,127 @@
+r"""Adam and AdamW (Kingma & Ba, 2015; Loshchilov & Hutter, 2019), as ``torch.optim`` 2.13.
+
+For each element, with gradient :math:`g_t` (negated when ``maximize``), step count :math:`t`
+(per parameter), :math:`b_1 = 1-\beta_1^t`, :math:`b_2 = 1-\beta_2^t`:
+
+.. math::
+
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)            &&\text{AdamW (decoupled decay)}\\
+    g &\leftarrow g + \lambda\theta                           &&\text{Adam (L2 decay)}\\
+    m &\leftarrow m + (1-\beta_1)(g - m)\\
+    v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
+    \hat v &\leftarrow \max(\hat v, v)                        &&\text{amsgrad; else } \hat v = v\\
+    \theta &\leftarrow \theta - \frac{\gamma}{b_1}\cdot
+        \frac{m}{\sqrt{\hat v}/\sqrt{b_2} + \epsilon}
+
+Note where :math:`\epsilon` sits: added to :math:`\sqrt{\hat v / b_2}` (Kingma's Algorithm 1),
+not to :math:`\sqrt{v}` as SparseAdam does. Dense gradients only: torch's Adam refuses sparse
+ones too.
+"""
+import math
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+
+
+@kernel
+def _decay_and_moments(p, g, m, v, h):
+    """The shared first half of the rule: weight decay and the two moment updates."""
+    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
+    if h[8] != 0:  # maximize
+        g = -g
+    p = p * decay_factor
+    if l2 != 0:
+        g = g + l2 * p
+    m = lerp(m, g, one_minus_beta1)
+    v = v * beta2 + one_minus_beta2 * g * g
+    return p, m, v
+
+
+@kernel
+def _adam_param(p, m, v, h):
+    bias_correction2_sqrt, eps, neg_step_size = h[5], h[6], h[7]
+    return p + neg_step_size * (m / (math.sqrt(v) / bias_correction2_sqrt + eps))
+
+
+@kernel
+def adam_rule(p, g, s, h):
+    """One element of Adam/AdamW; ``s = (exp_avg, exp_avg_sq)``, ``h`` from :func:`_hyper`."""
+    p, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    return _adam_param(p, m, v, h), (m, v)
+
+
+@kernel
+def amsgrad_rule(p, g, s, h):
+    """Adam/AdamW with amsgrad; ``s = (exp_avg, exp_avg_sq, max_exp_avg_sq)``."""
+    p, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    v_max = max(s[2], v)
+    return _adam_param(p, m, v_max, h), (m, v, v_max)
+
+
+@kernel
+def _adam_dense(param, grad, states, hyper):
+    apply_dense(adam_rule, param, grad, states, hyper)
+
+
+@kernel
+def _amsgrad_dense(param, grad, states, hyper):
+    apply_dense(amsgrad_rule, param, grad, states, hyper)
+
+
+class Adam(Optimizer):
+    """Adam, matching ``torch.optim.Adam`` option for option (see the module docstring).
+
+    ``foreach``, ``fused`` and ``capturable`` choose torch implementations and are accepted
+    for compatibility only; ``decoupled_weight_decay=True`` is AdamW.
+    """
+
+    sparse_kind = "dense-only"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps", "weight_decay")
+        check_betas(group["betas"])
+
+    def _state_names(self, group):
+        names = ("exp_avg", "exp_avg_sq")
+        return names + ("max_exp_avg_sq",) if group["amsgrad"] else names
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        lr, wd = group["lr"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        decoupled = group["decoupled_weight_decay"]
+        hyper = typed(param,
+                      1 - lr * wd if decoupled and wd != 0 else 1.0,
+                      0.0 if decoupled else wd,
+                      1 - beta1, beta2, 1 - beta2,
+                      (1 - beta2 ** step) ** 0.5,
+                      group["eps"],
+                      -(lr / (1 - beta1 ** step)),
+                      bool(group["maximize"]))
+        states = tuple(state[name] for name in self._state_names(group))
+        kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
+        kernel_(param, grad, states, hyper)
+
+
+class AdamW(Adam):
+    """AdamW: Adam with decoupled weight decay, ``torch.optim.AdamW`` (weight_decay=1e-2)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

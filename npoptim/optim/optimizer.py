@@ -1,0 +1,388 @@
+"""The optimizer API shared by every npoptim optimizer, mirroring ``torch.optim.Optimizer``.
+
+* ``Opt(params, **hyper)``: ``params`` is an iterable of float32/float64 NumPy arrays, or of
+  dicts ``{"params": [...], **overrides}`` (param groups). Arrays are updated in place, so
+  views into a user's model see every change.
+* ``opt.step(grads)``: one gradient per parameter, in param-group order; each a dense array of
+  the parameter's shape and dtype, a ``scipy.sparse`` CSR gradient (optimizers that accept
+  one), or ``None`` (no gradient this step: the parameter and its state are left alone).
+  ``step(closure=f)`` calls ``f()``, which returns ``(loss, grads)``, and returns the loss.
+* ``opt.param_groups``: list of dicts (``lr`` and the other hyperparameters are mutable);
+  ``opt.state``: dict from the parameter's index (its position in param-group order, as in
+  torch's ``state_dict``) to its state dict, with torch's state names.
+* ``state_dict()`` / ``load_state_dict()``: torch's layout, so a torch optimizer's state,
+  its tensors turned into NumPy arrays, can be loaded and continued, and back.
+
+A step is atomic: every gradient, parameter and hyperparameter is checked before the first
+array is written, so a step either completes or raises leaving parameters and state untouched.
+
+Subclasses provide ``_check_group`` (hyperparameter checks, torch's ``ValueError`` messages),
+``_state_names`` (the array state a group creates), ``_init_state`` and ``_update``; the
+update itself is a per-element rule bound to a driver (:mod:`npoptim.kernels.drivers`).
+"""
+import copy
+import math
+import numbers
+
+import numpy as np
+
+from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Optimizer:
+    """Base class: param groups, state, gradient checks, atomic steps, torch-layout state_dict.
+
+    Class attributes a subclass sets:
+
+    * ``sparse_kind``: ``"exact"`` (a CSR gradient updates only its stored entries, and that
+      equals the dense update because a zero gradient changes nothing), ``"lazy"`` (only stored
+      entries are updated; untouched entries keep stale state, which differs from dense) or
+      ``"dense-only"`` (a CSR gradient is refused).
+    * ``step_in_state_dict``: how torch stores ``step``: ``"tensor"`` (a float32 scalar tensor,
+      exported as a 0-d float32 array), ``"int"``, or ``None`` (no step counter).
+    """
+
+    sparse_kind = "dense-only"
+    step_in_state_dict = "tensor"
+
+    def __init__(self, params, defaults):
+        if isinstance(params, np.ndarray) or isinstance(params, dict):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"arrays or dicts, but got {type(params).__name__}")
+        self.defaults = dict(defaults)
+        if self.defaults.get("differentiable"):
+            raise ValueError("differentiable=True needs autograd, which npoptim does not have")
+        self._check_group(self.defaults)
+        self.param_groups = []
+        self.state = {}
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+    # ----------------------------------------------------------------- parameters and groups
+    def add_param_group(self, param_group):
+        """Add a group ``{"params": [...], **overrides}``; missing options take the defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param group must be a dict, got {type(param_group).__name__}")
+        params = param_group.get("params")
+        if params is None:
+            raise ValueError("param group has no 'params' entry")
+        params = [params] if isinstance(params, np.ndarray) else list(params)
+        if isinstance(param_group.get("params"), set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of sets is not deterministic; use a list")
+        existing = self.params
+        for i, p in enumerate(params):
+            where = f"param group {len(self.param_groups)}, params[{i}]"
+            _check_param(p, where)
+            for q in existing + params[:i]:
+                if q is p or np.shares_memory(p, q):
+                    raise ValueError(f"{where}: the same array (or overlapping memory) appears "
+                                     "more than once in the optimizer's parameters")
+        group = dict(self.defaults)
+        group.update({k: v for k, v in param_group.items() if k != "params"})
+        unknown = set(group) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no option(s) {sorted(unknown)}")
+        self._check_group(group)
+        group["params"] = params
+        self.param_groups.append(group)
+
+    @property
+    def params(self):
+        """All parameters in param-group order (the order ``step`` expects gradients in)."""
+        return [p for group in self.param_groups for p in group["params"]]
+
+    # ----------------------------------------------------------------------------- the step
+    def step(self, grads=None, closure=None):
+        """Update every parameter that has a gradient; atomic (see the module docstring).
+
+        ``grads`` is a sequence aligned with :attr:`params`; with ``closure``, ``closure()``
+        returns ``(loss, grads)`` and the loss is returned.
+        """
+        loss = None
+        if closure is not None:
+            if grads is not None:
+                raise TypeError("pass grads or a closure that returns (loss, grads), not both")
+            loss, grads = closure()
+        prepared = self._prepare(grads)
+        self._apply(prepared)
+        return loss
+
+    def zero_grad(self, set_to_none=True):
+        """Gradients are passed to ``step``, so there is nothing to clear (kept for torch code)."""
+
+    def _prepare(self, grads):
+        """Check everything the step will read; return ``[(group, index, param, grad)]``."""
+        params = self.params
+        if grads is None:
+            raise TypeError("step() needs grads: a sequence with one gradient (or None) per "
+                            "parameter")
+        if isinstance(grads, np.ndarray) or is_csr(grads):
+            grads = [grads]
+        grads = list(grads)
+        if len(grads) != len(params):
+            raise ValueError(f"step() got {len(grads)} gradients for {len(params)} parameters "
+                             "(one per parameter, in param-group order; None for no gradient)")
+        for i, group in enumerate(self.param_groups):
+            try:
+                self._check_group(group)
+            except ValueError as exc:
+                raise ValueError(f"param group {i}: {exc}") from None
+        prepared = []
+        index = 0
+        for group in self.param_groups:
+            for param in group["params"]:
+                where = f"grads[{index}]"
+                _check_param(param, f"params[{index}]")
+                grad = self._prepare_grad(grads[index], param, group, where)
+                if grad is not None:
+                    prepared.append((group, index, param, grad))
+                index += 1
+        return prepared
+
+    def _prepare_grad(self, grad, param, group, where):
+        """A flat contiguous dense gradient, a :class:`RowGradient`, or None."""
+        if grad is None:
+            return None
+        if is_csr(grad):
+            if self.sparse_kind == "dense-only":
+                raise TypeError(f"{where}: {type(self).__name__} does not accept sparse (CSR) "
+                                "gradients; pass a dense array, or use an optimizer that "
+                                "takes them (SparseAdam, Adagrad, SGD)")
+            return as_row_gradient(grad, param.shape, param.dtype, where)
+        if not isinstance(grad, np.ndarray):
+            raise TypeError(f"{where}: expected a NumPy array, a scipy.sparse CSR gradient or "
+                            f"None, got {type(grad).__name__}")
+        if grad.shape != param.shape:
+            raise ValueError(f"{where}: gradient has shape {grad.shape}, the parameter has "
+                             f"{param.shape}")
+        if grad.dtype != param.dtype:
+            raise ValueError(f"{where}: gradient has dtype {grad.dtype}, the parameter has "
+                             f"{param.dtype}")
+        if np.may_share_memory(grad, param):
+            grad = grad.copy()
+        return np.ascontiguousarray(grad).reshape(-1)
+
+    def _apply(self, prepared):
+        """Run the update of every (group, index, param, grad); nothing here may raise."""
+        for group, index, param, grad in prepared:
+            state = self.state.get(index)
+            if state is None:
+                state = self.state[index] = self._init_state(param, group)
+            with flat_view(param) as flat:
+                self._update(flat, grad, state, group)
+
+    # -------------------------------------------------------------------- subclass hooks
+    def _check_group(self, group):
+        """Raise ``ValueError`` for an invalid hyperparameter (torch's messages)."""
+
+    def _state_names(self, group):
+        """Names of the array states a parameter of ``group`` has (e.g. ``exp_avg``)."""
+        return ()
+
+    def _init_state(self, param, group):
+        """A new state dict: ``step`` 0 and zero arrays of the parameter's flat shape."""
+        state = {} if self.step_in_state_dict is None else {"step": 0}
+        for name in self._state_names(group):
+            state[name] = np.zeros(param.size, param.dtype)
+        return state
+
+    def _update(self, param, grad, state, group):
+        """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _run(kernels, param, grad, states, hyper):
+        """Apply a rule through its ``(dense, rows)`` kernels to a dense or CSR gradient."""
+        dense_kernel, rows_kernel = kernels
+        if isinstance(grad, RowGradient):
+            rows_kernel(param, grad.shape[1], grad.indptr, grad.indices, grad.data, states,
+                        hyper)
+        else:
+            dense_kernel(param, grad, states, hyper)
+
+    # ------------------------------------------------------------------------ state_dict
+    def state_dict(self):
+        """torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [...]}]}``.
+
+        Arrays are copies with the parameter's shape; ``step`` is stored as torch stores it.
+        """
+        groups, index = [], 0
+        for group in self.param_groups:
+            packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
+            packed["params"] = list(range(index, index + len(group["params"])))
+            index += len(group["params"])
+            groups.append(packed)
+        params = self.params
+        state = {}
+        for i, entry in sorted(self.state.items()):
+            out = {}
+            for name, value in entry.items():
+                if name == "step":
+                    out[name] = (np.array(value, np.float32)
+                                 if self.step_in_state_dict == "tensor" else int(value))
+                elif isinstance(value, np.ndarray):
+                    out[name] = value.reshape(params[i].shape).copy()
+                else:
+                    out[name] = copy.deepcopy(value)
+            state[i] = out
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a state_dict (npoptim's, or torch's with tensors turned into NumPy arrays).
+
+        Everything is checked before anything changes: the group structure, each
+        hyperparameter, each state's names, shapes and values. Arrays are copied and cast to
+        the parameter's dtype, as torch does.
+        """
+        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
+            raise ValueError("state_dict must be a dict with exactly the keys 'state' and "
+                             "'param_groups'")
+        saved_groups = state_dict["param_groups"]
+        if not isinstance(saved_groups, (list, tuple)) or len(saved_groups) != len(
+                self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        new_groups, id_map = [], {}
+        for gi, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if not isinstance(saved, dict) or "params" not in saved:
+                raise ValueError(f"param_groups[{gi}] must be a dict with a 'params' list")
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 f"match the size of optimizer's group (group {gi})")
+            new = dict(self.defaults)
+            new.update({k: v for k, v in saved.items() if k != "params"})
+            unknown = set(new) - set(self.defaults)
+            if unknown:
+                raise ValueError(f"param_groups[{gi}] has option(s) {sorted(unknown)} that "
+                                 f"{type(self).__name__} does not have")
+            try:
+                self._check_group(new)
+            except ValueError as exc:
+                raise ValueError(f"param_groups[{gi}]: {exc}") from None
+            new["params"] = group["params"]
+            new_groups.append(new)
+            base = sum(len(g["params"]) for g in self.param_groups[:gi])
+            for k, saved_id in enumerate(saved["params"]):
+                id_map[saved_id] = base + k
+        saved_state = state_dict["state"]
+        if not isinstance(saved_state, dict):
+            raise ValueError("state_dict['state'] must be a dict")
+        params = self.params
+        group_of = [g for g in new_groups for _ in g["params"]]
+        new_state = {}
+        for saved_id, entry in saved_state.items():
+            if saved_id not in id_map:
+                raise ValueError(f"state for parameter id {saved_id!r}, which no param group "
+                                 "lists")
+            i = id_map[saved_id]
+            new_state[i] = self._load_param_state(entry, params[i], group_of[i], f"state[{i}]")
+        for group, new in zip(self.param_groups, new_groups):
+            group.clear()
+            group.update(new)
+        self.state = new_state
+
+    def _load_param_state(self, entry, param, group, where):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict")
+        expected = set(self._state_names(group))
+        if self.step_in_state_dict is not None:
+            expected.add("step")
+        if set(entry) != expected:
+            raise ValueError(f"{where} has entries {sorted(entry)}, {type(self).__name__} with "
+                             f"these options expects {sorted(expected)}")
+        out = {}
+        for name, value in entry.items():
+            if name == "step":
+                out[name] = _as_step(value, f"{where}['step']")
+                continue
+            arr = np.asarray(value)
+            if arr.shape != param.shape:
+                raise ValueError(f"{where}['{name}'] has shape {arr.shape}, the parameter has "
+                                 f"{param.shape}")
+            if arr.dtype.kind not in "fiu":
+                raise ValueError(f"{where}['{name}'] must be real numbers, got {arr.dtype}")
+            out[name] = arr.astype(param.dtype, copy=True).reshape(-1)
+        return out
+
+
+# --------------------------------------------------------------------------------- helpers
+def _check_param(p, where):
+    if not isinstance(p, np.ndarray):
+        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays, got "
+                        f"{type(p).__name__}")
+    if p.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{where}: parameters must be float32 or float64 arrays, got {p.dtype}")
+    if not p.flags.writeable:
+        raise ValueError(f"{where}: the parameter array is read-only; the optimizer updates "
+                         "parameters in place")
+
+
+def _as_step(value, where):
+    step = float(np.asarray(value).reshape(()) if not isinstance(value, numbers.Number)
+                 else value)
+    if not math.isfinite(step) or step < 0 or step != int(step):
+        raise ValueError(f"{where} must be a non-negative whole number, got {value!r}")
+    return int(step)
+
+
+class flat_view:
+    """Context manager giving a flat 1-D array that writes through to ``param``.
+
+    A C-contiguous parameter is reshaped (a view, no copy); any other view is copied in and
+    written back on exit, so the caller's array sees the update either way.
+    """
+
+    def __init__(self, param):
+        self.param = param
+
+    def __enter__(self):
+        if self.param.flags.c_contiguous:
+            self.flat = self.param.reshape(-1)
+        else:
+            self.flat = self.param.ravel(order="C").copy()
+        return self.flat
+
+    def __exit__(self, *exc):
+        if not self.param.flags.c_contiguous:
+            self.param[...] = self.flat.reshape(self.param.shape)
+        return False
+
+
+def check_betas(betas):
+    """torch's check of an Adam-style ``betas`` pair."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"betas must be a pair of floats, got {betas!r}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+
+
+def check_nonnegative(group, *names, label=None):
+    """``ValueError(f"Invalid {label}: {value}")`` for each named option below 0."""
+    labels = {"lr": "learning rate", "eps": "epsilon value", "weight_decay": "weight_decay value",
+              "lr_decay": "lr_decay value", "momentum": "momentum value"}
+    for name in names:
+        value = group[name]
+        if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0.0:
+            raise ValueError(f"Invalid {label or labels.get(name, name)}: {value}")
+
+
+def typed(param, *values):
+    """Hyperparameters as a tuple of scalars of the parameter's dtype, for a kernel."""
+    cast = param.dtype.type
+    return tuple(cast(v) for v in values)

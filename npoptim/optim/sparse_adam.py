@@ -1,0 +1,95 @@
+r"""SparseAdam: Adam for sparse (embedding-row) gradients, as ``torch.optim.SparseAdam`` 2.13.
+
+Only the entries stored in the gradient are updated ("lazy" sparse semantics): an entry that
+is not in the gradient keeps its parameter value and its moments bit for bit, so its moments
+do not decay. The step count :math:`t` is one counter per parameter (global across its rows),
+advanced by every step in which the parameter has a gradient, even an empty one. For each
+stored entry, with gradient :math:`g` (negated when ``maximize``):
+
+.. math::
+
+    m &\leftarrow m + (1-\beta_1)(g - m)\\
+    v &\leftarrow v + (1-\beta_2)(g^2 - v)\\
+    \theta &\leftarrow \theta - \gamma\,\frac{\sqrt{1-\beta_2^t}}{1-\beta_1^t}
+        \cdot \frac{m}{\sqrt{v} + \epsilon}
+
+Note where :math:`\epsilon` sits: added to :math:`\sqrt{v}`, not to the bias-corrected
+:math:`\sqrt{v/(1-\beta_2^t)}` as in :class:`npoptim.Adam` (the "epsilon-hat" form of Kingma &
+Ba, section 2, also used by TF's LazyAdam).
+
+Gradients: a CSR gradient (see :mod:`npoptim.sparse.rowgrad`: explicit zeros are updated,
+duplicates are summed first), or a dense array whose *nonzero* entries are taken as the stored
+ones (torch refuses dense gradients; this "masked-dense" mode is npoptim's convenience). An
+empty gradient updates nothing but advances the step count, as torch does.
+"""
+import math
+
+import numpy as np
+import scipy.sparse
+
+from npoptim.kernels.drivers import apply_dense, apply_rows
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.sparse.rowgrad import as_row_gradient, row_shape
+
+
+@kernel
+def sparse_adam_rule(p, g, s, h):
+    """One stored entry; ``s = (exp_avg, exp_avg_sq)``, ``h`` from ``SparseAdam._update``."""
+    one_minus_beta1, one_minus_beta2, eps, neg_step_size = h[0], h[1], h[2], h[3]
+    m, v = s
+    if h[4] != 0:  # maximize
+        g = -g
+    m_update = (g - m) * one_minus_beta1
+    v_update = (g * g - v) * one_minus_beta2
+    m = m + m_update
+    v = v + v_update
+    return p + neg_step_size * (m / (math.sqrt(v) + eps)), (m, v)
+
+
+@kernel
+def _sparse_adam_dense(param, grad, states, hyper):
+    apply_dense(sparse_adam_rule, param, grad, states, hyper)
+
+
+@kernel
+def _sparse_adam_rows(param, ncols, indptr, indices, data, states, hyper):
+    apply_rows(sparse_adam_rule, param, ncols, indptr, indices, data, states, hyper)
+
+
+class SparseAdam(Optimizer):
+    """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring)."""
+
+    sparse_kind = "lazy"
+    step_in_state_dict = "int"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps")
+        check_betas(group["betas"])
+
+    def _state_names(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    def _prepare_grad(self, grad, param, group, where):
+        if isinstance(grad, np.ndarray) and grad.shape == param.shape and param.ndim > 0:
+            if grad.dtype != param.dtype:
+                raise ValueError(f"{where}: gradient has dtype {grad.dtype}, the parameter has "
+                                 f"{param.dtype}")
+            grad = scipy.sparse.csr_array(grad.reshape(row_shape(param.shape)))
+            return as_row_gradient(grad, param.shape, param.dtype, where)
+        return super()._prepare_grad(grad, param, group, where)
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        if grad.nnz == 0:
+            return
+        beta1, beta2 = group["betas"]
+        step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+        hyper = typed(param, 1 - beta1, 1 - beta2, group["eps"], -step_size,
+                      bool(group["maximize"]))
+        states = (state["exp_avg"], state["exp_avg_sq"])
+        self._run((_sparse_adam_dense, _sparse_adam_rows), param, grad, states, hyper)

@@ -1,0 +1,42 @@
+"""Every optimizer npoptim has: where it lives, its torch counterpart and its sparse kind.
+
+The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the README's table
+are all read from :data:`OPTIMIZERS`, so an optimizer is added in one place. Modules are
+imported on first use, which keeps ``import npoptim`` fast.
+"""
+import importlib
+
+# name -> (module, torch.optim counterpart or None)
+OPTIMIZERS = {
+    "Adam": ("npoptim.optim.adam", "Adam"),
+    "AdamW": ("npoptim.optim.adam", "AdamW"),
+    "SparseAdam": ("npoptim.optim.sparse_adam", "SparseAdam"),
+    "Adagrad": ("npoptim.optim.adagrad", "Adagrad"),
+    "Adadelta": ("npoptim.optim.adadelta", "Adadelta"),
+    "SGD": ("npoptim.optim.sgd", "SGD"),
+    "RMSprop": ("npoptim.optim.rmsprop", "RMSprop"),
+    "Adamax": ("npoptim.optim.adamax", "Adamax"),
+    "NAdam": ("npoptim.optim.nadam", "NAdam"),
+    "RAdam": ("npoptim.optim.radam", "RAdam"),
+    "ASGD": ("npoptim.optim.asgd", "ASGD"),
+    "Rprop": ("npoptim.optim.rprop", "Rprop"),
+    "Adafactor": ("npoptim.optim.adafactor", "Adafactor"),
+    "Muon": ("npoptim.optim.muon", "Muon"),
+    "LBFGS": ("npoptim.optim.lbfgs", "LBFGS"),
+    "LAMB": ("npoptim.optim.lamb", None),
+    "LARS": ("npoptim.optim.lars", None),
+}
+
+
+def available():
+    """Names of the optimizers whose module is present in this installation."""
+    return [name for name, (module, _) in OPTIMIZERS.items()
+            if importlib.util.find_spec(module) is not None]
+
+
+def get(name):
+    """The optimizer class called ``name``."""
+    if name not in OPTIMIZERS:
+        raise KeyError(f"unknown optimizer {name!r}; npoptim has {', '.join(available())}")
+    module, _ = OPTIMIZERS[name]
+    return getattr(importlib.import_module(module), name)
