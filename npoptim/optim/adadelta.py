@@ -62,4 +62,4 @@ class Adadelta(Optimizer):
         rho = group["rho"]
         hyper = typed(param, rho, 1 - rho, group["eps"], group["weight_decay"], -group["lr"],
                       bool(group["maximize"]))
-        _adadelta_dense(param, grad, (state["square_avg"], state["acc_delta"]), hyper)
+        _adadelta_dense(param, grad, self._flat_states(state, group), hyper)

@@ -77,7 +77,7 @@ class Adagrad(Optimizer):
 
     def _init_state(self, param, group):
         return {"step": 0,
-                "sum": np.full(param.size, group["initial_accumulator_value"], param.dtype)}
+                "sum": np.full(param.shape, group["initial_accumulator_value"], param.dtype)}
 
     def _prepare_grad(self, grad, param, group, where):
         prepared = super()._prepare_grad(grad, param, group, where)
@@ -90,4 +90,5 @@ class Adagrad(Optimizer):
         state["step"] += 1
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         hyper = typed(param, group["weight_decay"], group["eps"], -clr, bool(group["maximize"]))
-        self._run((_adagrad_dense, _adagrad_rows), param, grad, (state["sum"],), hyper)
+        self._run((_adagrad_dense, _adagrad_rows), param, grad, self._flat_states(state, group),
+                  hyper)

@@ -110,9 +110,8 @@ class Adam(Optimizer):
                       group["eps"],
                       -(lr / (1 - beta1 ** step)),
                       bool(group["maximize"]))
-        states = tuple(state[name] for name in self._state_names(group))
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
-        kernel_(param, grad, states, hyper)
+        kernel_(param, grad, self._flat_states(state, group), hyper)
 
 
 class AdamW(Adam):

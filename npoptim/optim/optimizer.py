@@ -194,12 +194,20 @@ class Optimizer:
         """Names of the array states a parameter of ``group`` has (e.g. ``exp_avg``)."""
         return ()
 
+    def _state_shapes(self, param, group):
+        """``{name: shape}`` of each array state; the parameter's shape unless overridden."""
+        return {name: param.shape for name in self._state_names(group)}
+
     def _init_state(self, param, group):
-        """A new state dict: ``step`` 0 and zero arrays of the parameter's flat shape."""
+        """A new state dict: ``step`` 0 and zero arrays of each state's shape."""
         state = {} if self.step_in_state_dict is None else {"step": 0}
-        for name in self._state_names(group):
-            state[name] = np.zeros(param.size, param.dtype)
+        for name, shape in self._state_shapes(param, group).items():
+            state[name] = np.zeros(shape, param.dtype)
         return state
+
+    def _flat_states(self, state, group):
+        """The group's array states as a tuple of flat views, in ``_state_names`` order."""
+        return tuple(state[name].reshape(-1) for name in self._state_names(group))
 
     def _update(self, param, grad, state, group):
         """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient."""
@@ -227,7 +235,6 @@ class Optimizer:
             packed["params"] = list(range(index, index + len(group["params"])))
             index += len(group["params"])
             groups.append(packed)
-        params = self.params
         state = {}
         for i, entry in sorted(self.state.items()):
             out = {}
@@ -235,8 +242,6 @@ class Optimizer:
                 if name == "step":
                     out[name] = (np.array(value, np.float32)
                                  if self.step_in_state_dict == "tensor" else int(value))
-                elif isinstance(value, np.ndarray):
-                    out[name] = value.reshape(params[i].shape).copy()
                 else:
                     out[name] = copy.deepcopy(value)
             state[i] = out
@@ -298,7 +303,8 @@ class Optimizer:
     def _load_param_state(self, entry, param, group, where):
         if not isinstance(entry, dict):
             raise ValueError(f"{where} must be a dict")
-        expected = set(self._state_names(group))
+        shapes = self._state_shapes(param, group)
+        expected = set(shapes)
         if self.step_in_state_dict is not None:
             expected.add("step")
         if set(entry) != expected:
@@ -310,12 +316,12 @@ class Optimizer:
                 out[name] = _as_step(value, f"{where}['step']")
                 continue
             arr = np.asarray(value)
-            if arr.shape != param.shape:
-                raise ValueError(f"{where}['{name}'] has shape {arr.shape}, the parameter has "
-                                 f"{param.shape}")
+            if arr.shape != tuple(shapes[name]):
+                raise ValueError(f"{where}['{name}'] has shape {arr.shape}, expected "
+                                 f"{tuple(shapes[name])}")
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"{where}['{name}'] must be real numbers, got {arr.dtype}")
-            out[name] = arr.astype(param.dtype, copy=True).reshape(-1)
+            out[name] = arr.astype(param.dtype, copy=True)
         return out
 
 

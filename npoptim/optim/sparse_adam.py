@@ -91,5 +91,5 @@ class SparseAdam(Optimizer):
         step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
         hyper = typed(param, 1 - beta1, 1 - beta2, group["eps"], -step_size,
                       bool(group["maximize"]))
-        states = (state["exp_avg"], state["exp_avg_sq"])
-        self._run((_sparse_adam_dense, _sparse_adam_rows), param, grad, states, hyper)
+        self._run((_sparse_adam_dense, _sparse_adam_rows), param, grad,
+                  self._flat_states(state, group), hyper)
