@@ -1,0 +1,5 @@
+import sys
+
+from npoptim.cli import main
+
+sys.exit(main())
