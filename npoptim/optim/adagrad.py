@@ -14,7 +14,8 @@ Sparse kind "exact": a zero gradient leaves both :math:`s` and :math:`\theta` un
 CSR gradient updates only its stored entries and the result equals the dense update with the
 missing entries zero. As in torch, weight decay with a CSR gradient is refused (it would touch
 every entry), and the step count advances on every step in which the parameter has a gradient.
-State exists from construction (torch creates it in ``__init__``).
+State exists from construction, as torch creates it in ``__init__``; like torch, it starts from
+the constructor's ``initial_accumulator_value``, even for a param group that overrides it.
 """
 import math
 
@@ -60,11 +61,10 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
-        for index, (param, group) in enumerate(self._params_with_groups()):
-            self.state[index] = self._init_state(param, group)
-
-    def _params_with_groups(self):
-        return [(p, group) for group in self.param_groups for p in group["params"]]
+        # As torch: state is created here, from the constructor's initial_accumulator_value
+        # even where a param group overrides it.
+        for index, param in enumerate(self.params):
+            self.state[index] = self._init_state(param, self.defaults)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "lr_decay", "weight_decay")

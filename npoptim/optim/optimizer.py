@@ -25,6 +25,7 @@ import math
 import numbers
 
 import numpy as np
+import scipy.sparse
 
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr
 
@@ -158,7 +159,7 @@ class Optimizer:
         """A flat contiguous dense gradient, a :class:`RowGradient`, or None."""
         if grad is None:
             return None
-        if is_csr(grad):
+        if scipy.sparse.issparse(grad):
             if self.sparse_kind == "dense-only":
                 raise TypeError(f"{where}: {type(self).__name__} does not accept sparse (CSR) "
                                 "gradients; pass a dense array, or use an optimizer that "
