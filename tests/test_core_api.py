@@ -287,3 +287,42 @@ def test_state_dict_has_torch_layout():
             "decoupled_weight_decay"} <= set(sd["param_groups"][0])
     sparse = stepped("Adagrad")
     assert set(sparse.state_dict()["state"][0]) == {"step", "sum"}
+
+
+# ------------------------------------------------------------------- non-finite gradients
+def test_nonfinite_gradients_propagate_by_default_as_torch():
+    p = np.ones(3)
+    npoptim.Adam([p]).step([np.array([1.0, np.nan, 1.0])])
+    assert np.isnan(p[1]) and np.isfinite(p[0])
+
+
+@pytest.mark.parametrize("name", ["Adam", "SparseAdam", "Adagrad"])
+def test_nonfinite_raise_names_the_position_and_changes_nothing(name):
+    opt = stepped(name)
+    opt.nonfinite = "raise"
+    snap = snapshot(opt)
+    grads = [np.ones((6, 3)), np.ones(4), np.ones((2, 2, 2))]
+    grads[2][1, 0, 1] = np.inf
+    position = "row 1, column 1" if name == "SparseAdam" else r"index \(1, 0, 1\)"
+    with pytest.raises(FloatingPointError, match=r"grads\[2\].*" + position):
+        opt.step(grads)
+    assert_unchanged(opt, snap)
+    if name != "Adam":
+        bad = scipy.sparse.csr_array(np.ones((6, 3)))
+        bad.data[4] = np.nan
+        with pytest.raises(FloatingPointError, match="row 1, column 1"):
+            opt.step([bad, None, None])
+        assert_unchanged(opt, snap)
+
+
+def test_nonfinite_skip_leaves_the_step_out_and_counts_it():
+    opt = stepped("Adam")
+    opt.nonfinite = "skip"
+    snap = snapshot(opt)
+    opt.step([np.full((6, 3), np.nan), np.ones(4), np.ones((2, 2, 2))])
+    assert_unchanged(opt, snap)
+    assert opt.skipped_steps == 1
+    opt.step(good_grads(opt))
+    assert opt.state[0]["step"] == 3
+    with pytest.raises(ValueError, match="nonfinite must be"):
+        opt.nonfinite = "ignore"

@@ -27,6 +27,7 @@ import numbers
 import numpy as np
 import scipy.sparse
 
+from npoptim.kernels.jit import kernel
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -58,6 +59,8 @@ class Optimizer:
         self._check_group(self.defaults)
         self.param_groups = []
         self.state = {}
+        self._nonfinite = "propagate"
+        self.skipped_steps = 0
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -120,8 +123,33 @@ class Optimizer:
                 raise TypeError("pass grads or a closure that returns (loss, grads), not both")
             loss, grads = closure()
         prepared = self._prepare(grads)
+        if self._nonfinite != "propagate" and _first_nonfinite_grad(prepared) is not None:
+            if self._nonfinite == "raise":
+                index, where = _first_nonfinite_grad(prepared)
+                raise FloatingPointError(f"grads[{index}] has a non-finite value at {where}; "
+                                         "nothing was changed (nonfinite='raise')")
+            self.skipped_steps += 1
+            return loss
         self._apply(prepared)
         return loss
+
+    @property
+    def nonfinite(self):
+        """What a step does with a NaN or infinite gradient value.
+
+        * ``"propagate"`` (default, as torch): the values flow into the parameters and state.
+        * ``"raise"``: raise ``FloatingPointError`` naming the gradient and the position,
+          before anything changes.
+        * ``"skip"``: leave the whole step out (parameters, state and step counts untouched)
+          and count it in :attr:`skipped_steps`, as mixed-precision loss scalers do.
+        """
+        return self._nonfinite
+
+    @nonfinite.setter
+    def nonfinite(self, policy):
+        if policy not in ("propagate", "raise", "skip"):
+            raise ValueError(f"nonfinite must be 'propagate', 'raise' or 'skip', got {policy!r}")
+        self._nonfinite = policy
 
     def zero_grad(self, set_to_none=True):
         """Gradients are passed to ``step``, so there is nothing to clear (kept for torch code)."""
@@ -344,6 +372,30 @@ def _as_step(value, where):
     if not math.isfinite(step) or step < 0 or step != int(step):
         raise ValueError(f"{where} must be a non-negative whole number, got {value!r}")
     return int(step)
+
+
+@kernel
+def _first_nonfinite(values):
+    """Index of the first NaN or infinite value of a flat array, or -1."""
+    for i in range(values.size):
+        if not np.isfinite(values[i]):
+            return i
+    return -1
+
+
+def _first_nonfinite_grad(prepared):
+    """``(param index, position)`` of the first non-finite gradient value, or None."""
+    for _, index, param, grad in prepared:
+        if isinstance(grad, RowGradient):
+            k = _first_nonfinite(grad.data)
+            if k >= 0:
+                row = int(np.searchsorted(grad.indptr, k, side="right")) - 1
+                return index, f"row {row}, column {int(grad.indices[k])}"
+        else:
+            k = _first_nonfinite(grad)
+            if k >= 0:
+                return index, f"index {tuple(int(i) for i in np.unravel_index(k, param.shape))}"
+    return None
 
 
 class flat_view:
