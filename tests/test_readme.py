@@ -1,0 +1,36 @@
+"""The README stays true: its example runs and its optimizer table matches the registry."""
+import pathlib
+import re
+
+import npoptim
+from npoptim import registry
+
+README = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_example_runs():
+    code = re.search(r"## Example\n\n```python\n(.*?)```", README, re.S).group(1)
+    exec(compile(code, "README.md example", "exec"), {})
+
+
+def test_optimizer_table_matches_the_registry():
+    table = README.split("<!-- optimizer-table")[1].split("<!-- end optimizer-table")[0]
+    rows = {}
+    for line in table.splitlines():
+        m = re.match(r"\| `(\w+)` \| (.*?) \| ([\w-]+) \|", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), m.group(3))
+    assert sorted(rows) == sorted(registry.available())
+    for name, (torch_cell, kind) in rows.items():
+        cls = getattr(npoptim, name)
+        assert kind == cls.sparse_kind, name
+        torch_name = registry.OPTIMIZERS[name][1]
+        assert torch_cell == (f"`torch.optim.{torch_name}`" if torch_name else "—"), name
+
+
+def test_ci_runs_the_readme_test_command():
+    command = re.search(r"Install and run the tests.*?\n\n    (.+)\n", README, re.S).group(1)
+    ci = (pathlib.Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    install, _, run = command.partition(" && ")
+    assert "python -m pytest" in run and "python -m pytest" in ci
+    assert '-e ".[test]"' in install and '-e ".[test]"' in ci
