@@ -36,24 +36,24 @@ Conventions, all as in torch:
 The schedulers, with :math:`\eta_0` the base rate (``initial_lr``) and :math:`t` the
 ``last_epoch``:
 
-==============================  ==============================================================
-:class:`LambdaLR`               :math:`\eta_0 \, f(t)`
-:class:`MultiplicativeLR`       :math:`\eta_{t-1} \, f(t)`
-:class:`StepLR`                 :math:`\eta_0 \, \gamma^{\lfloor t / s \rfloor}`
-:class:`MultiStepLR`            :math:`\eta_0 \, \gamma^{\#\{m \le t\}}`
-:class:`ConstantLR`             :math:`\eta_0 \, k` for :math:`t < T`, then :math:`\eta_0`
-:class:`LinearLR`               :math:`\eta_0 \, (k_s + (k_e - k_s) \min(t, T) / T)`
-:class:`ExponentialLR`          :math:`\eta_0 \, \gamma^t`
-:class:`PolynomialLR`           :math:`\eta_0 \, (1 - \min(t, T)/T)^p`
-:class:`CosineAnnealingLR`      :math:`\eta_{min} + (\eta_0 - \eta_{min})(1 + \cos(\pi t / T))/2`
+====================================  =============================================================
+:class:`LambdaLR`                     :math:`\eta_0 \, f(t)`
+:class:`MultiplicativeLR`             :math:`\eta_{t-1} \, f(t)`
+:class:`StepLR`                       :math:`\eta_0 \, \gamma^{\lfloor t / s \rfloor}`
+:class:`MultiStepLR`                  :math:`\eta_0 \, \gamma^{\#\{m \le t\}}`
+:class:`ConstantLR`                   :math:`\eta_0 \, k` for :math:`t < T`, then :math:`\eta_0`
+:class:`LinearLR`                     :math:`\eta_0 \, (k_s + (k_e - k_s) \min(t, T) / T)`
+:class:`ExponentialLR`                :math:`\eta_0 \, \gamma^t`
+:class:`PolynomialLR`                 :math:`\eta_0 \, (1 - \min(t, T)/T)^p`
+:class:`CosineAnnealingLR`            :math:`\eta_{min} + (\eta_0 - \eta_{min})(1 + \cos \pi t/T)/2`
 :class:`CosineAnnealingWarmRestarts`  the same within each restart period
-:class:`CyclicLR`               triangular cycles between ``base_lr`` and ``max_lr``
-:class:`OneCycleLR`             warm up to ``max_lr``, then anneal far below the start
-:class:`SequentialLR`           one scheduler after another, switching at milestones
-:class:`ChainedScheduler`       several schedulers' steps applied together each step
-:class:`ReduceLROnPlateau`      :math:`\eta \leftarrow \max(\eta \cdot f, \eta_{min})` when a
-                                metric stops improving
-==============================  ==============================================================
+:class:`CyclicLR`                     triangular cycles between ``base_lr`` and ``max_lr``
+:class:`OneCycleLR`                   warm up to ``max_lr``, then anneal far below the start
+:class:`SequentialLR`                 one scheduler after another, switching at milestones
+:class:`ChainedScheduler`             several schedulers' steps applied together each step
+:class:`ReduceLROnPlateau`            :math:`\eta \leftarrow \max(\eta \cdot f, \eta_{min})` when a
+                                      metric stops improving
+====================================  =============================================================
 """
 import copy
 import math
@@ -192,12 +192,14 @@ class LRScheduler:
     which the deprecated ``step(epoch)`` uses.
 
     Args:
-        optimizer (Optimizer): the optimizer whose ``lr``\\ s are scheduled.
+        optimizer (Optimizer): the optimizer whose learning rates are scheduled.
         last_epoch (int): ``-1`` (default) to start afresh: each group's ``lr`` is recorded as
             its ``initial_lr`` (unless it already has one). Otherwise the index of the last
             epoch of a run being resumed; the groups must already hold ``initial_lr``.
     """
 
+    # True while step() computes the rates / during the constructor's step; once set they are
+    # instance attributes, so state_dict has them, as torch's has
     _get_lr_called_within_step = False
     _is_initial = False
     _unsaved = ("optimizer",)  # attributes state_dict leaves out (or saves its own way)

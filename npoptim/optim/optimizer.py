@@ -98,9 +98,6 @@ class Optimizer:
                                      "more than once in the optimizer's parameters")
         group = dict(self.defaults)
         group.update({k: v for k, v in param_group.items() if k != "params"})
-        unknown = set(group) - set(self.defaults)
-        if unknown:
-            raise ValueError(f"{type(self).__name__} has no option(s) {sorted(unknown)}")
         self._check_group(group)
         group["params"] = params
         self.param_groups.append(group)
@@ -299,10 +296,6 @@ class Optimizer:
                                  f"match the size of optimizer's group (group {gi})")
             new = dict(self.defaults)
             new.update({k: v for k, v in saved.items() if k != "params"})
-            unknown = set(new) - set(self.defaults)
-            if unknown:
-                raise ValueError(f"param_groups[{gi}] has option(s) {sorted(unknown)} that "
-                                 f"{type(self).__name__} does not have")
             try:
                 self._check_group(new)
             except ValueError as exc:
