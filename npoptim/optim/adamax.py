@@ -1,0 +1,76 @@
+r"""Adamax, the infinity-norm variant of Adam (Kingma & Ba, 2015, section 7.1), as
+``torch.optim.Adamax`` 2.13.
+
+For each element, with gradient :math:`g` (negated when ``maximize``) and step count :math:`t`
+(per parameter):
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta                                   &&\text{weight decay}\\
+    m &\leftarrow m + (1-\beta_1)(g - m)                               &&\text{``exp_avg``}\\
+    u &\leftarrow \max(\beta_2 u,\; |g| + \epsilon)                    &&\text{``exp_inf``}\\
+    \theta &\leftarrow \theta - \frac{\gamma}{1-\beta_1^t}\cdot\frac{m}{u}
+
+:math:`\epsilon` sits inside the maximum (so :math:`u \ge \epsilon` and the division is safe),
+and the maximum propagates NaN as ``torch.maximum`` does. Dense gradients only, as in torch.
+"""
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+
+
+@kernel
+def _maximum(a, b):
+    """``torch.maximum`` of two scalars: NaN if either is NaN."""
+    if a > b or a != a:
+        return a
+    return b
+
+
+@kernel
+def adamax_rule(p, g, s, h):
+    """One element; ``s = (exp_avg, exp_inf)``, ``h = (wd, 1-beta1, beta2, eps, -clr, max)``."""
+    weight_decay, one_minus_beta1, beta2, eps, neg_clr = h[0], h[1], h[2], h[3], h[4]
+    if h[5] != 0:  # maximize
+        g = -g
+    if weight_decay != 0:
+        g = g + weight_decay * p
+    m = lerp(s[0], g, one_minus_beta1)
+    u = _maximum(s[1] * beta2, abs(g) + eps)
+    return p + neg_clr * m / u, (m, u)
+
+
+@kernel
+def _adamax_dense(param, grad, states, hyper):
+    apply_dense(adamax_rule, param, grad, states, hyper)
+
+
+class Adamax(Optimizer):
+    """Adamax, matching ``torch.optim.Adamax`` option for option (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps")
+        check_betas(group["betas"])
+        check_nonnegative(group, "weight_decay")
+
+    def _state_names(self, group):
+        return ("exp_avg", "exp_inf")
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        beta1, beta2 = group["betas"]
+        clr = group["lr"] / (1 - beta1 ** state["step"])
+        hyper = typed(param, group["weight_decay"], 1 - beta1, beta2, group["eps"], -clr,
+                      bool(group["maximize"]))
+        _adamax_dense(param, grad, self._flat_states(state, group), hyper)

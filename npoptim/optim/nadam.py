@@ -1,0 +1,115 @@
+r"""NAdam: Adam with Nesterov momentum (Dozat, 2016), as ``torch.optim.NAdam`` 2.13.
+
+With step count :math:`t` (per parameter), momentum decay :math:`\psi`, the momentum schedule
+
+.. math::
+
+    \mu_t = \beta_1\bigl(1 - \tfrac12\, 0.96^{t\psi}\bigr), \qquad
+    \Pi_t = \prod_{i \le t} \mu_i  \quad\text{(the state ``mu_product``)},
+
+and for each element, with gradient :math:`g` (negated when ``maximize``):
+
+.. math::
+
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)     &&\text{decoupled weight decay}\\
+    g &\leftarrow g + \lambda\theta                    &&\text{else (L2 weight decay)}\\
+    m &\leftarrow m + (1-\beta_1)(g - m)\\
+    v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
+    d &\leftarrow \sqrt{v / (1-\beta_2^t)} + \epsilon\\
+    \theta &\leftarrow \theta - \gamma\frac{1-\mu_t}{1-\Pi_t}\cdot\frac{g}{d}
+                              - \gamma\frac{\mu_{t+1}}{1-\Pi_t\,\mu_{t+1}}\cdot\frac{m}{d}
+
+(the two terms applied one after the other, as torch does).
+
+``mu_product`` is kept as torch keeps it: a 0-d float32 array, multiplied in float32 by each
+:math:`\mu_t`. Loading a state_dict casts it to the parameter's dtype, as torch's
+``load_state_dict`` does with every floating-point state except ``step``; so for a float64
+parameter a loaded optimizer continues (like torch) with a float64 ``mu_product`` and drifts
+from an uninterrupted run in the last digits. Dense gradients only, as in torch.
+"""
+import math
+
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+
+
+@kernel
+def nadam_rule(p, g, s, h):
+    """One element; ``s = (exp_avg, exp_avg_sq)``, ``h`` from ``NAdam._update``."""
+    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
+    bias_correction2, eps, grad_coef, avg_coef = h[5], h[6], h[7], h[8]
+    if h[9] != 0:  # maximize
+        g = -g
+    p = p * decay_factor
+    if l2 != 0:
+        g = g + l2 * p
+    m = lerp(s[0], g, one_minus_beta1)
+    v = s[1] * beta2 + one_minus_beta2 * g * g
+    denom = math.sqrt(v / bias_correction2) + eps
+    p = p + grad_coef * g / denom
+    return p + avg_coef * m / denom, (m, v)
+
+
+@kernel
+def _nadam_dense(param, grad, states, hyper):
+    apply_dense(nadam_rule, param, grad, states, hyper)
+
+
+class NAdam(Optimizer):
+    """NAdam, matching ``torch.optim.NAdam`` option for option (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps")
+        check_betas(group["betas"])
+        check_nonnegative(group, "weight_decay")
+        check_nonnegative(group, "momentum_decay", label="momentum_decay value")
+
+    def _state_names(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    def _state_shapes(self, param, group):
+        return {"mu_product": (), "exp_avg": param.shape, "exp_avg_sq": param.shape}
+
+    def _init_state(self, param, group):
+        return {"step": 0, "mu_product": np.array(1.0, np.float32),
+                "exp_avg": np.zeros(param.shape, param.dtype),
+                "exp_avg_sq": np.zeros(param.shape, param.dtype)}
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        lr, wd, psi = group["lr"], group["weight_decay"], group["momentum_decay"]
+        beta1, beta2 = group["betas"]
+        decoupled = group["decoupled_weight_decay"]
+        mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
+        mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
+        # torch: ``mu_product *= mu`` on a 0-d tensor, in that tensor's dtype
+        mu_product = state["mu_product"]
+        mu_product[...] = mu_product * mu_product.dtype.type(mu)
+        mu_product = float(mu_product)
+        mu_product_next = mu_product * mu_next
+        hyper = typed(param,
+                      1 - lr * wd if decoupled and wd != 0 else 1.0,
+                      0.0 if decoupled else wd,
+                      1 - beta1, beta2, 1 - beta2, 1 - beta2 ** step, group["eps"],
+                      -lr * (1.0 - mu) / (1.0 - mu_product),
+                      (-lr * mu_next) / (1.0 - mu_product_next),
+                      bool(group["maximize"]))
+        _nadam_dense(param, grad, self._flat_states(state, group), hyper)

@@ -1,0 +1,122 @@
+r"""RAdam: Adam with variance rectification (Liu et al., 2020), as ``torch.optim.RAdam`` 2.13.
+
+With step count :math:`t` (per parameter), :math:`b_1 = 1-\beta_1^t`, :math:`b_2 = 1-\beta_2^t`,
+the length of the approximated simple moving average
+
+.. math::
+
+    \rho_\infty = \frac{2}{1-\beta_2} - 1, \qquad
+    \rho_t = \rho_\infty - \frac{2t\beta_2^t}{b_2}, \qquad
+    r_t = \sqrt{\frac{(\rho_t-4)(\rho_t-2)\,\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\,\rho_t}},
+
+and for each element, with gradient :math:`g` (negated when ``maximize``):
+
+.. math::
+
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)   &&\text{decoupled weight decay}\\
+    g &\leftarrow g + \lambda\theta                  &&\text{else (L2 weight decay)}\\
+    m &\leftarrow m + (1-\beta_1)(g - m)\\
+    v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
+    \theta &\leftarrow \theta - \frac{m}{b_1}\,\gamma\,
+        \frac{\sqrt{b_2}}{\sqrt{v} + \epsilon}\, r_t  &&\text{if } \rho_t > 5\\
+    \theta &\leftarrow \theta - \frac{m}{b_1}\,\gamma &&\text{otherwise (SGD with momentum)}
+
+Note where :math:`\epsilon` sits: added to :math:`\sqrt{v}`, before the bias correction. The
+products are evaluated left to right as torch does, and :math:`\sqrt{b_2}/(\sqrt v+\epsilon)`
+as torch's ``scalar / tensor``, a reciprocal then a product. Dense gradients only, as in torch.
+"""
+import math
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+
+# ``h`` for both rules: (decay_factor, l2, 1 - beta1, beta2, 1 - beta2, bias_correction1, lr,
+#                        maximize, sqrt(bias_correction2), eps, rect, 1)
+
+
+@kernel
+def _decay_and_moments(p, g, m, v, h):
+    """Weight decay and the two moment updates; returns ``(p, m / bias_correction1, m, v)``."""
+    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
+    if h[7] != 0:  # maximize
+        g = -g
+    p = p * decay_factor
+    if l2 != 0:
+        g = g + l2 * p
+    m = lerp(m, g, one_minus_beta1)
+    v = v * beta2 + one_minus_beta2 * g * g
+    return p, m / h[5], m, v
+
+
+@kernel
+def radam_rule(p, g, s, h):
+    """A rectified step (``rho_t > 5``); ``s = (exp_avg, exp_avg_sq)``."""
+    p, m_hat, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    adaptive_lr = h[11] / (math.sqrt(v) + h[9]) * h[8]
+    return p - m_hat * h[6] * adaptive_lr * h[10], (m, v)
+
+
+@kernel
+def unrectified_rule(p, g, s, h):
+    """An early step (``rho_t <= 5``): SGD with the bias-corrected momentum."""
+    p, m_hat, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    return p - m_hat * h[6], (m, v)
+
+
+@kernel
+def _radam_dense(param, grad, states, hyper):
+    apply_dense(radam_rule, param, grad, states, hyper)
+
+
+@kernel
+def _unrectified_dense(param, grad, states, hyper):
+    apply_dense(unrectified_rule, param, grad, states, hyper)
+
+
+class RAdam(Optimizer):
+    """RAdam, matching ``torch.optim.RAdam`` option for option (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      differentiable=differentiable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps")
+        check_betas(group["betas"])
+        check_nonnegative(group, "weight_decay")
+
+    def _state_names(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        lr, wd = group["lr"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        decoupled = group["decoupled_weight_decay"]
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+        rectified = rho_t > 5.0
+        rect = (((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                ** 0.5 if rectified else 0.0)
+        hyper = typed(param,
+                      1 - lr * wd if decoupled and wd != 0 else 1.0,
+                      0.0 if decoupled else wd,
+                      1 - beta1, beta2, 1 - beta2, bias_correction1, lr,
+                      bool(group["maximize"]),
+                      bias_correction2 ** 0.5, group["eps"], rect, 1.0)
+        kernel_ = _radam_dense if rectified else _unrectified_dense
+        kernel_(param, grad, self._flat_states(state, group), hyper)

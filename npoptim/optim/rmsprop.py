@@ -1,0 +1,149 @@
+r"""RMSprop (Hinton, Lecture 6e; Graves, 2013 for the centered form), as ``torch.optim.RMSprop``
+2.13.
+
+For each element, with gradient :math:`g` (negated when ``maximize``), smoothing constant
+:math:`\alpha`:
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta                              &&\text{weight decay}\\
+    v &\leftarrow \alpha v + (1-\alpha)\,g^2                      &&\text{``square_avg``}\\
+    \bar g &\leftarrow \bar g + (1-\alpha)(g - \bar g)            &&\text{``grad_avg`` (centered)}\\
+    d &\leftarrow \sqrt{v - \bar g^2} + \epsilon \;\text{(centered)}\quad
+        \text{else}\quad d \leftarrow \sqrt{v} + \epsilon\\
+    b &\leftarrow \mu b + g / d                                   &&\text{``momentum_buffer``
+                                                                     } (\mu > 0)\\
+    \theta &\leftarrow \theta - \gamma b \;(\mu > 0)\quad
+        \text{else}\quad \theta \leftarrow \theta - \gamma\, g / d
+
+Note that :math:`\epsilon` is added outside the square root. States are created as torch
+creates them, at a parameter's first step: ``step``, ``square_avg``, then ``momentum_buffer``
+if ``momentum > 0`` and ``grad_avg`` if ``centered``. (If a group turns momentum or centering on
+later, torch fails with ``KeyError``; npoptim creates the missing state as zeros.) Dense
+gradients only, as in torch.
+"""
+import math
+
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+
+# ``h`` for every rule: (weight_decay, alpha, 1 - alpha, eps, momentum, -lr, maximize)
+
+
+@kernel
+def _grad_and_square_avg(p, g, v, h):
+    """The gradient after ``maximize`` and weight decay, and the new ``square_avg``."""
+    if h[6] != 0:  # maximize
+        g = -g
+    if h[0] != 0:
+        g = g + h[0] * p
+    return g, v * h[1] + h[2] * g * g
+
+
+@kernel
+def _centered_denom(v, avg, h):
+    """``sqrt(square_avg - grad_avg^2) + eps`` (torch's ``addcmul(.., value=-1)``)."""
+    return math.sqrt(v + -avg * avg) + h[3]
+
+
+@kernel
+def _momentum_step(p, g, denom, buf, h):
+    """The new parameter and ``momentum_buffer``."""
+    buf = buf * h[4] + g / denom
+    return p + h[5] * buf, buf
+
+
+@kernel
+def rmsprop_rule(p, g, s, h):
+    """One element; ``s = (square_avg,)``."""
+    g, v = _grad_and_square_avg(p, g, s[0], h)
+    return p + h[5] * g / (math.sqrt(v) + h[3]), (v,)
+
+
+@kernel
+def centered_rule(p, g, s, h):
+    """Centered; ``s = (square_avg, grad_avg)``."""
+    g, v = _grad_and_square_avg(p, g, s[0], h)
+    avg = lerp(s[1], g, h[2])
+    return p + h[5] * g / _centered_denom(v, avg, h), (v, avg)
+
+
+@kernel
+def momentum_rule(p, g, s, h):
+    """With momentum; ``s = (square_avg, momentum_buffer)``."""
+    g, v = _grad_and_square_avg(p, g, s[0], h)
+    p, buf = _momentum_step(p, g, math.sqrt(v) + h[3], s[1], h)
+    return p, (v, buf)
+
+
+@kernel
+def centered_momentum_rule(p, g, s, h):
+    """Centered with momentum; ``s = (square_avg, momentum_buffer, grad_avg)``."""
+    g, v = _grad_and_square_avg(p, g, s[0], h)
+    avg = lerp(s[2], g, h[2])
+    p, buf = _momentum_step(p, g, _centered_denom(v, avg, h), s[1], h)
+    return p, (v, buf, avg)
+
+
+@kernel
+def _rmsprop_dense(param, grad, states, hyper):
+    apply_dense(rmsprop_rule, param, grad, states, hyper)
+
+
+@kernel
+def _centered_dense(param, grad, states, hyper):
+    apply_dense(centered_rule, param, grad, states, hyper)
+
+
+@kernel
+def _momentum_dense(param, grad, states, hyper):
+    apply_dense(momentum_rule, param, grad, states, hyper)
+
+
+@kernel
+def _centered_momentum_dense(param, grad, states, hyper):
+    apply_dense(centered_momentum_rule, param, grad, states, hyper)
+
+
+# (momentum > 0, centered) -> kernel
+_KERNELS = {(False, False): _rmsprop_dense, (False, True): _centered_dense,
+            (True, False): _momentum_dense, (True, True): _centered_momentum_dense}
+
+
+class RMSprop(Optimizer):
+    """RMSprop, matching ``torch.optim.RMSprop`` option for option (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eps", "momentum", "weight_decay")
+        check_nonnegative(group, "alpha", label="alpha value")
+
+    def _state_names(self, group):
+        return (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
+                + (("grad_avg",) if group["centered"] else ()))
+
+    def _update(self, param, grad, state, group):
+        for name in self._state_names(group):
+            if name not in state:  # the group turned momentum or centered on after state
+                state[name] = np.zeros(state["square_avg"].shape, param.dtype)
+        state["step"] += 1
+        alpha = group["alpha"]
+        hyper = typed(param, group["weight_decay"], alpha, 1 - alpha, group["eps"],
+                      group["momentum"], -group["lr"], bool(group["maximize"]))
+        kernel_ = _KERNELS[group["momentum"] > 0, bool(group["centered"])]
+        kernel_(param, grad, self._flat_states(state, group), hyper)

@@ -1,0 +1,183 @@
+r"""Stochastic gradient descent with optional (Nesterov) momentum, as ``torch.optim.SGD`` 2.13.
+
+For each element, with gradient :math:`g` (negated when ``maximize``), momentum :math:`\mu`,
+dampening :math:`\tau`:
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta                        &&\text{weight decay}\\
+    b &\leftarrow g                                          &&\text{first step (a copy of } g
+                                                                \text{, not scaled by } 1-\tau)\\
+    b &\leftarrow \mu b + (1-\tau)\,g                        &&\text{later steps}\\
+    d &\leftarrow g + \mu b \;\text{(nesterov)}\quad\text{else}\quad d \leftarrow b\\
+    \theta &\leftarrow \theta - \gamma d
+
+The momentum lines apply only when :math:`\mu \ne 0`; only then does a parameter get the state
+``momentum_buffer`` (created, as in torch, by the first step in which the parameter has a
+gradient and momentum is non-zero). SGD has no ``step`` counter.
+
+Sparse kind "exact": a CSR gradient gives exactly the update of the dense gradient with the
+missing entries zero.
+
+* Without momentum a zero gradient changes nothing, so only the stored entries are touched.
+* With momentum torch keeps a *sparse* buffer: the first step clones the sparse gradient, later
+  steps scale it and add the new gradient (the union of the stored entries), and the parameter
+  moves by the whole buffer. Every entry the buffer holds keeps decaying and moving the
+  parameter after its gradient has stopped, which is exactly what a dense buffer does (an entry
+  the sparse buffer lacks is a zero of the dense one and moves nothing). npoptim therefore keeps
+  the buffer dense, scatters the CSR gradient into a dense one and runs the dense update; the
+  state holds the dense buffer, where torch's state_dict holds the sparse one (``to_dense()``
+  of it is equal). npoptim also accepts the mixes torch refuses ("add(sparse, dense) is not
+  supported"): a dense gradient after a sparse first step, and nesterov with a sparse gradient
+  and a dense buffer.
+* Weight decay with a CSR gradient is refused with ``ValueError`` before anything changes
+  (torch fails with ``RuntimeError`` from ``add(sparse, dense)``; it would touch every entry).
+* Gradients with duplicate entries are summed first (see :mod:`npoptim.sparse.rowgrad`); torch
+  on an uncoalesced gradient keeps the duplicates in its buffer and may round differently.
+"""
+import numbers
+
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense, apply_rows
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed
+from npoptim.sparse.rowgrad import RowGradient
+
+# ``h`` for every rule: (weight_decay, -lr, maximize, momentum, 1 - dampening, nesterov)
+
+
+@kernel
+def _decayed_grad(p, g, h):
+    """The gradient after ``maximize`` and weight decay (torch's ``grad.add(param, alpha=wd)``)."""
+    if h[2] != 0:  # maximize
+        g = -g
+    if h[0] != 0:
+        g = g + h[0] * p
+    return g
+
+
+@kernel
+def _momentum_step(p, g, buf, h):
+    """The parameter after the step with the updated buffer ``buf``."""
+    direction = g + h[3] * buf if h[5] != 0 else buf  # nesterov
+    return p + h[1] * direction
+
+
+@kernel
+def sgd_rule(p, g, s, h):
+    """One element of SGD without momentum; ``s = ()``."""
+    return p + h[1] * _decayed_grad(p, g, h), s
+
+
+@kernel
+def momentum_first_rule(p, g, s, h):
+    """The first momentum step: the buffer becomes the (decayed) gradient; ``s = (buf,)``."""
+    g = _decayed_grad(p, g, h)
+    return _momentum_step(p, g, g, h), (g,)
+
+
+@kernel
+def momentum_rule(p, g, s, h):
+    """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g``; ``s = (buf,)``."""
+    g = _decayed_grad(p, g, h)
+    buf = s[0] * h[3] + h[4] * g
+    return _momentum_step(p, g, buf, h), (buf,)
+
+
+@kernel
+def _sgd_dense(param, grad, states, hyper):
+    apply_dense(sgd_rule, param, grad, states, hyper)
+
+
+@kernel
+def _sgd_rows(param, ncols, indptr, indices, data, states, hyper):
+    apply_rows(sgd_rule, param, ncols, indptr, indices, data, states, hyper)
+
+
+@kernel
+def _momentum_first_dense(param, grad, states, hyper):
+    apply_dense(momentum_first_rule, param, grad, states, hyper)
+
+
+@kernel
+def _momentum_dense(param, grad, states, hyper):
+    apply_dense(momentum_rule, param, grad, states, hyper)
+
+
+def _densify(grad, dtype):
+    """The flat dense array of a canonical :class:`RowGradient` (missing entries zero)."""
+    nrows, ncols = grad.shape
+    dense = np.zeros(nrows * ncols, dtype)
+    rows = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(grad.indptr))
+    dense[rows * ncols + grad.indices] = grad.data
+    return dense
+
+
+class SGD(Optimizer):
+    """SGD, matching ``torch.optim.SGD`` option for option (see the module docstring).
+
+    ``foreach``, ``fused`` and ``differentiable`` choose torch implementations and are accepted
+    for compatibility only.
+    """
+
+    sparse_kind = "exact"
+    step_in_state_dict = None
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "momentum", "weight_decay")
+        dampening = group["dampening"]
+        if not isinstance(dampening, numbers.Real) or isinstance(dampening, bool):
+            raise ValueError(f"Invalid dampening value: {dampening}")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+    def _state_names(self, group):
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
+    def _apply(self, prepared):
+        # as the base, except that a parameter gets state only from its first momentum step
+        # (torch has no state entry for a parameter that never used momentum)
+        for group, index, param, grad in prepared:
+            state = self.state.get(index, {})
+            first = group["momentum"] != 0 and "momentum_buffer" not in state
+            if first:
+                state["momentum_buffer"] = np.empty(param.shape, param.dtype)
+            if state:
+                self.state[index] = state
+            with flat_view(param) as flat:
+                self._update(flat, grad, state, group, first)
+
+    def _load_param_state(self, entry, param, group, where):
+        # torch accepts a buffer whatever the group's momentum now is (it ignores it at 0)
+        if isinstance(entry, dict) and not entry:
+            return {}
+        return super()._load_param_state(entry, param, dict(group, momentum=1), where)
+
+    def _prepare_grad(self, grad, param, group, where):
+        prepared = super()._prepare_grad(grad, param, group, where)
+        if isinstance(prepared, RowGradient) and group["weight_decay"] != 0:
+            raise ValueError(f"{where}: weight_decay option is not compatible with sparse "
+                             "gradients")
+        return prepared
+
+    def _update(self, param, grad, state, group, first=False):
+        """``first``: the momentum buffer was just created and is not initialised yet."""
+        momentum = group["momentum"]
+        hyper = typed(param, group["weight_decay"], -group["lr"], bool(group["maximize"]),
+                      momentum, 1 - group["dampening"], bool(group["nesterov"]))
+        if momentum == 0:
+            self._run((_sgd_dense, _sgd_rows), param, grad, (), hyper)
+            return
+        if isinstance(grad, RowGradient):
+            grad = _densify(grad, param.dtype)
+        kernel_ = _momentum_first_dense if first else _momentum_dense
+        kernel_(param, grad, self._flat_states(state, group), hyper)
