@@ -16,6 +16,7 @@ import math
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
 
 
@@ -27,11 +28,11 @@ def adadelta_rule(p, g, s, h):
     if h[5] != 0:  # maximize
         g = -g
     if weight_decay != 0:
-        g = g + weight_decay * p
-    square_avg = square_avg * rho + one_minus_rho * g * g
+        g = fma(weight_decay, p, g)
+    square_avg = fma(one_minus_rho * g, g, square_avg * rho)
     delta = math.sqrt(acc_delta + eps) / math.sqrt(square_avg + eps) * g
-    acc_delta = acc_delta * rho + one_minus_rho * delta * delta
-    return p + neg_lr * delta, (square_avg, acc_delta)
+    acc_delta = fma(one_minus_rho * delta, delta, acc_delta * rho)
+    return fma(neg_lr, delta, p), (square_avg, acc_delta)
 
 
 @kernel

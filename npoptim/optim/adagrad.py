@@ -23,6 +23,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
 from npoptim.sparse.rowgrad import RowGradient
 
@@ -34,9 +35,9 @@ def adagrad_rule(p, g, s, h):
     if h[3] != 0:  # maximize
         g = -g
     if weight_decay != 0:
-        g = g + weight_decay * p
-    total = s[0] + g * g
-    return p + neg_clr * (g / (math.sqrt(total) + eps)), (total,)
+        g = fma(weight_decay, p, g)
+    total = fma(g, g, s[0])
+    return p + neg_clr * g / (math.sqrt(total) + eps), (total,)
 
 
 @kernel

@@ -13,6 +13,9 @@ For each element, with gradient :math:`g_t` (negated when ``maximize``), step co
     \theta &\leftarrow \theta - \frac{\gamma}{b_1}\cdot
         \frac{m}{\sqrt{\hat v}/\sqrt{b_2} + \epsilon}
 
+Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): the moment updates
+are fused multiply-adds, and the last line is ``p + (-step_size * m) / denom``.
+
 Note where :math:`\epsilon` sits: added to :math:`\sqrt{\hat v / b_2}` (Kingma's Algorithm 1),
 not to :math:`\sqrt{v}` as SparseAdam does. Dense gradients only: torch's Adam refuses sparse
 ones too.
@@ -21,7 +24,7 @@ import math
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import lerp
+from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 
@@ -33,16 +36,16 @@ def _decay_and_moments(p, g, m, v, h):
         g = -g
     p = p * decay_factor
     if l2 != 0:
-        g = g + l2 * p
+        g = fma(l2, p, g)
     m = lerp(m, g, one_minus_beta1)
-    v = v * beta2 + one_minus_beta2 * g * g
+    v = fma(one_minus_beta2 * g, g, v * beta2)
     return p, m, v
 
 
 @kernel
 def _adam_param(p, m, v, h):
     bias_correction2_sqrt, eps, neg_step_size = h[5], h[6], h[7]
-    return p + neg_step_size * (m / (math.sqrt(v) / bias_correction2_sqrt + eps))
+    return p + neg_step_size * m / (math.sqrt(v) / bias_correction2_sqrt + eps)
 
 
 @kernel
