@@ -1,0 +1,166 @@
+"""``npoptim golden OPTIMIZER ...``: write a custom golden case (reference_results schema).
+
+Example::
+
+    npoptim golden SparseAdam --lr 1e-2 --shape 1000x16 --density 0.01 --steps 10 \\
+        --dtype float32 --seed 0 -o case.json
+
+Hyperparameters: ``--lr``, ``--betas``, ``--eps``, ``--weight-decay``, ``--momentum``, and any
+other with ``--set NAME=VALUE`` (VALUE as JSON: ``--set amsgrad=true``, ``--set
+betas=[0.9,0.99]``). ``--variant`` picks a named variant (``npoptim list`` shows them) or
+turns on a boolean switch (``--variant amsgrad``). Gradients are CSR (embedding-style
+lookups of ``density`` x rows rows per step, repeats summed) for optimizers that take them and
+dense otherwise (only ``density`` of the rows non-zero when ``density < 1``); closure-driven
+optimizers (LBFGS) get the ``separable-quartic`` objective instead of stored gradients.
+"""
+import json
+import sys
+
+from npoptim import registry
+
+
+def _shape(text):
+    try:
+        dims = tuple(int(n) for n in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--shape {text!r}: expected dimensions like 1000x16") from None
+    if not dims or any(n < 1 for n in dims):
+        raise ValueError(f"--shape {text!r}: every dimension must be >= 1")
+    return dims
+
+
+def _pair(text):
+    try:
+        parts = [float(x) for x in text.replace("(", "").replace(")", "").split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) != 2:
+        raise ValueError(f"expected two comma-separated numbers, got {text!r}")
+    return tuple(parts)
+
+
+def add_arguments(parser):
+    parser.add_argument("optimizer", metavar="OPTIMIZER", help="an optimizer name (npoptim list)")
+    hyper = parser.add_argument_group("hyperparameters")
+    hyper.add_argument("--lr", type=float)
+    hyper.add_argument("--betas", help="two numbers, e.g. 0.9,0.999")
+    hyper.add_argument("--eps", type=float)
+    hyper.add_argument("--weight-decay", type=float)
+    hyper.add_argument("--momentum", type=float)
+    hyper.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                       help="any hyperparameter; VALUE is JSON (true, 0.5, [0.9,0.99], \"x\")")
+    hyper.add_argument("--variant", help="a named variant, or a boolean switch to turn on")
+    data = parser.add_argument_group("data")
+    data.add_argument("--shape", action="append", metavar="AxB",
+                      help="a parameter's shape (repeat for several parameters; default 3x5)")
+    data.add_argument("--density", type=float, default=1.0,
+                      help="fraction of rows with a gradient per step (default 1)")
+    data.add_argument("--grad", choices=("auto", "dense", "csr"), default="auto",
+                      help="gradient format (default: csr when the optimizer takes it and "
+                           "density < 1, or for lazy optimizers)")
+    data.add_argument("--grad-scale", type=float, default=1.0,
+                      help="gradients are uniform(-1, 1) times this")
+    data.add_argument("--init", choices=("uniform", "zeros", "small"), default="uniform",
+                      help="initial parameters")
+    data.add_argument("--steps", type=int, default=10)
+    data.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--schedule", choices=("none", "warmup-cosine"), default="none",
+                      help="per-step lr: constant, or linear warmup then cosine decay")
+    parser.add_argument("--id", help="the case id (default: OPTIMIZER/custom-.../DTYPE)")
+    parser.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+
+
+def build(args):
+    """The golden file (a dict) that ``args`` describe; ValueError/KeyError for bad input."""
+    import importlib
+
+    from npoptim.golden import cases as table
+    from npoptim.golden.generate import HEADER, build_case, build_file, signature_defaults
+
+    if args.optimizer not in registry.available():
+        raise ValueError(f"unknown optimizer {args.optimizer!r}; npoptim has "
+                         f"{', '.join(registry.available())}")
+    cls = registry.get(args.optimizer)
+    known = signature_defaults(cls)
+    hyper = {}
+    for name, value in (("lr", args.lr), ("eps", args.eps),
+                        ("weight_decay", args.weight_decay), ("momentum", args.momentum),
+                        ("betas", _pair(args.betas) if args.betas else None)):
+        if value is not None:
+            hyper[name] = value
+    for item in args.set:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--set {item!r}: expected NAME=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        hyper[name] = tuple(value) if isinstance(value, list) else value
+    if args.variant:
+        module = importlib.import_module(registry.OPTIMIZERS[args.optimizer][0])
+        variants = getattr(module, "VARIANTS", {}) or {}
+        aliases = getattr(module, "ALIASES", {}) or {}
+        if "variant" in known and (args.variant in variants or args.variant in aliases):
+            hyper["variant"] = args.variant
+        elif isinstance(known.get(args.variant), bool):
+            hyper[args.variant] = True
+        else:
+            choices = sorted(set(variants) | set(aliases)) + [
+                k for k, v in known.items() if isinstance(v, bool)]
+            raise ValueError(f"{args.optimizer} has no variant or switch {args.variant!r}; "
+                             f"choose from {', '.join(choices) or '(none)'}")
+    unknown = sorted(set(hyper) - set(known))
+    if unknown:
+        raise ValueError(f"{args.optimizer} has no hyperparameter(s) {', '.join(unknown)}; it "
+                         f"has {', '.join(known)}")
+    shapes = tuple(_shape(s) for s in (args.shape or ["3x5"]))
+    if not 0 < args.density <= 1:
+        raise ValueError(f"--density must be in (0, 1], got {args.density}")
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    takes_csr = cls.sparse_kind != "dense-only"
+    grad = args.grad
+    if grad == "auto":
+        grad = "csr" if takes_csr and (args.density < 1 or cls.sparse_kind == "lazy") else "dense"
+    if grad == "csr" and not takes_csr:
+        raise ValueError(f"{args.optimizer} does not take CSR gradients (sparse kind "
+                         f"{cls.sparse_kind}); use --grad dense")
+    pattern = "csr-density" if grad == "csr" else ("dense" if args.density >= 1 else "dense-rows")
+    shape_text = "_".join("x".join(map(str, s)) for s in shapes)
+    case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-{grad}-d{args.density:g}-"
+                          f"seed{args.seed}/{args.dtype}")
+    objective = "separable-quartic" if args.optimizer in table.CLOSURE_DRIVEN else None
+    if objective:
+        grad, pattern = "objective", "dense"
+        case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-objective-"
+                              f"seed{args.seed}/{args.dtype}")
+    row = table.Row(args.optimizer, "custom", "Custom case made by `npoptim golden`.",
+                    hyper, shapes=shapes, grads=pattern, grad_scale=args.grad_scale,
+                    density=args.density, init=args.init, dtypes=(args.dtype,),
+                    steps=args.steps, objective=objective,
+                    schedule=None if args.schedule == "none" else args.schedule)
+    case = build_case(row, args.dtype, seed=args.seed, case_id=case_id)
+    command = "npoptim golden " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["golden"] else ""
+    header = HEADER + ([f"Made by: {command}"] if command else [])
+    return build_file([case], optimizer=args.optimizer, header=header)
+
+
+def run(args):
+    from npoptim.golden.codec import dumps
+    try:
+        doc = build(args)
+    except (ValueError, TypeError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = dumps(doc)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        case = doc["cases"][0]
+        print(f"wrote {args.output}: case {case['id']}, {len(case['steps'])} steps, flags "
+              f"{', '.join(case['flags']) or '(none)'}", file=sys.stderr)
+    return 0

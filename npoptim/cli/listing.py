@@ -1,0 +1,80 @@
+"""``npoptim list``: the optimizers, their hyperparameters and defaults, sparse kind, variants."""
+import importlib
+import json
+
+import numpy as np
+
+from npoptim import registry
+
+
+def add_arguments(parser):
+    parser.add_argument("optimizer", nargs="*", help="only these optimizers (default: all)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def describe(name):
+    """``{name, torch, module, sparse_kind, hyperparameters, variants, switches}``."""
+    from npoptim.golden.generate import (hyperparameters, signature_defaults,
+                                         to_json_value)
+    cls = registry.get(name)
+    module_name, torch_name = registry.OPTIMIZERS[name]
+    try:  # resolved defaults (e.g. a variant's values), from an optimizer on a dummy parameter
+        hyper = hyperparameters(cls([np.zeros((2, 2))]))
+    except Exception:
+        hyper = {}
+        for k, v in signature_defaults(cls).items():
+            try:
+                hyper[k] = to_json_value(v)
+            except TypeError:
+                hyper[k] = repr(v)
+    module = importlib.import_module(module_name)
+    variants = getattr(cls, "VARIANTS", None) or getattr(module, "VARIANTS", None) or {}
+    aliases = getattr(cls, "ALIASES", None) or getattr(module, "ALIASES", None) or {}
+    return {
+        "name": name,
+        "torch": f"torch.optim.{torch_name}" if torch_name else None,
+        "module": module_name,
+        "sparse_kind": cls.sparse_kind,
+        "hyperparameters": hyper,
+        "variants": {v: sorted(a for a, target in aliases.items() if target == v)
+                     for v in variants},
+        "switches": [k for k, v in hyper.items() if isinstance(v, bool)],
+    }
+
+
+def _value(v):
+    if isinstance(v, list):
+        return "(" + ", ".join(_value(x) for x in v) + ")"
+    return repr(v)
+
+
+def run(args):
+    available = registry.available()
+    unknown = [n for n in args.optimizer if n not in registry.OPTIMIZERS]
+    if unknown:
+        print(f"error: unknown optimizer(s) {', '.join(unknown)}; npoptim has "
+              f"{', '.join(available)}")
+        return 2
+    names = [n for n in available if not args.optimizer or n in args.optimizer]
+    infos = [describe(n) for n in names]
+    if args.json:
+        print(json.dumps(infos, indent=1))
+        return 0
+    for info in infos:
+        print(f"{info['name']}  ({info['torch'] or 'no torch counterpart'}; sparse: "
+              f"{info['sparse_kind']})")
+        hyper = "  ".join(f"{k}={_value(v)}" for k, v in info["hyperparameters"].items())
+        print(f"  hyperparameters: {hyper}")
+        if info["variants"]:
+            names_ = [v + (f" (= {', '.join(a)})" if a else "")
+                      for v, a in info["variants"].items()]
+            print(f"  variants: {', '.join(names_)}")
+        if info["switches"]:
+            print(f"  switches: {', '.join(info['switches'])}")
+    missing = [n for n in registry.OPTIMIZERS if n not in available]
+    if missing and not args.optimizer:
+        print(f"\nnot installed in this version: {', '.join(missing)}")
+    print("\nsparse kinds: exact = a CSR gradient updates its stored entries only and equals "
+          "the dense update; lazy = only stored entries are updated (untouched ones keep "
+          "stale state); dense-only = CSR gradients are refused")
+    return 0

@@ -1,0 +1,15 @@
+"""Golden trajectories: the ``reference_results/`` suite, its schema, generation and checking.
+
+* :mod:`npoptim.golden.cases`: THE case-definition table (add rows here for a new optimizer).
+* :mod:`npoptim.golden.schema`: the file format (version 1), strict loading, the JSON Schema.
+* :mod:`npoptim.golden.generate`: building cases with npoptim; replaying cases.
+* :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``.
+* ``python -m npoptim.golden.regenerate``: rewrite ``reference_results/`` (bit-for-bit).
+
+:mod:`npoptim.testing` is the helper for other projects' test suites.
+"""
+from npoptim.golden.schema import (SCHEMA_NAME, SCHEMA_VERSION, Case, GoldenFileError,
+                                   ResultCase, load, load_all)
+
+__all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "Case", "ResultCase", "GoldenFileError", "load",
+           "load_all"]

@@ -1,0 +1,218 @@
+"""Arrays, gradients and optimizer state to and from the golden-file JSON encoding.
+
+Every number array is an object ``{"dtype": ..., "shape": [...], "data": [...]}`` with ``data``
+flattened in row-major (C) order. Float values are JSON numbers written as the *shortest
+decimal string that round-trips to the float64 value* (Python's ``repr``, JavaScript's
+``Number.prototype.toString``); a float32 value is written as the float64 number equal to it, so
+parsing it as float64 and rounding to float32 is exact. Non-finite values are the strings
+``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (JSON has no literal for them).
+
+A gradient is ``null`` (no gradient this step), a dense array object with ``"format": "dense"``,
+or a CSR object ``{"format": "csr", "dtype", "shape": [rows, cols], "indptr", "indices",
+"data"}`` stored *exactly as the optimizer receives it*: duplicate ``(row, column)`` entries,
+unsorted columns and explicit zeros are kept (they are what the case tests).
+
+:func:`dumps` writes JSON deterministically (sorted keys, fixed layout), so regenerating a file
+from the same inputs gives the same bytes.
+"""
+import json
+import math
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse
+
+FLOAT_DTYPES = ("float32", "float64")
+INT_DTYPES = ("int64",)
+NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+class CsrGrad(NamedTuple):
+    """A CSR gradient exactly as stored in a case (duplicates, order and zeros kept)."""
+
+    shape: tuple
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+    @property
+    def nnz(self):
+        return int(self.indptr[-1])
+
+    def to_scipy(self):
+        """A ``scipy.sparse.csr_array`` holding the stored entries as they are (not summed)."""
+        grad = scipy.sparse.csr_array((self.data.copy(), self.indices.copy(), self.indptr.copy()),
+                                      shape=self.shape)
+        grad.has_canonical_format = False
+        return grad
+
+    def to_dense(self, param_shape=None):
+        """The dense gradient: duplicates summed in stored order, missing entries zero."""
+        out = np.zeros(self.shape, self.data.dtype)
+        for row in range(self.shape[0]):
+            for k in range(self.indptr[row], self.indptr[row + 1]):
+                out[row, self.indices[k]] += self.data[k]
+        return out.reshape(param_shape) if param_shape is not None else out
+
+    def rows(self):
+        """``[(row, column, value)]`` of every stored entry, in stored order."""
+        out = []
+        for row in range(self.shape[0]):
+            for k in range(self.indptr[row], self.indptr[row + 1]):
+                out.append((row, int(self.indices[k]), self.data[k]))
+        return out
+
+
+# ------------------------------------------------------------------------------ encoding
+def float_value(x):
+    """One float as its JSON value (a number, or a string for a non-finite value)."""
+    x = float(x)
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def encode_array(arr):
+    """A NumPy array (or scalar) as a golden array object."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "f":
+        dtype = str(arr.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(f"cannot encode {dtype} arrays (float32, float64, int64 only)")
+        data = [float_value(x) for x in arr.astype(np.float64).reshape(-1).tolist()]
+    elif arr.dtype.kind in "iub":
+        dtype = "int64"
+        data = [int(x) for x in arr.reshape(-1).tolist()]
+    else:
+        raise ValueError(f"cannot encode {arr.dtype} arrays")
+    return {"dtype": dtype, "shape": [int(n) for n in arr.shape], "data": data}
+
+
+def encode_grad(grad):
+    """``None``, a dense array, a :class:`CsrGrad` or a scipy CSR matrix as JSON."""
+    if grad is None:
+        return None
+    if isinstance(grad, CsrGrad) or scipy.sparse.issparse(grad):
+        return {"format": "csr", "dtype": str(grad.data.dtype),
+                "shape": [int(n) for n in grad.shape],
+                "indptr": [int(x) for x in grad.indptr.tolist()],
+                "indices": [int(x) for x in grad.indices.tolist()],
+                "data": [float_value(x) for x in grad.data.astype(np.float64).tolist()]}
+    out = encode_array(grad)
+    out["format"] = "dense"
+    return out
+
+
+def encode_state_value(value):
+    """An entry of a parameter's state: array, number, list of those, or None."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [encode_state_value(v) for v in value]
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return encode_array(np.array(int(value), np.int64))
+    if isinstance(value, (float, np.floating)) and not isinstance(value, np.ndarray):
+        return encode_array(np.array(value, np.asarray(value).dtype
+                                     if isinstance(value, np.floating) else np.float64))
+    return encode_array(np.asarray(value))
+
+
+def encode_state(state, nparams):
+    """``state_dict()["state"]`` as a list aligned with the parameters (``null``: no state)."""
+    out = []
+    for i in range(nparams):
+        entry = state.get(i)
+        out.append(None if entry is None else
+                   {name: encode_state_value(v) for name, v in sorted(entry.items())})
+    return out
+
+
+# ------------------------------------------------------------------------------ decoding
+def decode_float(x):
+    return NONFINITE[x] if isinstance(x, str) else float(x)
+
+
+def decode_array(obj):
+    """A validated golden array object as a NumPy array of its dtype."""
+    if obj["dtype"] in INT_DTYPES:
+        return np.array(obj["data"], np.int64).reshape(obj["shape"])
+    data = np.array([decode_float(x) for x in obj["data"]], np.float64)
+    return data.astype(obj["dtype"]).reshape(obj["shape"])
+
+
+def decode_grad(obj):
+    if obj is None:
+        return None
+    if obj["format"] == "csr":
+        return CsrGrad(tuple(obj["shape"]), np.array(obj["indptr"], np.int64),
+                       np.array(obj["indices"], np.int64),
+                       np.array([decode_float(x) for x in obj["data"]],
+                                np.float64).astype(obj["dtype"]))
+    return decode_array(obj)
+
+
+def decode_state_value(obj):
+    if obj is None:
+        return None
+    if isinstance(obj, list):
+        return [decode_state_value(v) for v in obj]
+    return decode_array(obj)
+
+
+# ------------------------------------------------------------------------------ writing
+_WRAP = 8  # numbers per line in long lists
+
+
+def dumps(obj):
+    """Deterministic JSON: sorted keys, one-space indent, short scalar lists on one line."""
+    out = []
+    _write(obj, 0, out)
+    out.append("\n")
+    return "".join(out)
+
+
+def _scalar(x):
+    if isinstance(x, (bool, np.bool_)):
+        return "true" if x else "false"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if not math.isfinite(x):
+            raise ValueError("non-finite floats must be encoded as strings first")
+        return repr(x)
+    return json.dumps(x, ensure_ascii=False)
+
+
+def _write(obj, depth, out):
+    pad = " " * (depth + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            out.append("{}")
+            return
+        out.append("{\n")
+        items = sorted(obj.items())
+        for n, (key, value) in enumerate(items):
+            out.append(pad + json.dumps(str(key), ensure_ascii=False) + ": ")
+            _write(value, depth + 1, out)
+            out.append(",\n" if n + 1 < len(items) else "\n")
+        out.append(" " * depth + "}")
+    elif isinstance(obj, (list, tuple)):
+        if not obj:
+            out.append("[]")
+        elif all(not isinstance(v, (dict, list, tuple)) for v in obj):
+            parts = [_scalar(v) for v in obj]
+            if len(parts) <= _WRAP:
+                out.append("[" + ", ".join(parts) + "]")
+            else:
+                lines = [", ".join(parts[i:i + _WRAP]) for i in range(0, len(parts), _WRAP)]
+                out.append("[\n" + pad + (",\n" + pad).join(lines) + "\n" + " " * depth + "]")
+        else:
+            out.append("[\n")
+            for n, value in enumerate(obj):
+                out.append(pad)
+                _write(value, depth + 1, out)
+                out.append(",\n" if n + 1 < len(obj) else "\n")
+            out.append(" " * depth + "]")
+    else:
+        out.append(_scalar(obj))

@@ -1,0 +1,380 @@
+"""Regenerate ``reference_results/`` from npoptim: ``python -m npoptim.golden.regenerate``.
+
+Writes, bit for bit reproducibly:
+
+* ``cases/<Optimizer>.json``: one golden file per optimizer of :data:`cases.TABLE` that is
+  installed (``npoptim.registry.available()``);
+* ``golden.schema.json``: the JSON Schema (:data:`npoptim.golden.schema.JSON_SCHEMA`);
+* ``provenance.json``: how far torch 2.13 is from each case, per implementation path
+  (``foreach=False``, ``foreach=True``, ``fused=True``). Measured only when torch is
+  importable (torch is imported here and nowhere else in npoptim); without torch the previous
+  measurements are kept, and cases never measured say so;
+* the generated sections of ``README.md`` (between ``<!-- BEGIN GENERATED: name -->`` and
+  ``<!-- END GENERATED: name -->``): the case table with flags, tolerances and the provenance.
+
+``--check`` compares instead of writing and exits 1 when a file would change (what
+``tests/test_golden.py`` runs, without torch).
+"""
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from npoptim import registry
+from npoptim.golden import cases as table
+from npoptim.golden import codec
+from npoptim.golden.generate import build_case, build_file, from_json_hyper
+from npoptim.golden.schema import JSON_SCHEMA, parse
+
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "reference_results"
+SCHEMA_FILE = "golden.schema.json"
+PROVENANCE_FILE = "provenance.json"
+PROVENANCE_SCHEMA = "npoptim-golden-provenance"
+TORCH_PATHS = ("foreach=False", "foreach=True", "fused=True")
+
+#: (optimizer, torch path, dtype) -> why torch on that path fails some cases' tolerance.
+#: Every failing measurement must be listed here (tests/test_golden.py checks it).
+KNOWN_TORCH_DIVERGENCES = {
+    ("ASGD", "foreach=True", "float64"):
+        "torch 2.13's foreach ASGD computes eta = lr / (1 + lambd*lr*step)^alpha and mu from "
+        "the float32 `step` tensor, i.e. in float32 arithmetic, where its single-tensor path "
+        "(and npoptim) use Python floats; eta then differs by ~1e-7 relative in float64 "
+        "cases (torch/optim/asgd.py, _multi_tensor_asgd).",
+}
+
+
+# -------------------------------------------------------------------------------- cases
+def covered_optimizers(optimizers=None):
+    """Optimizers with rows in the table that are installed (in table order)."""
+    available = set(registry.available())
+    names = [n for n in table.TABLE if n in available and n not in table.PENDING]
+    return [n for n in names if optimizers is None or n in optimizers]
+
+
+def build_optimizer_file(name):
+    """The golden file (JSON-ready dict) of one optimizer."""
+    built = [build_case(row, dtype) for row in table.TABLE[name] for dtype in row.dtypes]
+    return build_file(built, optimizer=name)
+
+
+def case_files(optimizers=None, on_error=None):
+    """``{relative path: text}`` of the case files. ``on_error(name, exc)`` decides what an
+    optimizer whose cases cannot be built does (default: raise)."""
+    out = {}
+    for name in covered_optimizers(optimizers):
+        try:
+            out[f"cases/{name}.json"] = codec.dumps(build_optimizer_file(name))
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(name, exc)
+    return out
+
+
+def schema_text():
+    return json.dumps(JSON_SCHEMA, indent=1, sort_keys=True) + "\n"
+
+
+# ---------------------------------------------------------------------------- torch runs
+def torch_results(case, path):
+    """Run ``case`` through ``torch.optim`` on one implementation path.
+
+    Returns ``(result entry, None)`` or ``(None, reason)`` when torch has no such path for the
+    case (e.g. fused with sparse gradients)."""
+    import numpy as np
+    import torch
+
+    cls = getattr(torch.optim, case.torch_name)
+    kwargs = from_json_hyper(case.hyperparameters)
+    key, value = path.split("=")
+    accepted = __import__("inspect").signature(cls.__init__).parameters
+    if key in accepted:
+        kwargs[key] = value == "True"
+    elif path != "foreach=False":  # without the option, torch has the single-tensor path only
+        return None, f"torch.optim.{case.torch_name} has no {key} option"
+    sparse = any(isinstance(g, codec.CsrGrad) for s in case.steps for g in s.grads)
+    if path == "fused=True" and sparse:
+        return None, "fused does not take sparse gradients"
+    if path == "foreach=True" and sparse:
+        return None, "foreach falls back to foreach=False for sparse gradients"
+    params = [torch.tensor(p.copy(), requires_grad=True) for p in case.params]
+    try:
+        opt = cls(params, **kwargs)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        return None, f"torch refuses: {str(exc).splitlines()[0][:80]}"
+    steps = []
+    for step in case.steps:
+        for group in opt.param_groups:
+            group["lr"] = step.lr
+        closure = None
+        if case.objective is not None:
+            def closure():
+                values = [p.detach().numpy() for p in params]
+                loss, grads = table.evaluate_objective(case.objective, values)
+                for p, g in zip(params, grads):
+                    p.grad = torch.from_numpy(g)
+                return torch.tensor(loss, dtype=torch.float64)
+        else:
+            for p, g in zip(params, step.grads):
+                p.grad = _torch_grad(g, p, torch, np)
+        try:
+            opt.step(closure)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            return None, f"torch refuses: {str(exc).splitlines()[0][:80]}"
+        state = opt.state_dict()["state"]
+        entry_state = []
+        for i in range(len(params)):
+            s = state.get(i)
+            entry_state.append(None if s is None else
+                               {k: _to_numpy(v) for k, v in s.items() if v is not None})
+        steps.append({"params": [codec.encode_array(p.detach().numpy()) for p in params],
+                      "state": [None if s is None else
+                                {k: codec.encode_state_value(v) for k, v in s.items()}
+                                for s in entry_state]})
+    return {"id": case.id, "steps": steps}, None
+
+
+def _torch_grad(g, p, torch, np):
+    if g is None:
+        return None
+    if isinstance(g, codec.CsrGrad):
+        rows = np.repeat(np.arange(g.shape[0]), np.diff(g.indptr))
+        trailing = tuple(p.shape[1:])
+        cols = np.unravel_index(g.indices, trailing) if trailing else ()
+        index = np.stack([rows, *cols]).astype(np.int64).reshape(len(p.shape), -1)
+        return torch.sparse_coo_tensor(torch.from_numpy(index), torch.from_numpy(g.data.copy()),
+                                       size=tuple(p.shape), check_invariants=True)
+    return torch.from_numpy(g.copy())
+
+
+def _to_numpy(value):
+    import torch
+    if isinstance(value, torch.Tensor):
+        if value.is_sparse:
+            value = value.to_dense()
+        return value.detach().numpy().copy()
+    if isinstance(value, (list, tuple)):
+        return [_to_numpy(v) for v in value]
+    return value
+
+
+def measure_torch(files):
+    """``{case id: {path: {...}}}`` for every case with a torch counterpart."""
+    import torch
+    from npoptim.golden.compare import compare_case
+    from npoptim.golden.generate import results_file
+
+    out = {}
+    for text in files.values():
+        for case in parse(json.loads(text), "<generated>", "cases").cases:
+            if not case.torch_name:
+                continue
+            entry = {}
+            for path in TORCH_PATHS:
+                result, reason = torch_results(case, path)
+                if result is None:
+                    entry[path] = {"status": "n/a", "reason": reason}
+                    continue
+                parsed = parse(results_file([result], f"torch {torch.__version__}"),
+                               f"<torch {path}>", "results").cases[0]
+                report = compare_case(case, parsed, f"<torch {path}>")
+                agg = [s for s in report.steps]
+                known = KNOWN_TORCH_DIVERGENCES.get((case.optimizer, path, case.dtype))
+                entry[path] = {
+                    "known_divergence": known if not report.passed and known else None,
+                    "status": "pass" if report.passed else "fail",
+                    "max_abs": max(s.max_abs for s in agg),
+                    "max_scaled": max(s.max_scaled for s in agg),
+                    "max_ulp": max(s.max_ulp for s in agg),
+                    "divergence": str(report.divergence) if report.divergence else None,
+                }
+            out[case.id] = entry
+    return {"schema": PROVENANCE_SCHEMA, "torch_version": torch.__version__, "cases": out}
+
+
+# ------------------------------------------------------------------------------- README
+def _fmt_path(result):
+    if result is None:
+        return "not measured"
+    if result["status"] == "n/a":
+        return "n/a"
+    if result["max_abs"] == 0:
+        text = "exact"
+    else:
+        text = f"{result['max_scaled']:.1e} ({int(result['max_ulp'])} ulp)"
+    if result["status"] == "pass":
+        return text
+    return f"**FAIL** {text}" + (" (known)" if result.get("known_divergence") else "")
+
+
+def readme_sections(files, provenance):
+    """``{section name: markdown}`` generated from the case files and provenance."""
+    parsed = {path: json.loads(text) for path, text in sorted(files.items())}
+    measured = (provenance or {}).get("cases", {})
+    version = (provenance or {}).get("torch_version", "not measured")
+    summary = ["| optimizer | file | cases | torch counterpart | sparse kind |",
+               "|---|---|---:|---|---|"]
+    total = 0
+    for path, doc in parsed.items():
+        first = doc["cases"][0]
+        total += doc["number_of_cases"]
+        summary.append(f"| {doc['optimizer']} | `{path}` | {doc['number_of_cases']} | "
+                       f"{('torch.optim.' + first['torch_name']) if first['torch_name'] else '—'}"
+                       f" | {first['sparse_kind']} |")
+    size = sum(len(t.encode()) for t in files.values())
+    summary.append("")
+    summary.append(f"{total} cases in {len(parsed)} files, {size / 1e6:.1f} MB.")
+
+    torch_rows = ["| case | flags | rtol | " + " | ".join(f"torch `{p}`" for p in TORCH_PATHS)
+                  + " |", "|---|---|---:|" + "---|" * len(TORCH_PATHS)]
+    other_rows = ["| case | flags | rtol | variant | matches |", "|---|---|---:|---|---|"]
+    for doc in parsed.values():
+        for case in doc["cases"]:
+            flags = ", ".join(case["flags"]) or "—"
+            rtol = f"{case['tolerance']['rtol']:.0e}"
+            if case["torch_name"]:
+                m = measured.get(case["id"], {})
+                torch_rows.append(f"| `{case['id']}` | {flags} | {rtol} | "
+                                  + " | ".join(_fmt_path(m.get(p)) for p in TORCH_PATHS)
+                                  + " |")
+            else:
+                other_rows.append(f"| `{case['id']}` | {flags} | {rtol} | "
+                                  f"{case.get('variant') or '—'} | "
+                                  f"{'; '.join(case.get('matches') or []) or '—'} |")
+    fails = [(cid, p, r) for cid, m in sorted(measured.items()) for p, r in m.items()
+             if r["status"] == "fail"]
+    torch_text = [f"Measured with torch {version} (CPU). Each cell: the largest scale-relative "
+                  "error over all steps, parameters and state, and the largest ULP distance; "
+                  "\"exact\" = bit-identical; n/a = torch has no such path for the case. "
+                  f"Measurements failing the case's tolerance: {len(fails)}.", ""] + torch_rows
+    known = sorted({(cid.split("/")[0], p, r.get("known_divergence") or "not explained")
+                    for cid, p, r in fails})
+    if known:
+        torch_text += ["", "Known divergences of torch (each failing measurement above):", ""]
+        torch_text += [f"* {opt}, torch `{p}`: {why}" for opt, p, why in known]
+    return {"summary": "\n".join(summary), "torch": "\n".join(torch_text),
+            "variants": "\n".join(other_rows if len(other_rows) > 2 else
+                                  ["(no cases of optimizers without a torch counterpart)"])}
+
+
+def render_readme(text, sections):
+    for name, body in sections.items():
+        pattern = re.compile(rf"(<!-- BEGIN GENERATED: {name} -->\n).*?(<!-- END GENERATED: "
+                             rf"{name} -->)", re.S)
+        if not pattern.search(text):
+            raise ValueError(f"README.md has no <!-- BEGIN GENERATED: {name} --> section")
+        text = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+    return text
+
+
+# --------------------------------------------------------------------------------- main
+def assemble(out, files, provenance):
+    """``{relative path: text}`` of every generated file: the case files, the JSON Schema,
+    the README with its generated sections, and provenance.json (cases present only)."""
+    generated = dict(files)
+    generated[SCHEMA_FILE] = schema_text()
+    readme = out / "README.md"
+    if readme.exists():
+        generated["README.md"] = render_readme(readme.read_text(encoding="utf-8"),
+                                               readme_sections(files, provenance))
+    if provenance is not None:
+        live = {case["id"] for t in files.values() for case in json.loads(t)["cases"]}
+        provenance = dict(provenance, cases={k: v for k, v in sorted(provenance["cases"].items())
+                                             if k in live})
+        generated[PROVENANCE_FILE] = json.dumps(provenance, indent=1, sort_keys=True) + "\n"
+    return generated
+
+
+def committed_case_files(out):
+    """``{relative path: text}`` of the case files on disk."""
+    return {f"cases/{p.name}": p.read_text(encoding="utf-8")
+            for p in sorted((out / "cases").glob("*.json"))}
+
+
+def load_provenance(out):
+    path = out / PROVENANCE_FILE
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    return None
+
+
+def stale_files(out, generated):
+    return [p for p in sorted((out / "cases").glob("*.json"))
+            if f"cases/{p.name}" not in generated]
+
+
+def out_of_date(out, generated):
+    """Generated files that differ from (or are missing on) disk, and stale case files."""
+    changed = [name for name, text in sorted(generated.items())
+               if name != PROVENANCE_FILE and (not (out / name).exists() or
+                                               (out / name).read_text(encoding="utf-8") != text)]
+    return changed + [f"cases/{p.name} (no longer generated)" for p in stale_files(out, generated)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m npoptim.golden.regenerate",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="the reference_results directory (default: the repository's)")
+    parser.add_argument("--check", action="store_true",
+                        help="compare with the files on disk instead of writing; exit 1 if "
+                             "any would change (provenance.json is not compared)")
+    parser.add_argument("--optimizer", action="append", metavar="NAME",
+                        help="regenerate only this optimizer's file (repeatable)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="do not measure torch (keep provenance.json as it is)")
+    parser.add_argument("--skip-broken", action="store_true",
+                        help="report and skip optimizers whose cases fail to build")
+    args = parser.parse_args(argv)
+    out = args.out
+    broken = []
+
+    def on_error(name, exc):
+        broken.append(name)
+        print(f"error: cannot build the cases of {name}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+
+    files = case_files(args.optimizer, on_error if args.skip_broken else None)
+    if args.optimizer is not None:  # keep the other optimizers' files as they are
+        for name, text in committed_case_files(out).items():
+            files.setdefault(name, text)
+    provenance = load_provenance(out)
+    if not args.no_torch and not args.check:
+        try:
+            import torch  # noqa: F401  (only here: the provenance measurements)
+        except ImportError:
+            print("torch is not installed: provenance.json kept as it is", file=sys.stderr)
+        else:
+            measured = measure_torch({k: v for k, v in files.items()
+                                      if args.optimizer is None
+                                      or Path(k).stem in args.optimizer})
+            if provenance and args.optimizer is not None:
+                provenance["cases"].update(measured["cases"])
+                provenance["torch_version"] = measured["torch_version"]
+            else:
+                provenance = measured
+    generated = assemble(out, files, provenance)
+    if args.check:
+        changed = out_of_date(out, generated)
+        for name in changed:
+            print(f"out of date: {out / name}")
+        if changed:
+            print("run: python -m npoptim.golden.regenerate", file=sys.stderr)
+        return 1 if changed or broken else 0
+    (out / "cases").mkdir(parents=True, exist_ok=True)
+    for name, text in sorted(generated.items()):
+        path = out / name
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    for p in stale_files(out, generated):
+        p.unlink()
+        print(f"removed {p}")
+    total = sum(json.loads(t)["number_of_cases"] for t in files.values())
+    print(f"{total} cases of {len(files)} optimizers: {', '.join(Path(k).stem for k in files)}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

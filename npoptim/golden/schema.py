@@ -1,0 +1,634 @@
+"""The golden-file schema (version 1): loading with precise errors, and the JSON Schema.
+
+A golden file is one JSON object with ``"schema": "npoptim-golden"``, ``"schema_version": 1``
+and ``"kind"``:
+
+* ``"cases"``: a suite file (``reference_results/cases/*.json``) or a custom case written by
+  ``npoptim golden``. Its ``cases`` carry everything needed to replay them (hyperparameters,
+  initial parameters, each step's lr and gradients) and the expected parameters and full
+  optimizer state after every step.
+* ``"results"``: another implementation's output, ``cases[].steps[].params`` (and optionally
+  ``state``) after every step, matched to the cases by ``id``.
+
+:func:`load` checks a file completely before anything uses it and raises
+:class:`GoldenFileError` naming the file, the case and the field (a JSON path such as
+``steps[3].grads[0].indptr``). :data:`JSON_SCHEMA` is the same structure as a JSON Schema
+(draft 2020-12); ``python -m npoptim.golden.regenerate`` writes it to
+``reference_results/golden.schema.json``. ``reference_results/README.md`` documents the fields.
+"""
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from npoptim.golden import codec
+
+SCHEMA_NAME = "npoptim-golden"
+SCHEMA_VERSION = 1
+KINDS = ("cases", "results")
+
+
+class GoldenFileError(ValueError):
+    """A malformed or mismatched golden/results file: names the file, the case and the field."""
+
+    def __init__(self, file, case, field_, message):
+        self.file, self.case, self.field, self.message = file, case, field_, message
+        where = [str(file)]
+        if case is not None:
+            where.append(f"case {case!r}")
+        if field_:
+            where.append(field_)
+        super().__init__(": ".join(where) + ": " + message)
+
+
+# ------------------------------------------------------------------------- loaded objects
+@dataclass
+class Tolerance:
+    """An array passes when every ``|actual - expected| <= atol + rtol * scale``.
+
+    ``scale`` is the largest magnitude in the expected array (see the README); ``lre`` is the
+    same ``rtol`` as digits of accuracy, ``-log10(rtol)``.
+    """
+
+    rtol: float
+    atol: float
+    reason: str = ""
+
+    @property
+    def lre(self):
+        return math.inf if self.rtol == 0 else -math.log10(self.rtol)
+
+
+@dataclass
+class Step:
+    lr: float
+    grads: list                      # None | np.ndarray | codec.CsrGrad, one per parameter
+    expected_params: list            # np.ndarray per parameter
+    expected_state: Optional[list]   # per parameter: None | {name: array | [arrays] | None}
+
+
+@dataclass
+class Case:
+    id: str
+    optimizer: str
+    dtype: str
+    hyperparameters: dict
+    params: list
+    steps: list
+    flags: list
+    tolerance: Tolerance
+    comment: str = ""
+    torch_name: Optional[str] = None
+    variant: Optional[str] = None
+    matches: list = field(default_factory=list)
+    lr_schedule: Optional[dict] = None
+    objective: Optional[dict] = None
+    source: str = ""
+    raw: dict = field(default_factory=dict, repr=False)
+
+    def __str__(self):
+        return self.id
+
+
+@dataclass
+class ResultStep:
+    params: list
+    state: Optional[list]
+
+
+@dataclass
+class ResultCase:
+    id: str
+    steps: list
+    source: str = ""
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class GoldenFile:
+    path: str
+    kind: str
+    cases: list                      # Case or ResultCase
+    notes: dict = field(default_factory=dict)
+    header: list = field(default_factory=list)
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+# ------------------------------------------------------------------------------ checking
+class _Checker:
+    def __init__(self, file, case=None):
+        self.file, self.case = file, case
+
+    def fail(self, where, message):
+        raise GoldenFileError(self.file, self.case, where, message)
+
+    def obj(self, value, where, required=()):
+        if not isinstance(value, dict):
+            self.fail(where, f"expected an object, got {_kind(value)}")
+        for key in required:
+            if key not in value:
+                self.fail(_join(where, key), "missing (required)")
+        return value
+
+    def list_(self, value, where, min_len=0):
+        if not isinstance(value, list):
+            self.fail(where, f"expected a list, got {_kind(value)}")
+        if len(value) < min_len:
+            self.fail(where, f"expected at least {min_len} item(s), got {len(value)}")
+        return value
+
+    def string(self, value, where, nullable=False):
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str):
+            self.fail(where, f"expected a string, got {_kind(value)}")
+        return value
+
+    def number(self, value, where, minimum=None):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+                value):
+            self.fail(where, f"expected a finite number, got {_kind(value)}")
+        if minimum is not None and value < minimum:
+            self.fail(where, f"must be >= {minimum}, got {value!r}")
+        return value
+
+    def integer(self, value, where, minimum=None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, f"expected an integer, got {_kind(value)}")
+        if minimum is not None and value < minimum:
+            self.fail(where, f"must be >= {minimum}, got {value}")
+        return value
+
+    def array(self, value, where, dtype=None, shape=None, dtypes=None):
+        """A golden array object; returns it decoded."""
+        self.obj(value, where, ("dtype", "shape", "data"))
+        extra = set(value) - {"dtype", "shape", "data", "format"}
+        if extra:
+            self.fail(_join(where, sorted(extra)[0]), "unknown field of an array object")
+        allowed = dtypes or (codec.FLOAT_DTYPES + codec.INT_DTYPES)
+        if value["dtype"] not in allowed:
+            self.fail(_join(where, "dtype"), f"expected one of {list(allowed)}, got "
+                                             f"{value['dtype']!r}")
+        if dtype is not None and value["dtype"] != dtype:
+            self.fail(_join(where, "dtype"), f"is {value['dtype']!r}, expected {dtype!r}")
+        dims = self.list_(value["shape"], _join(where, "shape"))
+        for i, n in enumerate(dims):
+            self.integer(n, f"{_join(where, 'shape')}[{i}]", minimum=0)
+        if shape is not None and list(dims) != list(shape):
+            self.fail(_join(where, "shape"), f"is {list(dims)}, expected {list(shape)}")
+        data = self.list_(value["data"], _join(where, "data"))
+        size = int(np.prod(dims, dtype=np.int64))
+        if len(data) != size:
+            self.fail(_join(where, "data"), f"has {len(data)} values, shape {list(dims)} "
+                                            f"needs {size}")
+        self.values(data, _join(where, "data"), integer=value["dtype"] in codec.INT_DTYPES)
+        return codec.decode_array(value)
+
+    def values(self, data, where, integer=False):
+        for i, x in enumerate(data):
+            if integer:
+                if isinstance(x, bool) or not isinstance(x, int):
+                    self.fail(f"{where}[{i}]", f"expected an integer, got {_kind(x)}")
+            elif isinstance(x, str):
+                if x not in codec.NONFINITE:
+                    self.fail(f"{where}[{i}]", f"expected a number (or \"NaN\", \"Infinity\", "
+                                               f"\"-Infinity\"), got the string {x!r}")
+            elif isinstance(x, bool) or not isinstance(x, (int, float)):
+                self.fail(f"{where}[{i}]", f"expected a number, got {_kind(x)}")
+
+    def grad(self, value, where, param):
+        if value is None:
+            return None
+        self.obj(value, where, ("format",))
+        fmt = value["format"]
+        if fmt == "dense":
+            return self.array(value, where, dtype=str(param.dtype), shape=param.shape)
+        if fmt != "csr":
+            self.fail(_join(where, "format"), f"expected \"dense\" or \"csr\", got {fmt!r}")
+        self.obj(value, where, ("dtype", "shape", "indptr", "indices", "data"))
+        extra = set(value) - {"format", "dtype", "shape", "indptr", "indices", "data"}
+        if extra:
+            self.fail(_join(where, sorted(extra)[0]), "unknown field of a CSR gradient")
+        if value["dtype"] != str(param.dtype):
+            self.fail(_join(where, "dtype"), f"is {value['dtype']!r}, expected "
+                                             f"{str(param.dtype)!r}")
+        if param.ndim == 0:
+            self.fail(where, "a 0-d parameter cannot take a CSR gradient")
+        rows = int(param.shape[0])
+        cols = int(np.prod(param.shape[1:], dtype=np.int64))
+        if value["shape"] != [rows, cols]:
+            self.fail(_join(where, "shape"), f"is {value['shape']!r}, expected {[rows, cols]} "
+                                             f"for a parameter of shape {list(param.shape)}")
+        indptr = self.list_(value["indptr"], _join(where, "indptr"))
+        indices = self.list_(value["indices"], _join(where, "indices"))
+        data = self.list_(value["data"], _join(where, "data"))
+        self.values(indptr, _join(where, "indptr"), integer=True)
+        self.values(indices, _join(where, "indices"), integer=True)
+        self.values(data, _join(where, "data"))
+        if len(indptr) != rows + 1:
+            self.fail(_join(where, "indptr"), f"has {len(indptr)} entries, expected {rows + 1}")
+        if indptr[0] != 0:
+            self.fail(_join(where, "indptr") + "[0]", f"must be 0, got {indptr[0]}")
+        for r in range(rows):
+            if indptr[r + 1] < indptr[r]:
+                self.fail(_join(where, "indptr") + f"[{r + 1}]", "indptr decreases")
+        if indptr[-1] != len(indices) or len(indices) != len(data):
+            self.fail(where, f"indptr[-1] = {indptr[-1]}, but indices has {len(indices)} and "
+                             f"data {len(data)} entries (all three must agree)")
+        for k, c in enumerate(indices):
+            if not 0 <= c < cols:
+                self.fail(_join(where, "indices") + f"[{k}]", f"column {c} is out of range "
+                                                              f"[0, {cols})")
+        return codec.decode_grad(value)
+
+    def state_value(self, value, where):
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [self.state_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return self.array(value, where)
+
+    def state(self, value, where, nparams):
+        self.list_(value, where)
+        if len(value) != nparams:
+            self.fail(where, f"has {len(value)} entries, expected one per parameter "
+                             f"({nparams}; null for a parameter without state)")
+        out = []
+        for i, entry in enumerate(value):
+            if entry is None:
+                out.append(None)
+                continue
+            self.obj(entry, f"{where}[{i}]")
+            out.append({name: self.state_value(v, f"{where}[{i}].{name}")
+                        for name, v in entry.items()})
+        return out
+
+    def params(self, value, where, shapes_of=None, dtype=None):
+        self.list_(value, where, min_len=1)
+        if shapes_of is not None and len(value) != len(shapes_of):
+            self.fail(where, f"has {len(value)} arrays, expected {len(shapes_of)} (one per "
+                             "parameter)")
+        return [self.array(v, f"{where}[{i}]", dtype=dtype,
+                           shape=None if shapes_of is None else shapes_of[i].shape,
+                           dtypes=codec.FLOAT_DTYPES)
+                for i, v in enumerate(value)]
+
+
+def _join(where, key):
+    return f"{where}.{key}" if where else str(key)
+
+
+def _kind(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# ------------------------------------------------------------------------------- parsing
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} in a JSON object")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON; write non-finite values as the strings "
+                     "\"NaN\", \"Infinity\", \"-Infinity\"")
+
+
+def read_json(path):
+    """Parse a JSON file strictly (no NaN literals, no duplicate keys)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise GoldenFileError(path, None, None, f"cannot read: {exc.strerror}") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates,
+                          parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise GoldenFileError(path, None, None, f"not valid JSON: {exc.msg} at line "
+                                                f"{exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise GoldenFileError(path, None, None, f"not valid JSON: {exc}") from None
+
+
+def parse(doc, path="<memory>", kind=None):
+    """Check a parsed golden document and return a :class:`GoldenFile`."""
+    path = str(path)
+    c = _Checker(path)
+    c.obj(doc, "", ("schema", "schema_version", "kind", "cases"))
+    if doc["schema"] != SCHEMA_NAME:
+        c.fail("schema", f"expected {SCHEMA_NAME!r}, got {doc['schema']!r}")
+    version = doc["schema_version"]
+    if version != SCHEMA_VERSION:
+        c.fail("schema_version", f"this npoptim reads version {SCHEMA_VERSION}, the file has "
+                                 f"{version!r}")
+    if doc["kind"] not in KINDS:
+        c.fail("kind", f"expected one of {list(KINDS)}, got {doc['kind']!r}")
+    if kind is not None and doc["kind"] != kind:
+        c.fail("kind", f"is {doc['kind']!r}, expected a {kind!r} file here")
+    notes = c.obj(doc.get("notes", {}), "notes")
+    header = c.list_(doc.get("header", []), "header")
+    cases = c.list_(doc["cases"], "cases")
+    seen = {}
+    parsed = []
+    for n, raw in enumerate(cases):
+        c.obj(raw, f"cases[{n}]", ("id",))
+        case_id = c.string(raw["id"], f"cases[{n}].id")
+        if case_id in seen:
+            c.fail(f"cases[{n}].id", f"{case_id!r} is also the id of cases[{seen[case_id]}]")
+        seen[case_id] = n
+        if doc["kind"] == "cases":
+            parsed.append(_parse_case(raw, path, notes))
+        else:
+            parsed.append(_parse_result(raw, path))
+    if "number_of_cases" in doc and doc["number_of_cases"] != len(cases):
+        c.fail("number_of_cases", f"is {doc['number_of_cases']!r}, the file has {len(cases)} "
+                                  "cases")
+    return GoldenFile(path, doc["kind"], parsed, notes, header, doc)
+
+
+def _parse_case(raw, path, notes):
+    c = _Checker(path, raw["id"])
+    c.obj(raw, "", ("optimizer", "dtype", "hyperparameters", "params", "steps", "flags",
+                    "tolerance"))
+    c.string(raw["optimizer"], "optimizer")
+    dtype = raw["dtype"]
+    if dtype not in codec.FLOAT_DTYPES:
+        c.fail("dtype", f"expected one of {list(codec.FLOAT_DTYPES)}, got {dtype!r}")
+    hyper = c.obj(raw["hyperparameters"], "hyperparameters")
+    params = c.params(raw["params"], "params", dtype=dtype)
+    objective = _parse_objective(c, raw.get("objective"), params, dtype)
+    steps = []
+    for t, step in enumerate(c.list_(raw["steps"], "steps", min_len=1)):
+        where = f"steps[{t}]"
+        c.obj(step, where, ("lr", "expected") if objective else ("lr", "grads", "expected"))
+        if "step" in step and step["step"] != t + 1:
+            c.fail(f"{where}.step", f"is {step['step']!r}, expected {t + 1}")
+        lr = c.number(step["lr"], f"{where}.lr", minimum=0)
+        if objective is not None:
+            if step.get("grads") is not None:
+                c.fail(f"{where}.grads", "a case with an objective has no stored gradients")
+            grads = [None] * len(params)
+        else:
+            grads = c.list_(step["grads"], f"{where}.grads")
+            if len(grads) != len(params):
+                c.fail(f"{where}.grads", f"has {len(grads)} entries, expected one per "
+                                         f"parameter ({len(params)}; null for no gradient)")
+            grads = [c.grad(g, f"{where}.grads[{i}]", params[i]) for i, g in enumerate(grads)]
+        expected = c.obj(step["expected"], f"{where}.expected", ("params",))
+        exp_params = c.params(expected["params"], f"{where}.expected.params", params, dtype)
+        exp_state = None
+        if expected.get("state") is not None:
+            exp_state = c.state(expected["state"], f"{where}.expected.state", len(params))
+        steps.append(Step(float(lr), grads, exp_params, exp_state))
+    flags = c.list_(raw["flags"], "flags")
+    for i, flag in enumerate(flags):
+        c.string(flag, f"flags[{i}]")
+        if flag not in notes:
+            c.fail(f"flags[{i}]", f"flag {flag!r} has no entry in the file's \"notes\"")
+    tol = c.obj(raw["tolerance"], "tolerance", ("rtol", "atol"))
+    tolerance = Tolerance(float(c.number(tol["rtol"], "tolerance.rtol", minimum=0)),
+                          float(c.number(tol["atol"], "tolerance.atol", minimum=0)),
+                          c.string(tol.get("reason", ""), "tolerance.reason"))
+    matches = c.list_(raw.get("matches", []), "matches")
+    for i, m in enumerate(matches):
+        c.string(m, f"matches[{i}]")
+    schedule = raw.get("lr_schedule")
+    if schedule is not None:
+        c.obj(schedule, "lr_schedule", ("kind",))
+    return Case(id=raw["id"], optimizer=raw["optimizer"], dtype=dtype, hyperparameters=hyper,
+                params=params, steps=steps, flags=list(flags), tolerance=tolerance,
+                comment=c.string(raw.get("comment", ""), "comment"),
+                torch_name=c.string(raw.get("torch_name"), "torch_name", nullable=True),
+                variant=c.string(raw.get("variant"), "variant", nullable=True),
+                matches=list(matches), lr_schedule=schedule, objective=objective,
+                source=path, raw=raw)
+
+
+OBJECTIVE_KINDS = {"separable-quartic": ("center", "h", "q")}
+
+
+def _parse_objective(c, raw, params, dtype):
+    """``None``, or the objective with its arrays decoded (see ``cases.OBJECTIVES``)."""
+    if raw is None:
+        return None
+    c.obj(raw, "objective", ("kind",))
+    kind = raw["kind"]
+    if kind not in OBJECTIVE_KINDS:
+        c.fail("objective.kind", f"expected one of {sorted(OBJECTIVE_KINDS)}, got {kind!r}")
+    n = sum(p.size for p in params)
+    out = dict(raw)
+    for name in OBJECTIVE_KINDS[kind]:
+        if name not in raw:
+            c.fail(f"objective.{name}", "missing (required)")
+        out[name] = c.array(raw[name], f"objective.{name}", dtype=dtype, shape=[n])
+    return out
+
+
+def _parse_result(raw, path):
+    c = _Checker(path, raw["id"])
+    c.obj(raw, "", ("steps",))
+    steps = []
+    for t, step in enumerate(c.list_(raw["steps"], "steps")):
+        where = f"steps[{t}]"
+        c.obj(step, where, ("params",))
+        params = c.params(step["params"], f"{where}.params")
+        state = None
+        if step.get("state") is not None:
+            state = c.state(step["state"], f"{where}.state", len(params))
+        steps.append(ResultStep(params, state))
+    return ResultCase(raw["id"], steps, path, raw)
+
+
+def load(path, kind=None):
+    """Load and check one golden file (``kind``: require ``"cases"`` or ``"results"``)."""
+    return parse(read_json(path), path, kind)
+
+
+def golden_files(path):
+    """The golden files at ``path``: the file itself, or every ``*.json`` under a directory
+    whose top-level ``"schema"`` is ``"npoptim-golden"`` (sorted by path)."""
+    path = Path(path)
+    if not path.exists():
+        raise GoldenFileError(path, None, None, "no such file or directory")
+    if path.is_file():
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".json"):
+                continue
+            p = Path(root) / name
+            doc = read_json(p)
+            if isinstance(doc, dict) and doc.get("schema") == SCHEMA_NAME:
+                found.append(p)
+    if not found:
+        raise GoldenFileError(path, None, None, "no golden files (JSON with \"schema\": "
+                                                f"\"{SCHEMA_NAME}\") in this directory")
+    return found
+
+
+def load_all(path, kind=None):
+    """Every case (or result) at ``path`` (file or directory), ids unique across files."""
+    out, where = [], {}
+    for p in golden_files(path):
+        for case in load(p, kind).cases:
+            if case.id in where:
+                raise GoldenFileError(p, case.id, "id",
+                                      f"also the id of a case in {where[case.id]}")
+            where[case.id] = p
+            out.append(case)
+    return out
+
+
+# ---------------------------------------------------------------------------- JSON Schema
+_NUMBER = {"oneOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}
+_SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+
+JSON_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "npoptim-golden-v1.schema.json",
+    "title": "npoptim golden optimizer cases and results, schema version 1",
+    "description": "See reference_results/README.md. Arrays are flattened in row-major order; "
+                   "floats are the shortest round-trip decimal of the float64 value (float32 "
+                   "values stored as the float64 number equal to them); non-finite values are "
+                   "the strings NaN, Infinity, -Infinity.",
+    "type": "object",
+    "required": ["schema", "schema_version", "kind", "cases"],
+    "properties": {
+        "schema": {"const": SCHEMA_NAME},
+        "schema_version": {"const": SCHEMA_VERSION},
+        "kind": {"enum": list(KINDS)},
+        "optimizer": {"type": "string"},
+        "number_of_cases": {"type": "integer", "minimum": 0},
+        "header": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "object", "additionalProperties": {"$ref": "#/$defs/note"}},
+        "implementation": {"type": "string"},
+        "cases": {"type": "array"},
+    },
+    "if": {"properties": {"kind": {"const": "cases"}}},
+    "then": {"properties": {"cases": {"items": {"$ref": "#/$defs/case"}}}},
+    "else": {"properties": {"cases": {"items": {"$ref": "#/$defs/result_case"}}}},
+    "$defs": {
+        "number": _NUMBER,
+        "float_array": {
+            "type": "object", "required": ["dtype", "shape", "data"],
+            "additionalProperties": False,
+            "properties": {"dtype": {"enum": list(codec.FLOAT_DTYPES)}, "shape": _SHAPE,
+                           "data": {"type": "array", "items": {"$ref": "#/$defs/number"}}}},
+        "int_array": {
+            "type": "object", "required": ["dtype", "shape", "data"],
+            "additionalProperties": False,
+            "properties": {"dtype": {"enum": list(codec.INT_DTYPES)}, "shape": _SHAPE,
+                           "data": {"type": "array", "items": {"type": "integer"}}}},
+        "array": {"oneOf": [{"$ref": "#/$defs/float_array"}, {"$ref": "#/$defs/int_array"}]},
+        "dense_grad": {
+            "type": "object", "required": ["format", "dtype", "shape", "data"],
+            "additionalProperties": False,
+            "properties": {"format": {"const": "dense"},
+                           "dtype": {"enum": list(codec.FLOAT_DTYPES)}, "shape": _SHAPE,
+                           "data": {"type": "array", "items": {"$ref": "#/$defs/number"}}}},
+        "csr_grad": {
+            "type": "object",
+            "required": ["format", "dtype", "shape", "indptr", "indices", "data"],
+            "additionalProperties": False,
+            "properties": {
+                "format": {"const": "csr"}, "dtype": {"enum": list(codec.FLOAT_DTYPES)},
+                "shape": {**_SHAPE, "minItems": 2, "maxItems": 2},
+                "indptr": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                           "minItems": 1},
+                "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                "data": {"type": "array", "items": {"$ref": "#/$defs/number"}}}},
+        "grad": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/dense_grad"},
+                           {"$ref": "#/$defs/csr_grad"}]},
+        "state_value": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/array"},
+                                  {"type": "array", "items": {"$ref": "#/$defs/state_value"}}]},
+        "state": {"type": "array", "items": {
+            "oneOf": [{"type": "null"},
+                      {"type": "object",
+                       "additionalProperties": {"$ref": "#/$defs/state_value"}}]}},
+        "note": {"type": "object", "required": ["description"],
+                 "properties": {"bug_type": {"type": "string"},
+                                "description": {"type": "string"},
+                                "effect": {"type": "string"}}},
+        "tolerance": {"type": "object", "required": ["rtol", "atol"],
+                      "properties": {"rtol": {"type": "number", "minimum": 0},
+                                     "atol": {"type": "number", "minimum": 0},
+                                     "lre": {"type": "number"},
+                                     "scale": {"type": "string"},
+                                     "reason": {"type": "string"}}},
+        "case": {
+            "type": "object",
+            "required": ["id", "optimizer", "dtype", "hyperparameters", "params", "steps",
+                         "flags", "tolerance"],
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "optimizer": {"type": "string"},
+                "torch_name": {"type": ["string", "null"]},
+                "variant": {"type": ["string", "null"]},
+                "matches": {"type": "array", "items": {"type": "string"}},
+                "comment": {"type": "string"},
+                "dtype": {"enum": list(codec.FLOAT_DTYPES)},
+                "sparse_kind": {"type": "string"},
+                "seed": {"type": "integer"},
+                "hyperparameters": {"type": "object"},
+                "lr_schedule": {"oneOf": [{"type": "null"},
+                                          {"type": "object", "required": ["kind"]}]},
+                "flags": {"type": "array", "items": {"type": "string"}},
+                "tolerance": {"$ref": "#/$defs/tolerance"},
+                "params": {"type": "array", "minItems": 1,
+                           "items": {"$ref": "#/$defs/float_array"}},
+                "objective": {"oneOf": [
+                    {"type": "null"},
+                    {"type": "object", "required": ["kind", "center", "h", "q"],
+                     "properties": {"kind": {"const": "separable-quartic"},
+                                    "formula": {"type": "string"},
+                                    "center": {"$ref": "#/$defs/float_array"},
+                                    "h": {"$ref": "#/$defs/float_array"},
+                                    "q": {"$ref": "#/$defs/float_array"}}}]},
+                "steps": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "required": ["lr", "expected"],
+                    "properties": {
+                        "step": {"type": "integer", "minimum": 1},
+                        "lr": {"type": "number", "minimum": 0},
+                        "grads": {"type": "array", "items": {"$ref": "#/$defs/grad"}},
+                        "expected": {
+                            "type": "object", "required": ["params"],
+                            "properties": {
+                                "params": {"type": "array",
+                                           "items": {"$ref": "#/$defs/float_array"}},
+                                "state": {"oneOf": [{"type": "null"},
+                                                    {"$ref": "#/$defs/state"}]}}}}}}}},
+        "result_case": {
+            "type": "object", "required": ["id", "steps"],
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "steps": {"type": "array", "items": {
+                    "type": "object", "required": ["params"],
+                    "properties": {
+                        "params": {"type": "array", "minItems": 1,
+                                   "items": {"$ref": "#/$defs/float_array"}},
+                        "state": {"oneOf": [{"type": "null"},
+                                            {"$ref": "#/$defs/state"}]}}}}}},
+    },
+}

@@ -1,0 +1,93 @@
+"""Check an optimizer implementation against npoptim's golden cases from a Python test suite.
+
+One test per case, with the report of ``npoptim verify`` as the failure message::
+
+    import pytest
+    from npoptim import testing
+
+    CASES = testing.load_cases("reference_results", optimizer="Adam")
+
+    @pytest.mark.parametrize("case", CASES, ids=str)
+    def test_my_adam(case):
+        def make_step(params, hyperparameters):
+            opt = MyAdam(params, **hyperparameters)
+
+            def step(grads, lr):
+                opt.lr = lr
+                opt.step(grads)
+                return params          # or (params, state)
+            return step
+
+        testing.assert_case(case, make_step)
+
+``make_step(params, hyperparameters)`` receives fresh copies of the case's initial parameters
+(NumPy arrays of the case's dtype) and its hyperparameters (torch's names; pairs as tuples)
+and returns ``step(grads, lr)``. ``step`` applies one step and returns the parameters (a list
+of arrays, or None meaning "the arrays I was given, updated in place") or ``(params, state)``
+with ``state`` one dict per parameter (torch's state names; None for no state), which is then
+compared too. ``grads`` has one entry per parameter: a dense array, None (no gradient this
+step) or a CSR gradient in the form ``grad_format`` asks for: ``"csr"`` (default: a
+``scipy.sparse.csr_array`` with the entries exactly as stored, duplicates and explicit zeros
+included, ``has_canonical_format`` False), ``"dense"`` (duplicates summed, absent entries
+zero: loses what lazy optimizers need) or ``"raw"`` (:class:`CsrGrad`, a named tuple of
+``shape, indptr, indices, data``).
+"""
+from npoptim.golden.codec import CsrGrad
+from npoptim.golden.compare import CaseReport, compare_case, format_reports, select
+from npoptim.golden.generate import npoptim_make_step, replay, results_file
+from npoptim.golden.schema import Case, GoldenFileError, load_all, parse
+
+__all__ = ["Case", "CaseReport", "CsrGrad", "GoldenFileError", "load_cases", "run_case",
+           "check_case", "assert_case", "npoptim_step", "results_file", "default_suite"]
+
+
+def default_suite():
+    """The ``reference_results`` directory of an npoptim source checkout, if there is one."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "reference_results"
+    if not path.is_dir():
+        raise FileNotFoundError("no reference_results/ next to this npoptim (installed from "
+                                "a wheel?); pass the path of a copy of the suite")
+    return path
+
+
+def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None):
+    """The cases in a golden file or directory (default: :func:`default_suite`), filtered by
+    optimizer name(s), id glob pattern(s), required flag(s) and dtype."""
+    def as_list(x):
+        return None if x is None else ([x] if isinstance(x, str) else list(x))
+    cases = select(load_all(default_suite() if path is None else path, kind="cases"),
+                   as_list(optimizer), as_list(ids))
+    for flag in as_list(flags) or ():
+        cases = [c for c in cases if flag in c.flags]
+    if dtype is not None:
+        cases = [c for c in cases if c.dtype == str(dtype)]
+    return cases
+
+
+def run_case(case, make_step, grad_format="csr"):
+    """Run ``case`` through ``make_step``; return its results (the schema's ``"results"``
+    form, ready for :func:`results_file` and ``npoptim verify``)."""
+    return replay(case, make_step, grad_format)
+
+
+def check_case(case, make_step, grad_format="csr"):
+    """Run and compare one case; returns the :class:`~npoptim.golden.compare.CaseReport`."""
+    result = parse(results_file([run_case(case, make_step, grad_format)], "npoptim.testing"),
+                   "<step function>", "results").cases[0]
+    return compare_case(case, result, "<step function>")
+
+
+def assert_case(case, make_step, grad_format="csr", summary=False):
+    """:func:`check_case`, raising ``AssertionError`` with the ``npoptim verify`` report
+    (first divergence: step, array, element) when the case does not pass."""
+    report = check_case(case, make_step, grad_format)
+    if not report.passed:
+        raise AssertionError(f"{case.id} does not match the golden case "
+                             f"({case.source}):\n" + format_reports([report], summary=summary))
+    return report
+
+
+def npoptim_step(case):
+    """npoptim's own ``make_step`` for ``case`` (a reference for the expected protocol)."""
+    return npoptim_make_step(case.optimizer)

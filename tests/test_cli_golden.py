@@ -1,0 +1,209 @@
+"""The golden-file CLI: ``npoptim list``, ``npoptim golden``, ``npoptim verify``."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from npoptim import registry
+from npoptim.cli import main
+from npoptim.golden import generate, schema
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "reference_results"
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# ---------------------------------------------------------------------------------- list
+def test_list_shows_every_optimizer_with_defaults_and_sparse_kind(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in registry.available():
+        assert f"\n{name}  (" in "\n" + out
+    assert "Adam  (torch.optim.Adam; sparse: dense-only)" in out
+    assert "SparseAdam  (torch.optim.SparseAdam; sparse: lazy)" in out
+    assert "lr=0.001" in out and "betas=(0.9, 0.999)" in out
+
+
+def test_list_json_and_variants(capsys):
+    code, out, _ = run_cli(capsys, "list", "--json", "Adam", "Adagrad")
+    info = {d["name"]: d for d in json.loads(out)}
+    assert code == 0 and set(info) == {"Adam", "Adagrad"}
+    assert info["Adagrad"]["sparse_kind"] == "exact"
+    assert info["Adam"]["hyperparameters"]["eps"] == 1e-8
+    assert "amsgrad" in info["Adam"]["switches"]
+    if "LAMB" in registry.available():
+        code, out, _ = run_cli(capsys, "list", "--json", "LAMB")
+        lamb = json.loads(out)[0]
+        assert "apex" in lamb["variants"] and lamb["hyperparameters"]["variant"] == "paper_v5"
+    assert run_cli(capsys, "list", "NoSuchOpt")[0] == 2
+
+
+# -------------------------------------------------------------------------------- golden
+def test_golden_custom_sparse_case_roundtrips_through_verify(capsys, tmp_path):
+    out = tmp_path / "case.json"
+    argv = ["golden", "SparseAdam", "--lr", "1e-2", "--shape", "200x16", "--density", "0.05",
+            "--steps", "10", "--dtype", "float32", "--seed", "0", "-o", str(out)]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    doc = schema.load(out, kind="cases")
+    case = doc.cases[0]
+    assert case.optimizer == "SparseAdam" and case.dtype == "float32" and len(case.steps) == 10
+    assert case.params[0].shape == (200, 16)
+    assert all(g.__class__.__name__ == "CsrGrad" for s in case.steps for g in s.grads)
+    assert case.hyperparameters["lr"] == 1e-2
+    # deterministic: the same command gives the same bytes
+    again = tmp_path / "again.json"
+    run_cli(capsys, *argv[:-1], str(again))
+    assert again.read_bytes() == out.read_bytes()
+    code, text, _ = run_cli(capsys, "verify", str(out))
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
+def test_golden_hyperparameters_variant_and_schedule(capsys, tmp_path):
+    out = tmp_path / "adam.json"
+    code, _, err = run_cli(capsys, "golden", "Adam", "--variant", "amsgrad", "--betas",
+                           "0.8,0.99", "--set", "weight_decay=0.1", "--shape", "4x3",
+                           "--shape", "5", "--schedule", "warmup-cosine", "--dtype",
+                           "float64", "--steps", "12", "-o", str(out))
+    assert code == 0, err
+    case = schema.load(out).cases[0]
+    assert case.hyperparameters["amsgrad"] is True
+    assert case.hyperparameters["betas"] == [0.8, 0.99]
+    assert case.hyperparameters["weight_decay"] == 0.1
+    assert "lr-schedule" in case.flags and "multi-param" in case.flags
+    assert len({s.lr for s in case.steps}) > 1
+    assert "max_exp_avg_sq" in case.steps[0].expected_state[0]
+    if "LAMB" in registry.available():
+        code, text, err = run_cli(capsys, "golden", "LAMB", "--variant", "apex", "-o", "-")
+        assert code == 0, err
+        assert json.loads(text)["cases"][0]["variant"] == "apex"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["golden", "Adam", "--set", "nosuch=1"], "has no hyperparameter(s) nosuch"),
+    (["golden", "Adam", "--grad", "csr"], "does not take CSR gradients"),
+    (["golden", "Adam", "--variant", "bogus"], "no variant or switch 'bogus'"),
+    (["golden", "Adam", "--shape", "3y4"], "--shape '3y4'"),
+    (["golden", "Adam", "--density", "0"], "--density must be in (0, 1]"),
+    (["golden", "NoSuchOpt"], "unknown optimizer"),
+    (["golden", "Adam", "--lr", "-1"], "Invalid learning rate"),
+])
+def test_golden_errors(capsys, argv, words):
+    code, _, err = run_cli(capsys, *argv, "-o", "-")
+    assert code == 2 and words in err, err
+
+
+# -------------------------------------------------------------------------------- verify
+def _results(case_file, ids=None, perturb=None):
+    cases = schema.load(case_file).cases
+    out = []
+    for case in cases:
+        if ids and case.id not in ids:
+            continue
+        entry = generate.replay(case, generate.npoptim_make_step(case.optimizer))
+        if perturb:
+            perturb(case, entry)
+        out.append(entry)
+    return generate.results_file(out, "test")
+
+
+def _write(tmp_path, doc, name="results.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_verify_results_file_pass_and_per_step_table(capsys, tmp_path):
+    results = _write(tmp_path, _results(SUITE / "cases" / "Adagrad.json"))
+    code, out, _ = run_cli(capsys, "verify", str(SUITE / "cases" / "Adagrad.json"),
+                           str(results))
+    assert code == 0
+    lines = [ln for ln in out.splitlines() if ln.startswith("Adagrad/defaults/float32 ")]
+    assert len(lines) == 12  # one row per step
+    assert "max abs err" in out and "max rel/scale" in out and "max ulp" in out
+    assert "OK: all" in out
+
+
+def test_verify_reports_first_divergence_and_exits_1(capsys, tmp_path):
+    target = "Adagrad/lr-decay/float64"
+
+    def perturb(case, entry):
+        if case.id == target:
+            for step in entry["steps"][6:]:
+                step["params"][0]["data"][4] *= 1.001
+    results = _write(tmp_path, _results(SUITE / "cases" / "Adagrad.json", perturb=perturb))
+    code, out, _ = run_cli(capsys, "verify", str(SUITE), str(results), "--optimizer",
+                           "Adagrad")
+    assert code == 1
+    assert f"-> {target} diverges at step 7: params[0][0, 4]" in out
+    assert "FAILED: 1 of" in out and f"(first: {target}, diverges at step 7)" in out
+    code, out, _ = run_cli(capsys, "verify", str(SUITE), str(results), "--case", target,
+                           "--summary")
+    assert code == 1 and out.count(target) == 3  # summary row, divergence, closing line
+
+
+def test_verify_missing_results_fail(capsys, tmp_path):
+    results = _write(tmp_path, _results(SUITE / "cases" / "Adadelta.json",
+                                        ids={"Adadelta/defaults/float32"}))
+    code, out, _ = run_cli(capsys, "verify", str(SUITE / "cases" / "Adadelta.json"),
+                           str(results), "--summary")
+    assert code == 1
+    assert "Adadelta/defaults/float64" in out and "MISSING: no results for this case" in out
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["cases"][0]["steps"][2]["params"][0].__setitem__("shape", [5, 3]),
+     "steps[2].params[0].shape"),
+    (lambda d: d["cases"][0]["steps"][1]["params"][0].__setitem__("dtype", "float64"),
+     "steps[1].params[0].dtype"),
+    (lambda d: d["cases"][0]["steps"][0]["params"][0]["data"].__setitem__(3, "1.0"),
+     "steps[0].params[0].data[3]"),
+    (lambda d: d["cases"][0]["steps"][0].pop("params"), "steps[0].params"),
+    (lambda d: d.__setitem__("kind", "cases"), "kind"),
+])
+def test_verify_malformed_results_name_file_case_field(capsys, tmp_path, mutate, field):
+    doc = _results(SUITE / "cases" / "Adadelta.json", ids={"Adadelta/defaults/float32"})
+    mutate(doc)
+    results = _write(tmp_path, doc)
+    code, out, err = run_cli(capsys, "verify", str(SUITE / "cases" / "Adadelta.json"),
+                             str(results))
+    assert code == 2, out
+    assert str(results) in err and field in err, err
+    if field != "kind":
+        assert "case 'Adadelta/defaults/float32'" in err
+
+
+def test_verify_malformed_cases_file(capsys, tmp_path):
+    doc = json.loads((SUITE / "cases" / "Adadelta.json").read_text())
+    doc["cases"][1]["steps"][0]["grads"][0]["data"] = [1.0]
+    bad = _write(tmp_path, doc, "cases.json")
+    code, _, err = run_cli(capsys, "verify", str(bad))
+    assert code == 2
+    assert str(bad) in err and "case 'Adadelta/defaults/float64'" in err
+    assert "steps[0].grads[0].data: has 1 values" in err
+
+
+def test_verify_npoptim_itself_on_a_selection(capsys):
+    code, out, _ = run_cli(capsys, "verify", str(SUITE), "--case", "SGD/*/float64",
+                           "--summary")
+    assert code == 0 and "OK: all" in out and "SGD/csr-momentum/float64" in out
+    code, _, err = run_cli(capsys, "verify", str(SUITE), "--case", "Nothing/*")
+    assert code == 2 and "no case matches" in err
+
+
+def test_python_dash_m_npoptim_and_console_script_entry():
+    out = subprocess.run([sys.executable, "-m", "npoptim", "verify", str(SUITE / "cases" /
+                                                                        "Rprop.json"),
+                          "--case", "Rprop/defaults/*", "--summary"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Rprop/defaults/float64" in out.stdout
+    cfg = (ROOT / "setup.cfg").read_text()
+    assert "npoptim = npoptim.cli:main" in cfg

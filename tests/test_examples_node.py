@@ -1,0 +1,40 @@
+"""examples/node: a Node.js consumer (no npm packages) passes `npoptim verify`, and the same
+consumer with an eps-placement bug fails it, with the step where it diverges."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "node"
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def test_run_sh_passes_and_catches_the_eps_bug():
+    out = subprocess.run(["bash", str(EXAMPLE / "run.sh")], capture_output=True, text=True,
+                         timeout=900, env=dict(os.environ, PYTHON=sys.executable))
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    good, _, buggy = text.partition("--bug eps-placement (must fail)")
+    assert "OK: all" in good and "FAIL" not in good
+    assert "FAILED:" in buggy
+    # float32: only the eps-dominated cases expose the bug, from the first step
+    assert "-> Adam/eps-dominated/float32 diverges at step 1: params[0]" in buggy
+    assert "-> SparseAdam/eps-dominated/float32 diverges at step 1: params[0]" in buggy
+    assert "Adam/defaults/float32 " in buggy and "run.sh: OK" in text
+
+
+def test_consumer_results_verify_case_by_case(tmp_path):
+    results = tmp_path / "results.json"
+    cases = ROOT / "reference_results" / "cases" / "SparseAdam.json"
+    subprocess.run(["node", str(EXAMPLE / "golden_consumer.mjs"), "-o", str(results),
+                    str(cases)], check=True, capture_output=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "npoptim", "verify", str(cases), str(results),
+                          "--case", "SparseAdam/csr-empty/*"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("SparseAdam/csr-empty/float32 ") == 12
