@@ -1,0 +1,98 @@
+r"""Averaged SGD (Polyak & Juditsky, 1992), as ``torch.optim.ASGD`` 2.13.
+
+SGD with a decaying step size :math:`\eta_t` and a running average :math:`\bar\theta` of the
+iterates, which starts averaging after step :math:`t_0`. With gradient :math:`g` (negated when
+``maximize``), learning rate :math:`\gamma`, decay :math:`\lambda` (``lambd``), power
+:math:`\alpha`:
+
+.. math::
+
+    g &\leftarrow g + w\,\theta                                  &&\text{weight decay } w\\
+    \theta &\leftarrow \theta\,(1 - \lambda\eta_{t-1}) - \eta_{t-1}\,g\\
+    \bar\theta &\leftarrow \bar\theta + \mu_{t-1}(\theta - \bar\theta)
+                                                  &&\text{``ax``; } \bar\theta = \theta
+                                                    \text{ while } \mu = 1\\
+    \eta_t &= \gamma / (1 + \lambda\gamma t)^{\alpha}\\
+    \mu_t &= 1 / \max(1, t - t_0)
+
+``eta`` and ``mu`` are per-parameter scalars kept, as torch keeps them, in 0-d arrays of
+torch's scalar dtype (float32; loading a state_dict casts them to the parameter's dtype, as
+torch's ``load_state_dict`` does). Their new values are computed in Python double and rounded
+to float32 (torch builds them with ``torch.as_tensor``) before being stored, even after a load
+made the stored scalars float64; the update reads the stored values. The average is never used by
+the step itself: it is the estimate Polyak averaging returns, read from ``state["ax"]``.
+"""
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+
+# torch's ``_get_scalar_dtype()`` with its default dtype float32: the dtype of step, eta, mu.
+SCALAR_DTYPE = np.float32
+
+
+@kernel
+def asgd_rule(p, g, s, h):
+    """One element; ``s = (ax,)``, ``h = (1 - lambd*eta, -eta, wd, mu, mu != 1, maximize)``."""
+    decay, neg_eta, weight_decay, mu = h[0], h[1], h[2], h[3]
+    ax = s[0]
+    if h[5] != 0:  # maximize
+        g = -g
+    if weight_decay != 0:
+        g = g + weight_decay * p
+    p = p * decay
+    p = p + neg_eta * g
+    if h[4] != 0:  # averaging has started (mu != 1)
+        ax = ax + (p - ax) * mu
+    else:
+        ax = p
+    return p, (ax,)
+
+
+@kernel
+def _asgd_dense(param, grad, states, hyper):
+    apply_dense(asgd_rule, param, grad, states, hyper)
+
+
+class ASGD(Optimizer):
+    """Averaged SGD, matching ``torch.optim.ASGD`` (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
+                 foreach=None, maximize=False, differentiable=False, capturable=False):
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "weight_decay")
+
+    def _state_names(self, group):
+        return ("ax",)
+
+    def _state_shapes(self, param, group):
+        return {"eta": (), "mu": (), "ax": param.shape}
+
+    def _init_state(self, param, group):
+        return {"step": 0,
+                "eta": np.array(group["lr"], SCALAR_DTYPE),
+                "mu": np.ones((), SCALAR_DTYPE),
+                "ax": np.zeros(param.shape, param.dtype)}
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = float(state["step"])
+        lr, lambd = group["lr"], group["lambd"]
+        eta, mu = float(state["eta"]), float(state["mu"])
+        hyper = typed(param, 1 - lambd * eta, -eta, group["weight_decay"], mu, mu != 1,
+                      bool(group["maximize"]))
+        _asgd_dense(param, grad, self._flat_states(state, group), hyper)
+        # the new scalars: computed in Python double, made a float32 tensor (torch.as_tensor
+        # of a Python float) and copied into the stored scalar, whatever its dtype
+        state["eta"][...] = SCALAR_DTYPE(lr / ((1 + lambd * lr * step) ** group["alpha"]))
+        state["mu"][...] = SCALAR_DTYPE(1 / max(1, step - group["t0"]))

@@ -1,0 +1,625 @@
+r"""L-BFGS (Liu & Nocedal, 1989), as ``torch.optim.LBFGS`` 2.13 (after Schmidt's minFunc).
+
+A quasi-Newton method: it approximates the inverse Hessian from the last ``history_size``
+pairs of steps :math:`s_k = x_{k+1} - x_k` and gradient changes :math:`y_k = g_{k+1} - g_k`,
+never forming a matrix. All parameters are treated as one flat vector :math:`x` (one param
+group only, as in torch), and one call of :meth:`LBFGS.step` runs up to ``max_iter``
+iterations, calling the closure (``closure() -> (loss, grads)``) as often as it needs.
+
+Each iteration:
+
+1. **Direction** :math:`d = -H g` by the *two-loop recursion*: with :math:`\rho_k = 1/y_k^\top
+   s_k`, walk the history newest to oldest, :math:`\alpha_k = \rho_k s_k^\top q`,
+   :math:`q \leftarrow q - \alpha_k y_k` (from :math:`q = -g`); scale by
+   :math:`H_0 = y^\top s / y^\top y` of the newest pair; walk back oldest to newest,
+   :math:`\beta_k = \rho_k y_k^\top r`, :math:`r \leftarrow r + (\alpha_k - \beta_k) s_k`.
+   The first iteration ever uses :math:`d = -g`. A pair is stored only when
+   :math:`y^\top s > 10^{-10}` (curvature condition), the oldest dropped when full.
+2. **Step length** :math:`t`: ``lr`` (the very first iteration:
+   :math:`\min(1, 1/\|g\|_1)\,\mathrm{lr}`), either taken as is (``line_search_fn=None``), or
+   refined by a line search satisfying the *strong Wolfe* conditions
+   (``"strong_wolfe"``: sufficient decrease :math:`f(x+td) \le f + c_1 t\,g^\top d` and
+   curvature :math:`|g(x+td)^\top d| \le c_2 |g^\top d|`, :math:`c_1=10^{-4}, c_2=0.9`),
+   by bracketing and cubic interpolation (:func:`strong_wolfe`).
+3. :math:`x \leftarrow x + t d`; stop when ``max_iter`` or ``max_eval`` is reached, the
+   gradient's largest entry is within ``tolerance_grad``, or the step or the change of loss
+   is within ``tolerance_change``.
+
+**State**, kept as torch keeps it, in the state of the first parameter (index 0):
+``func_evals``, ``n_iter`` (ints), ``d``, ``prev_flat_grad`` (flat arrays), ``old_dirs``
+(the :math:`y_k`), ``old_stps`` (the :math:`s_k`), ``ro`` (lists), ``al`` (list of
+``history_size`` entries, None until used), ``H_diag``, ``t`` and ``prev_loss``. Values that
+torch holds as 0-d tensors (``ro``, ``al`` entries, ``H_diag``, often ``t``) are NumPy scalars
+of the parameters' dtype here, 0-d arrays in :meth:`~LBFGS.state_dict`; values torch holds as
+Python numbers stay Python numbers. The arithmetic mixing them follows NumPy 2's promotion
+rules (NEP 50), which are torch's: a Python float takes the dtype of the array or scalar it
+meets, so float32 parameters are optimized in float32 where torch uses float32.
+
+**Rounding.** L-BFGS feeds every rounding difference back into its history, so two runs
+that differ in the last bit drift apart within a few steps (by far more than the rounding).
+To agree with torch beyond that, the vector operations that round follow torch's CPU order:
+:func:`dot` (float64: MKL's ``ddot`` order, checked bit for bit below 4096 elements),
+:func:`torch_sum` (ATen's cascade sum, single-threaded up to 32768 elements) and
+:func:`axpy` (``add`` with ``alpha``: one fused multiply-add per element). With these the
+float64 iterates equal torch's bit for bit, except after a line search whose cubic
+interpolation takes a square root that torch (MKL's vector math) rounds differently from the
+correctly rounded ``np.sqrt``, about 1% of them. float32 dot products use NumPy's BLAS (MKL's
+``sdot`` order is not reproduced), so float32 agrees to rounding, then drifts as torch itself
+does when its parameters are listed in another order.
+
+A step is atomic: if the closure raises or returns an invalid gradient, the parameters and
+the state are restored to what they were before the step, and the error propagates.
+"""
+import copy
+import numbers
+
+import numpy as np
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
+from npoptim.optim.optimizer import Optimizer, _check_param, flat_view
+
+
+# ------------------------------------------------------------- torch's vector arithmetic
+# (see "Rounding" in the module docstring)
+@kernel
+def _axpy(x, alpha, y, out):
+    """``out = x + alpha * y`` as torch's ``x.add(y, alpha=alpha)`` computes it on CPU: one
+    fused multiply-add per element."""
+    for i in range(x.size):
+        out[i] = fma(alpha, y[i], x[i])
+
+
+def axpy(x, alpha, y):
+    """``x + alpha * y`` with one rounding per element (torch's ``add`` with ``alpha``)."""
+    out = np.empty_like(x)
+    _axpy(x, x.dtype.type(alpha), y, out)
+    return out
+
+
+@kernel
+def _dot_mkl(x, y):
+    """float64 ``x . y`` in the order torch's CPU ``dot`` (MKL's ``ddot``) sums it: eight
+    running sums (four registers of two lanes) over blocks of eight products, the remaining
+    pairs into the first register, a last odd product into its first lane; the registers
+    then added in order and the two lanes last. Products and sums rounded separately."""
+    n = x.size
+    acc = np.zeros((4, 2), x.dtype)
+    i = 0
+    while i + 8 <= n:
+        for r in range(4):
+            for lane in range(2):
+                acc[r, lane] += x[i + 2 * r + lane] * y[i + 2 * r + lane]
+        i += 8
+    while i + 2 <= n:
+        for lane in range(2):
+            acc[0, lane] += x[i + lane] * y[i + lane]
+        i += 2
+    if i < n:
+        acc[0, 0] += x[i] * y[i]
+    for lane in range(2):
+        for r in range(1, 4):
+            acc[0, lane] += acc[r, lane]
+    return acc[0, 0] + acc[0, 1]
+
+
+def dot(x, y):
+    """torch's CPU ``dot``: MKL's order for float64 (checked bit for bit below 4096 elements;
+    MKL splits longer vectors differently); NumPy's BLAS for float32, whose order MKL's
+    ``sdot`` does not share (float32 agrees to rounding only)."""
+    if x.dtype == np.float64:
+        return np.float64(_dot_mkl(x, y))  # a NumPy scalar, as torch's is a 0-d tensor
+    return np.dot(x, y)
+
+
+@kernel
+def _cascade_sum(x, width):
+    """torch's CPU ``sum`` of a contiguous vector (``cascade_sum`` in ATen's SumKernel.cpp).
+
+    The vector is read as ``width``-element SIMD vectors (4 doubles or 8 floats, torch's AVX2
+    kernel; a vector shorter than one ``width`` is read element by element, width 1); they
+    are summed four at a time into four accumulators, which are folded into four cascade
+    levels every 16 (or more, for long vectors) rows so that rounding errors stay
+    logarithmic; the scalar tail and then the lanes of the result are added last.
+    """
+    n = x.size
+    if n < width:
+        width = 1
+    count = n // width
+    nrows = 4
+    num_levels = 4
+    acc = np.zeros((num_levels, nrows, width), x.dtype)
+    size = count // nrows  # rows of four vectors
+    if size > 0:
+        log2 = 1
+        while (1 << log2) < size:
+            log2 += 1
+        level_power = max(4, log2 // num_levels)
+        level_step = 1 << level_power
+        level_mask = level_step - 1
+        i = 0
+        while i + level_step <= size:
+            for _ in range(level_step):
+                for k in range(nrows):
+                    for lane in range(width):
+                        acc[0, k, lane] += x[(i * nrows + k) * width + lane]
+                i += 1
+            for j in range(1, num_levels):
+                for k in range(nrows):
+                    for lane in range(width):
+                        acc[j, k, lane] += acc[j - 1, k, lane]
+                        acc[j - 1, k, lane] = 0
+                if (i & (level_mask << (j * level_power))) != 0:
+                    break
+        while i < size:
+            for k in range(nrows):
+                for lane in range(width):
+                    acc[0, k, lane] += x[(i * nrows + k) * width + lane]
+            i += 1
+        for j in range(1, num_levels):
+            for k in range(nrows):
+                for lane in range(width):
+                    acc[0, k, lane] += acc[j, k, lane]
+    for v in range(size * nrows, count):  # vectors left over: into the first accumulator
+        for lane in range(width):
+            acc[0, 0, lane] += x[v * width + lane]
+    for k in range(1, nrows):
+        for lane in range(width):
+            acc[0, 0, lane] += acc[0, k, lane]
+    if width == 1:
+        return acc[0, 0, 0]
+    total = np.zeros(1, x.dtype)[0]
+    for t in range(count * width, n):
+        total += x[t]
+    for lane in range(width):
+        total += acc[0, 0, lane]
+    return total
+
+
+def torch_sum(x):
+    """torch's CPU ``sum`` of a contiguous vector, in torch's order (single-threaded: up to
+    32768 elements torch does not split the reduction between threads)."""
+    width = 4 if x.dtype == np.float64 else 8
+    return x.dtype.type(_cascade_sum(np.ascontiguousarray(x), width))
+
+
+def cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
+    """Minimizer of the cubic through two points with values ``f`` and slopes ``g``, clamped
+    to ``bounds`` (default: the interval between the points); the midpoint if it has none."""
+    if bounds is not None:
+        xmin_bound, xmax_bound = bounds
+    else:
+        xmin_bound, xmax_bound = (x1, x2) if x1 <= x2 else (x2, x1)
+    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    d2_square = d1 * d1 - g1 * g2  # torch squares a tensor as d1 * d1 (not pow)
+    if d2_square >= 0:
+        d2 = np.sqrt(d2_square)
+        if x1 <= x2:
+            min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
+        else:
+            min_pos = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
+        return min(max(min_pos, xmin_bound), xmax_bound)
+    return (xmin_bound + xmax_bound) / 2.0
+
+
+def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
+                 max_ls=25):
+    """Line search along ``d`` from ``x`` for a step satisfying the strong Wolfe conditions.
+
+    ``obj_func(x, t, d)`` returns ``(loss, flat_grad)`` at ``x + t d``; ``f``, ``g``,
+    ``gtd`` are the loss, gradient and directional derivative at ``x``. Returns
+    ``(loss, flat_grad, t, evaluations)``. Phase 1 grows ``t`` until an interval is bracketed
+    (or a point already satisfies the conditions); phase 2 ("zoom") shrinks the bracket by
+    cubic interpolation, moving trial points away from the ends when progress stalls.
+    """
+    d_norm = np.max(np.abs(d))
+    g = g.copy()
+    f_new, g_new = obj_func(x, t, d)
+    ls_func_evals = 1
+    gtd_new = dot(g_new, d)
+
+    # phase 1: bracket an interval containing a point satisfying the conditions
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
+    done = False
+    ls_iter = 0
+    while ls_iter < max_ls:
+        if f_new > (f + c1 * t * gtd) or (ls_iter > 1 and f_new >= f_prev):
+            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
+            bracket_g, bracket_gtd = [g_prev, g_new.copy()], [gtd_prev, gtd_new]
+            break
+        if abs(gtd_new) <= -c2 * gtd:
+            bracket, bracket_f, bracket_g = [t], [f_new], [g_new]
+            done = True
+            break
+        if gtd_new >= 0:
+            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
+            bracket_g, bracket_gtd = [g_prev, g_new.copy()], [gtd_prev, gtd_new]
+            break
+        # extrapolate
+        min_step = t + 0.01 * (t - t_prev)
+        max_step = t * 10
+        tmp = t
+        t = cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+                              bounds=(min_step, max_step))
+        t_prev, f_prev, g_prev, gtd_prev = tmp, f_new, g_new.copy(), gtd_new
+        f_new, g_new = obj_func(x, t, d)
+        ls_func_evals += 1
+        gtd_new = dot(g_new, d)
+        ls_iter += 1
+
+    if ls_iter == max_ls:  # no bracket found within the budget
+        bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
+
+    # phase 2: zoom
+    insuf_progress = False
+    low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[-1] else (1, 0)
+    while not done and ls_iter < max_ls:
+        if abs(bracket[1] - bracket[0]) * d_norm < tolerance_change:
+            break
+        t = cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0],
+                              bracket[1], bracket_f[1], bracket_gtd[1])
+        # a trial point too close to an end of the bracket is moved 10% inside it, if the
+        # previous trial made insufficient progress too or the point is on (or past) an end
+        eps = 0.1 * (max(bracket) - min(bracket))
+        if min(max(bracket) - t, t - min(bracket)) < eps:
+            if insuf_progress or t >= max(bracket) or t <= min(bracket):
+                if abs(t - max(bracket)) < abs(t - min(bracket)):
+                    t = max(bracket) - eps
+                else:
+                    t = min(bracket) + eps
+                insuf_progress = False
+            else:
+                insuf_progress = True
+        else:
+            insuf_progress = False
+
+        f_new, g_new = obj_func(x, t, d)
+        ls_func_evals += 1
+        gtd_new = dot(g_new, d)
+        ls_iter += 1
+
+        if f_new > (f + c1 * t * gtd) or f_new >= bracket_f[low_pos]:
+            # not enough decrease, or not below the low end: the new point is the high end
+            bracket[high_pos], bracket_f[high_pos] = t, f_new
+            bracket_g[high_pos], bracket_gtd[high_pos] = g_new.copy(), gtd_new
+            low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[1] else (1, 0)
+        else:
+            if abs(gtd_new) <= -c2 * gtd:
+                done = True
+            elif gtd_new * (bracket[high_pos] - bracket[low_pos]) >= 0:
+                # the old high end becomes the new low end
+                bracket[high_pos], bracket_f[high_pos] = bracket[low_pos], bracket_f[low_pos]
+                bracket_g[high_pos] = bracket_g[low_pos]
+                bracket_gtd[high_pos] = bracket_gtd[low_pos]
+            # the new point becomes the low end
+            bracket[low_pos], bracket_f[low_pos] = t, f_new
+            bracket_g[low_pos], bracket_gtd[low_pos] = g_new.copy(), gtd_new
+
+    return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
+
+
+# state entries holding flat vectors, lists of them, and lists of scalars
+_VECTORS = ("d", "prev_flat_grad")
+_VECTOR_LISTS = ("old_dirs", "old_stps")
+_SCALAR_LISTS = ("ro", "al")
+_SCALARS = ("t", "H_diag", "prev_loss")
+_COUNTERS = ("func_evals", "n_iter")
+_STATE_KEYS = _COUNTERS + _VECTORS + _VECTOR_LISTS + _SCALAR_LISTS + _SCALARS
+
+
+class LBFGS(Optimizer):
+    """L-BFGS, matching ``torch.optim.LBFGS`` (see the module docstring).
+
+    ``step(closure)`` needs a closure returning ``(loss, grads)`` (grads aligned with the
+    parameters, dense arrays or None for zero) and returns the first loss it computed.
+    """
+
+    step_in_state_dict = None
+
+    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
+                 tolerance_change=1e-9, history_size=100, line_search_fn=None):
+        if max_eval is None:
+            max_eval = max_iter * 5 // 4
+        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
+                                      tolerance_grad=tolerance_grad,
+                                      tolerance_change=tolerance_change,
+                                      history_size=history_size,
+                                      line_search_fn=line_search_fn))
+
+    def add_param_group(self, param_group):
+        if self.param_groups:
+            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
+        super().add_param_group(param_group)
+
+    def _check_group(self, group):
+        lr = group["lr"]
+        if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+
+    # ------------------------------------------------------------------- flat vectors
+    @property
+    def _dtype(self):
+        """The dtype of the flat vectors (torch.cat's: the parameters' common dtype)."""
+        return np.result_type(*self.param_groups[0]["params"])
+
+    def _numel(self):
+        return sum(p.size for p in self.param_groups[0]["params"])
+
+    def _gather_flat_grad(self, grads):
+        """The closure's gradients, checked, as one flat vector (None counts as zeros)."""
+        params = self.param_groups[0]["params"]
+        group = self.param_groups[0]
+        if isinstance(grads, np.ndarray):
+            grads = [grads]
+        try:
+            grads = list(grads)
+        except TypeError:
+            raise TypeError("the closure must return (loss, grads) with grads a sequence of "
+                            f"arrays, got grads of type {type(grads).__name__}") from None
+        if len(grads) != len(params):
+            raise ValueError(f"the closure returned {len(grads)} gradients for {len(params)} "
+                             "parameters (one per parameter; None for no gradient)")
+        views = []
+        for i, (p, g) in enumerate(zip(params, grads)):
+            flat = self._prepare_grad(g, p, group, f"grads[{i}]")
+            views.append(np.zeros(p.size, p.dtype) if flat is None else flat)
+        return np.concatenate(views).astype(self._dtype, copy=False)
+
+    def _evaluate(self, closure):
+        result = closure()
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError("the closure must return (loss, grads), got "
+                            f"{type(result).__name__}")
+        loss, grads = result
+        return loss, self._gather_flat_grad(grads)
+
+    def _add_grad(self, step_size, update):
+        """``x <- x + step_size * update``, parameter by parameter (torch's ``add_``)."""
+        offset = 0
+        for p in self.param_groups[0]["params"]:
+            with flat_view(p) as flat:
+                flat[...] = axpy(flat, step_size, update[offset:offset + p.size].astype(
+                    flat.dtype, copy=False))
+            offset += p.size
+
+    def _clone_param(self):
+        return [p.copy() for p in self.param_groups[0]["params"]]
+
+    def _set_param(self, values):
+        for p, value in zip(self.param_groups[0]["params"], values):
+            p[...] = value
+
+    def _directional_evaluate(self, closure, x, t, d):
+        self._add_grad(t, d)
+        loss, flat_grad = self._evaluate(closure)
+        loss = float(loss)
+        self._set_param(x)
+        return loss, flat_grad
+
+    # ----------------------------------------------------------------------- the step
+    def step(self, closure=None, grads=None):
+        """Run up to ``max_iter`` iterations; return the closure's first loss."""
+        if grads is not None or not callable(closure):
+            raise TypeError("LBFGS.step needs a closure: step(closure) with closure() "
+                            "returning (loss, grads); it evaluates the loss several times")
+        group = self.param_groups[0]
+        self._check_group(group)
+        if group["line_search_fn"] is not None and group["line_search_fn"] != "strong_wolfe":
+            raise RuntimeError("only 'strong_wolfe' is supported")
+        for i, p in enumerate(group["params"]):
+            _check_param(p, f"params[{i}]")
+        saved = self._clone_param()
+        try:
+            return self._step(closure, group)
+        except BaseException:
+            self._set_param(saved)  # the state is only written at the end of _step
+            raise
+
+    def _step(self, closure, group):
+        lr = group["lr"]
+        max_iter, max_eval = group["max_iter"], group["max_eval"]
+        tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
+        line_search_fn, history_size = group["line_search_fn"], group["history_size"]
+        dtype = self._dtype.type
+
+        # LBFGS's state is global; like torch, keep it as the first parameter's state.
+        # Work on copies of its lists and commit them at the end (atomic step).
+        state = self.state.get(0, {})
+        func_evals = state.get("func_evals", 0)
+        total_iter = state.get("n_iter", 0)
+
+        orig_loss, flat_grad = self._evaluate(closure)
+        loss = float(orig_loss)
+        current_evals = 1
+        func_evals += 1
+        opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+        if opt_cond:
+            self.state[0] = {**state, "func_evals": func_evals, "n_iter": total_iter}
+            return orig_loss
+
+        d, t = state.get("d"), state.get("t")
+        old_dirs = _copy_list(state.get("old_dirs"))
+        old_stps = _copy_list(state.get("old_stps"))
+        ro = _copy_list(state.get("ro"))
+        al = _copy_list(state.get("al"))
+        H_diag = state.get("H_diag")
+        prev_flat_grad = state.get("prev_flat_grad")
+        prev_loss = state.get("prev_loss")
+
+        n_iter = 0
+        while n_iter < max_iter:
+            n_iter += 1
+            total_iter += 1
+
+            # ---- direction
+            if total_iter == 1:
+                d = -flat_grad
+                old_dirs, old_stps, ro = [], [], []
+                H_diag = 1
+            else:
+                y = flat_grad - prev_flat_grad
+                s = d * dtype(t)
+                ys = dot(y, s)
+                if ys > 1e-10:  # curvature condition: store the pair
+                    if len(old_dirs) == history_size:
+                        old_dirs.pop(0)
+                        old_stps.pop(0)
+                        ro.pop(0)
+                    old_dirs.append(y)
+                    old_stps.append(s)
+                    ro.append(1.0 / ys)
+                    H_diag = ys / dot(y, y)
+                num_old = len(old_dirs)
+                if al is None:
+                    al = [None] * history_size
+                # two-loop recursion
+                q = -flat_grad
+                for i in range(num_old - 1, -1, -1):
+                    al[i] = dot(old_stps[i], q) * ro[i]
+                    q = axpy(q, -al[i], old_dirs[i])
+                d = r = q * dtype(H_diag)
+                for i in range(num_old):
+                    be_i = dot(old_dirs[i], r) * ro[i]
+                    r[...] = axpy(r, al[i] - be_i, old_stps[i])
+
+            prev_flat_grad = flat_grad.copy()
+            prev_loss = loss
+
+            # ---- step length
+            if total_iter == 1:
+                t = min(1.0, 1.0 / torch_sum(np.abs(flat_grad))) * lr
+            else:
+                t = lr
+            gtd = dot(flat_grad, d)
+            if gtd > -tolerance_change:  # not a descent direction (any more)
+                break
+
+            ls_func_evals = 0
+            if line_search_fn is not None:
+                x_init = self._clone_param()
+
+                def obj_func(x, t, d):
+                    return self._directional_evaluate(closure, x, t, d)
+
+                loss, flat_grad, t, ls_func_evals = strong_wolfe(
+                    obj_func, x_init, t, d, loss, flat_grad, gtd,
+                    max_ls=max_eval - current_evals)
+                self._add_grad(t, d)
+                opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+            else:
+                self._add_grad(t, d)
+                if n_iter != max_iter:
+                    # no re-evaluation after the last iteration (torch's choice)
+                    loss, flat_grad = self._evaluate(closure)
+                    loss = float(loss)
+                    opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+                    ls_func_evals = 1
+
+            current_evals += ls_func_evals
+            func_evals += ls_func_evals
+
+            # ---- stopping conditions
+            if n_iter == max_iter:
+                break
+            if current_evals >= max_eval:
+                break
+            if opt_cond:
+                break
+            if np.max(np.abs(d * dtype(t))) <= tolerance_change:
+                break
+            if abs(loss - prev_loss) < tolerance_change:
+                break
+
+        new_state = dict(state, func_evals=func_evals, n_iter=total_iter)
+        if al is not None:
+            new_state["al"] = al
+        new_state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag,
+                         prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        self.state[0] = new_state
+        return orig_loss
+
+    def _update(self, param, grad, state, group):
+        raise TypeError("LBFGS updates all parameters together: use step(closure)")
+
+    # ------------------------------------------------------------------------ state_dict
+    def state_dict(self):
+        """torch's layout; the values torch holds as 0-d tensors become 0-d arrays."""
+        out = super().state_dict()
+        out["state"] = {i: {k: _export(v) for k, v in entry.items()}
+                        for i, entry in out["state"].items()}
+        return out
+
+    def _load_param_state(self, entry, param, group, where):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict")
+        unknown = set(entry) - set(_STATE_KEYS)
+        if unknown:
+            raise ValueError(f"{where} has entries {sorted(unknown)} that LBFGS does not have")
+        # torch casts the state's tensors to the dtype of the parameter holding it
+        dtype = param.dtype.type
+        numel = self._numel()
+        out = {}
+        for key, value in entry.items():
+            name = f"{where}['{key}']"
+            if key in _COUNTERS:
+                out[key] = _as_count(value, name)
+            elif key in _VECTORS:
+                out[key] = None if value is None else _as_vector(value, numel, dtype, name)
+            elif key in _VECTOR_LISTS:
+                out[key] = None if value is None else [
+                    _as_vector(v, numel, dtype, f"{name}[{k}]") for k, v in enumerate(_seq(
+                        value, name))]
+            elif key in _SCALAR_LISTS:
+                out[key] = None if value is None else [
+                    None if v is None else _as_scalar(v, dtype, f"{name}[{k}]")
+                    for k, v in enumerate(_seq(value, name))]
+            else:
+                out[key] = None if value is None else _as_scalar(value, dtype, name)
+        lengths = {len(out[k]) for k in ("old_dirs", "old_stps", "ro") if out.get(k) is not None}
+        if len(lengths) > 1:
+            raise ValueError(f"{where}: old_dirs, old_stps and ro must have the same length")
+        return out
+
+
+# ------------------------------------------------------------------------------- helpers
+def _copy_list(value):
+    return None if value is None else list(value)
+
+
+def _export(value):
+    """A state value as torch's state_dict holds it (NumPy scalars as 0-d arrays)."""
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, list):
+        return [_export(v) for v in value]
+    return copy.deepcopy(value)
+
+
+def _seq(value, name):
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _as_count(value, name):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or \
+            value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def _as_vector(value, numel, dtype, name):
+    arr = np.asarray(value)
+    if arr.shape != (numel,) or arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a real flat array of {numel} elements, got shape "
+                         f"{arr.shape} and dtype {arr.dtype}")
+    return arr.astype(dtype, copy=True)
+
+
+def _as_scalar(value, dtype, name):
+    """A Python number stays one; a 0-d array (torch's 0-d tensor) becomes a NumPy scalar."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)):
+        return value
+    arr = np.asarray(value)
+    if arr.shape != () or arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a number or a 0-d array, got {value!r}")
+    return dtype(arr)

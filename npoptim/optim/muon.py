@@ -1,0 +1,263 @@
+r"""Muon (Jordan et al., 2024), as ``torch.optim.Muon`` 2.13: momentum, then orthogonalization.
+
+For a 2-D parameter :math:`\theta\in\mathbb R^{A\times B}` with gradient :math:`G`, momentum
+:math:`\mu`, learning rate :math:`\gamma`, weight decay :math:`\lambda`:
+
+.. math::
+
+    M &\leftarrow \mathrm{lerp}(M, G, 1-\mu) = \mu M + (1-\mu) G
+        &&\text{``momentum_buffer``}\\
+    U &= \mathrm{lerp}(G, M, \mu) \;\text{(nesterov)} \quad\text{or}\quad U = M\\
+    O &= \mathrm{NS}_k(U)\\
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda) - \gamma'\,O
+
+where :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn`` None or "original") or
+:math:`0.2\,\gamma\sqrt{\max(A, B)}` ("match_rms_adamw"). Note torch's momentum is a ``lerp``,
+an exponential average of gradients, not SGD's :math:`\mu M + G`.
+
+:math:`\mathrm{NS}_k` is :math:`k` (``ns_steps``) Newton–Schulz iterations that push every
+singular value of :math:`U` towards 1 (roughly :math:`U \mapsto U(U^\top U)^{-1/2}`). With
+:math:`X` the wide orientation of :math:`U` (transposed when :math:`A > B`), scaled to
+Frobenius norm 1 (:math:`X / \max(\|X\|_F, \epsilon)`), each iteration with coefficients
+:math:`(a, b, c)` is
+
+.. math::
+
+    S = X X^\top,\qquad X \leftarrow a X + (b S + c S^2) X .
+
+**Precision.** torch runs the iteration in bfloat16 whatever the parameter's dtype, so this
+module does too: :func:`to_bfloat16` rounds to bfloat16 (8 significant bits), as torch's
+conversion does (a float64 goes through float32 first), and :func:`bf16_addmm` reproduces
+torch's CPU bfloat16 ``addmm``: float32 products of bfloat16 values (exact), summed in float32
+in the order torch's backend sums them, then ``fma(beta, C, alpha * sum)`` rounded once to
+bfloat16. The order depends on the size (:func:`bf16_matmul_float32`): up to
+``NATIVE_GEMM_MAX_SIZE`` multiply-adds torch runs its own loop (four interleaved partial
+sums); above, it calls oneDNN, whose AVX512-BF16 kernel feeds one accumulator with pairs of
+products. Both were checked bit for bit against torch 2.13 on an x86 CPU with AVX512-BF16 for
+matrices up to 512 in each dimension. Not reproduced: oneDNN splits longer sums (an inner
+dimension above 512) into chunks whose length depends on its blocking heuristics, and on a
+CPU where oneDNN uses other instructions (AMX, no native bfloat16, ARM) the order differs
+too; there an element of the orthogonalized update may differ from torch's by one bfloat16
+unit (a relative 2**-8 of that element). Bfloat16 values
+are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
+"""
+import math
+
+import numpy as np
+
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, typed
+
+EPS = 1e-7
+DEFAULT_A = 3.4445
+DEFAULT_B = -4.7750
+DEFAULT_C = 2.0315
+DEFAULT_NS_STEPS = 5
+
+
+# ------------------------------------------------------------------------------- bfloat16
+def round_to_bfloat16(x):
+    """Round a float32 array to bfloat16 (nearest, ties to even); NaN stays NaN.
+
+    bfloat16 is the top 16 bits of a float32: add half a unit of the dropped 16 bits (less
+    one, plus the kept last bit, for ties to even) and clear them.
+    """
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    rounded = bits.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, rounded)
+
+
+def to_bfloat16(x):
+    """``x.bfloat16()``: float64 is rounded to float32 first, then to bfloat16, as torch does."""
+    return round_to_bfloat16(np.asarray(x).astype(np.float32))
+
+
+def sum_rounded_to_float32(x, y):
+    """``x + y`` (float64 arrays whose sum is exact in two parts) rounded once to float32.
+
+    Rounding the float64 sum to float32 rounds twice; that differs from rounding the exact sum
+    only when the float64 sum is a float32 tie and the float64 rounding error is not zero.
+    """
+    s = x + y
+    back = s - x
+    err = (x - (s - back)) + (y - back)  # s + err == x + y exactly (TwoSum)
+    r = s.astype(np.float32)
+    diff = s - r.astype(np.float64)
+    toward = np.nextafter(r, np.where(diff > 0, np.inf, -np.inf).astype(np.float32))
+    tie = (diff != 0) & (np.abs(diff) * 2 == np.abs(toward.astype(np.float64) - r))
+    fix = tie & (err != 0) & ((err > 0) == (diff > 0))
+    return np.where(fix, toward, r)
+
+
+# torch's CPU bfloat16 matmul: its own loop up to this many multiply-adds (m*n*k), oneDNN above
+NATIVE_GEMM_MAX_SIZE = 16 * 16 * 16
+FLOAT32_TINY = np.float32(np.finfo(np.float32).tiny)
+
+
+@kernel
+def _dot_native(a, b, out):
+    """``out = a @ b`` as torch's own loop sums it (``at::native::cpublas`` ``sum``): float32
+    products (exact for bfloat16 inputs) added into four interleaved partial sums, the
+    remaining tail into the first, then the four added in order."""
+    m, k = a.shape
+    n = b.shape[1]
+    for i in range(m):
+        for j in range(n):
+            p0 = p1 = p2 = p3 = np.float32(0.0)
+            l = 0
+            while l + 4 <= k:
+                p0 += a[i, l] * b[l, j]
+                p1 += a[i, l + 1] * b[l + 1, j]
+                p2 += a[i, l + 2] * b[l + 2, j]
+                p3 += a[i, l + 3] * b[l + 3, j]
+                l += 4
+            while l < k:
+                p0 += a[i, l] * b[l, j]
+                l += 1
+            out[i, j] = ((p0 + p1) + p2) + p3
+
+
+@kernel
+def _dot_onednn(a, b, out, tiny):
+    """``out = a @ b`` as oneDNN sums it with the AVX512-BF16 dot-product instruction
+    (``vdpbf16ps``): one float32 accumulator, fed by pairs of products, the odd-indexed one
+    first, each addition rounded; subnormal inputs and results flushed to zero."""
+    m, k = a.shape
+    n = b.shape[1]
+    zero = np.float32(0.0)
+    for i in range(m):
+        for j in range(n):
+            acc = zero
+            for l in range(0, k, 2):
+                for t in (l + 1, l):
+                    if t < k:
+                        x, y = a[i, t], b[t, j]
+                        if abs(x) < tiny:
+                            x = zero
+                        if abs(y) < tiny:
+                            y = zero
+                        acc += x * y
+                        if abs(acc) < tiny:
+                            acc = zero
+            out[i, j] = acc
+
+
+def bf16_matmul_float32(a, b):
+    """``a @ b`` of bfloat16 matrices, accumulated in float32 in the order torch's CPU backend
+    uses for that size; the unrounded float32 result."""
+    a = np.ascontiguousarray(a, np.float32)
+    b = np.ascontiguousarray(b, np.float32)
+    out = np.empty((a.shape[0], b.shape[1]), np.float32)
+    if a.shape[0] * b.shape[1] * a.shape[1] <= NATIVE_GEMM_MAX_SIZE:
+        _dot_native(a, b, out)
+    else:
+        _dot_onednn(a, b, out, FLOAT32_TINY)
+    return out
+
+
+def bf16_addmm(c, a, b, beta, alpha):
+    """``torch.addmm(c, a, b, beta=beta, alpha=alpha)`` in bfloat16 (``c`` ignored if beta=0):
+    ``fma(beta, c, alpha * (a @ b))`` in float32, rounded once to bfloat16."""
+    scaled = np.float32(alpha) * bf16_matmul_float32(a, b)
+    if beta == 0:
+        return round_to_bfloat16(scaled)
+    total = sum_rounded_to_float32(np.float64(np.float32(beta)) * c.astype(np.float64),
+                                    scaled.astype(np.float64))
+    return round_to_bfloat16(total)
+
+
+def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps):
+    """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values."""
+    a, b, c = ns_coefficients
+    x = to_bfloat16(grad)
+    transposed = grad.shape[0] > grad.shape[1]
+    if transposed:
+        x = x.T
+    # x.div_(x.norm().clamp(min=eps)), every result rounded to bfloat16
+    frob = round_to_bfloat16(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
+    frob = np.maximum(frob, to_bfloat16(eps))
+    x = round_to_bfloat16(x / frob)
+    for _ in range(ns_steps):
+        gram = bf16_addmm(None, x, x.T, 0.0, 1.0)
+        gram_update = bf16_addmm(gram, gram, gram, b, c)
+        x = bf16_addmm(x, gram_update, x, a, 1.0)
+    return x.T if transposed else x
+
+
+def adjust_lr(lr, adjust_lr_fn, shape):
+    """The learning rate scaled for the matrix's shape (see the module docstring)."""
+    rows, cols = shape[:2]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        ratio = math.sqrt(max(1, rows / cols))
+    elif adjust_lr_fn == "match_rms_adamw":
+        ratio = 0.2 * math.sqrt(max(rows, cols))
+    else:
+        ratio = 1.0
+    return lr * ratio
+
+
+def lerp(start, end, weight):
+    """torch's ``lerp`` with a scalar weight, element-wise in the arrays' dtype."""
+    dtype = start.dtype.type
+    weight = dtype(weight)
+    if abs(weight) < 0.5:
+        return start + weight * (end - start)
+    return end - (end - start) * (dtype(1) - weight)
+
+
+class Muon(Optimizer):
+    """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only."""
+
+    step_in_state_dict = None
+
+    def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
+                 ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
+                 ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
+                                      nesterov=nesterov, ns_coefficients=ns_coefficients,
+                                      eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn))
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        for p in self.param_groups[-1]["params"]:
+            if p.ndim != 2:
+                self.param_groups.pop()
+                raise ValueError("Muon only supports 2D parameters whereas we found a "
+                                 f"parameter with size: {p.shape}")
+
+    def _check_group(self, group):
+        if not 0.0 <= group["lr"]:
+            raise ValueError(f"Learning rate should be >= 0 but is: {group['lr']}")
+        if not 0.0 <= group["momentum"]:
+            raise ValueError(f"momentum should be >= 0 but is: {group['momentum']}")
+        if not 0.0 <= group["weight_decay"]:
+            raise ValueError(f"weight decay should be >= 0 but is: {group['weight_decay']}")
+        fn = group["adjust_lr_fn"]
+        if fn is not None and fn not in ("original", "match_rms_adamw"):
+            raise ValueError(f"Adjust learning rate function {fn} is not supported")
+        # torch checks these two in the step; checking them here keeps the step atomic
+        if group["ns_steps"] >= 100:
+            raise ValueError("Number of steps must be less than 100 for computational "
+                             "efficiency")
+        if len(group["ns_coefficients"]) != 3:
+            raise ValueError("Coefficients must be a tuple of exactly 3 values")
+
+    def _state_names(self, group):
+        return ("momentum_buffer",)
+
+    def _update(self, param, grad, state, group):
+        buf = state["momentum_buffer"]
+        shape = buf.shape
+        flat_buf = buf.reshape(-1)
+        momentum = group["momentum"]
+        flat_buf[...] = lerp(flat_buf, grad, 1 - momentum)
+        update = lerp(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
+        ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
+                                           group["ns_steps"], group["eps"])
+        lr = group["lr"]
+        decay, neg_lr = typed(param, 1 - lr * group["weight_decay"],
+                              -adjust_lr(lr, group["adjust_lr_fn"], shape))
+        param *= decay
+        param += neg_lr * ortho.reshape(-1).astype(param.dtype)

@@ -1,0 +1,106 @@
+r"""Rprop, resilient backpropagation (Riedmiller & Braun, 1993), as ``torch.optim.Rprop`` 2.13.
+
+Each element has its own step size :math:`\Delta`, adapted from the sign of successive
+gradients only; the gradient's magnitude is never used. With gradient :math:`g` (negated when
+``maximize``), the previous (stored) gradient :math:`g'` (``prev``), factors
+:math:`0 < \eta_- < 1 < \eta_+` (``etas``) and bounds :math:`[\Delta_{min}, \Delta_{max}]`
+(``step_sizes``):
+
+.. math::
+
+    \Delta &\leftarrow \mathrm{clamp}(\Delta \cdot
+        \begin{cases} \eta_+ & g g' > 0 \\ \eta_- & g g' < 0 \\ 1 & \text{otherwise}
+        \end{cases},\ \Delta_{min}, \Delta_{max})\\
+    g &\leftarrow 0 \quad\text{where } g g' < 0  &&\text{(the sign flipped: skip one step)}\\
+    \theta &\leftarrow \theta - \mathrm{sign}(g)\,\Delta\\
+    g' &\leftarrow g
+
+``step_size`` starts at ``lr``, ``prev`` at 0. As in torch, ``sign`` of NaN is 0, and the
+factor is chosen by comparing the stored factor with :math:`\eta_-` cast to the parameter's
+dtype (torch's ``sign.eq(etaminus)``).
+"""
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+
+
+@kernel
+def rprop_rule(p, g, s, h):
+    """One element; ``s = (prev, step_size)``,
+    ``h = (etaminus, etaplus, step_size_min, step_size_max, 1, 0, maximize)``."""
+    etaminus, etaplus, size_min, size_max, one, zero = h[0], h[1], h[2], h[3], h[4], h[5]
+    prev, step_size = s
+    if h[6] != 0:  # maximize
+        g = -g
+    # torch: sign = (g * prev).sign(); sign[>0] = etaplus; sign[<0] = etaminus; sign[==0] = 1
+    prod = g * prev
+    factor = zero
+    if prod > 0:
+        factor = one
+    elif prod < 0:
+        factor = -one
+    if factor > 0:
+        factor = etaplus
+    if factor < 0:
+        factor = etaminus
+    if factor == 0:
+        factor = one
+    step_size = step_size * factor
+    if step_size < size_min:  # clamp_(min, max); NaN stays NaN
+        step_size = size_min
+    if step_size > size_max:
+        step_size = size_max
+    if factor == etaminus:
+        g = zero
+    sign_g = zero  # torch.sign: 0 for 0 and NaN
+    if g > 0:
+        sign_g = one
+    elif g < 0:
+        sign_g = -one
+    # param.addcmul_(grad.sign(), step_size, value=-1)
+    return p + (-sign_g) * step_size, (g, step_size)
+
+
+@kernel
+def _rprop_dense(param, grad, states, hyper):
+    apply_dense(rprop_rule, param, grad, states, hyper)
+
+
+class Rprop(Optimizer):
+    """Rprop, matching ``torch.optim.Rprop`` (see the module docstring).
+
+    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
+    compatibility only.
+    """
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, etas=etas, step_sizes=step_sizes,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr")
+        etas, sizes = group["etas"], group["step_sizes"]
+        if not isinstance(etas, (tuple, list)) or len(etas) != 2:
+            raise ValueError(f"etas must be a pair of floats, got {etas!r}")
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        if not isinstance(sizes, (tuple, list)) or len(sizes) != 2:
+            raise ValueError(f"step_sizes must be a pair of floats, got {sizes!r}")
+
+    def _state_names(self, group):
+        return ("prev", "step_size")
+
+    def _init_state(self, param, group):
+        state = super()._init_state(param, group)
+        state["step_size"][...] = group["lr"]
+        return state
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        etaminus, etaplus = group["etas"]
+        size_min, size_max = group["step_sizes"]
+        hyper = typed(param, etaminus, etaplus, size_min, size_max, 1.0, 0.0,
+                      bool(group["maximize"]))
+        _rprop_dense(param, grad, self._flat_states(state, group), hyper)
