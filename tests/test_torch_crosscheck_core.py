@@ -1,70 +1,23 @@
 """Adam, AdamW, SparseAdam, Adagrad and Adadelta against torch.optim 2.13, option for option.
 
-Each case runs 25 steps on params of shapes (5,), (3, 4), (2, 3, 4) and (1,) split over two
-param groups with different hyperparameters, with some None gradients mixed in. float64 must
-agree to 1e-12 of the parameters' scale; float32 no worse than torch's own foreach-vs-single
-spread (or 4 float32 ulps of scale when that spread is zero). The fraction of bit-exact
-elements is printed (``pytest -s``) and must stay high in float64.
+Each case runs the standard problem of :mod:`torch_compare` (24 steps on params of shapes (5,),
+(3, 4), (2, 3, 4) and (1,) split over two param groups with different hyperparameters, some
+None gradients mixed in). float64 must agree to 1e-12 of the parameters' scale; float32 no
+further from torch than torch's own foreach-vs-single spread plus 2 float32 ulps of scale. The
+state agrees too, under torch's names. The fraction of bit-exact elements is printed
+(``pytest -s``) and must stay high in float64.
 """
 import numpy as np
 import pytest
 import scipy.sparse
 
 import npoptim
+from torch_compare import (DTYPES, check_against_torch, make_problem, rel_error, torch,
+                           torch_state_dict)
 
-torch = pytest.importorskip("torch")
-
-SHAPES = [(5,), (3, 4), (2, 3, 4), (1,)]
-STEPS = 25
-
-
-def run_pair(name, options, group_overrides, dtype, seed=0, foreach=False, sparse=False):
-    """Run npoptim and torch side by side; return (np params, torch params, np opt, torch opt)."""
-    rng = np.random.default_rng(seed)
-    params = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    ours = getattr(npoptim, name)(
-        [{"params": params[:2]}, {"params": params[2:], **group_overrides}], **options)
-    topts = dict(options)
-    if name not in ("SparseAdam",):
-        topts["foreach"] = foreach
-    theirs = getattr(torch.optim, name)(
-        [{"params": tparams[:2]}, {"params": tparams[2:], **group_overrides}], **topts)
-    for step in range(STEPS):
-        grads = []
-        for k, p in enumerate(params):
-            if (step + k) % 7 == 3:
-                grads.append(None)
-                continue
-            g = rng.standard_normal(p.shape).astype(dtype)
-            if sparse:
-                g[rng.random(p.shape[0]) < 0.4] = 0  # some untouched rows
-            grads.append(g)
-        if sparse:
-            csr = [None if g is None else scipy.sparse.csr_array(g.reshape(g.shape[0], -1))
-                   for g in grads]
-            ours.step(csr)
-        else:
-            ours.step(grads)
-        for t, g in zip(tparams, grads):
-            if g is None:
-                t.grad = None
-            elif sparse:
-                t.grad = torch.tensor(g).to_sparse()
-            else:
-                t.grad = torch.tensor(g)
-        theirs.step()
-    return params, [t.detach().numpy() for t in tparams], ours, theirs
-
-
-def scaled_error(a_list, b_list):
-    scale = max(1.0, max(float(np.max(np.abs(b))) for b in b_list))
-    return max(float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(a_list, b_list)) / scale
-
-
-def exact_fraction(a_list, b_list):
-    return float(np.mean(np.concatenate([(a == b).ravel() for a, b in zip(a_list, b_list)])))
-
+# torch's vectorized sqrt is not always correctly rounded, so no case here is bit-exact
+# throughout (the lowest, Adadelta with maximize, is at 91.6%): a floor with some margin
+MIN_EXACT_FLOAT64 = 0.8
 
 CASES = [
     ("Adam", dict(lr=0.01), dict(lr=0.05)),
@@ -86,32 +39,10 @@ CASES = [
 
 @pytest.mark.parametrize("name,options,overrides", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_float64_matches_torch(name, options, overrides):
-    ours, theirs, opt, topt = run_pair(name, options, overrides, np.float64)
-    err = scaled_error(ours, theirs)
-    frac = exact_fraction(ours, theirs)
-    print(f"{name} {options} {overrides}: scaled error {err:.2e}, bit-exact {frac:.1%}")
-    assert err <= 1e-12
-    assert frac >= 0.5
-    # the state agrees too, under torch's names
-    tstate = topt.state_dict()["state"]
-    for index, entry in opt.state_dict()["state"].items():
-        assert set(entry) == set(tstate[index])
-        for key, value in entry.items():
-            np.testing.assert_allclose(np.asarray(value, np.float64),
-                                       np.asarray(tstate[index][key].numpy() if hasattr(
-                                           tstate[index][key], "numpy") else tstate[index][key],
-                                           np.float64), rtol=1e-11, atol=1e-13)
-
-
-@pytest.mark.parametrize("name,options,overrides", CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_float32_within_torch_spread(name, options, overrides):
-    ours, single, _, _ = run_pair(name, options, overrides, np.float32)
-    _, multi, _, _ = run_pair(name, options, overrides, np.float32, foreach=True)
-    spread = scaled_error(multi, single)
-    err = scaled_error(ours, single)
-    assert err <= max(2 * spread, 4 * np.finfo(np.float32).eps), (err, spread)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+def test_matches_torch(name, options, overrides, dtype):
+    check_against_torch(name, options, overrides, dtype,
+                        min_exact=MIN_EXACT_FLOAT64 if dtype == np.float64 else 0.0)
 
 
 SPARSE_CASES = [
@@ -122,19 +53,31 @@ SPARSE_CASES = [
 ]
 
 
+def make_row_sparse_problem(dtype, seed=0):
+    """The standard problem with about 40% of the rows of each gradient zero, as CSR gradients
+    (rows = the param's first axis) that store the nonzero entries."""
+    rng = np.random.default_rng(seed + 100)
+    params, grads = make_problem(dtype, seed)
+    sparse = []
+    for step in grads:
+        sparse.append([])
+        for g in step:
+            if g is not None:
+                g = g.copy()
+                g[rng.random(g.shape[0]) < 0.4] = 0  # some untouched rows
+                g = scipy.sparse.csr_array(g.reshape(g.shape[0], -1))
+            sparse[-1].append(g)
+    return params, sparse
+
+
 @pytest.mark.parametrize("name,options,overrides", SPARSE_CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(SPARSE_CASES)])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
 def test_csr_gradients_match_torch_sparse(name, options, overrides, dtype):
-    ours, theirs, opt, topt = run_pair(name, options, overrides, dtype, sparse=True)
-    err = scaled_error(ours, theirs)
-    tol = 1e-12 if dtype == np.float64 else 4 * np.finfo(np.float32).eps
-    print(f"sparse {name} {dtype.__name__}: scaled error {err:.2e}, "
-          f"bit-exact {exact_fraction(ours, theirs):.1%}")
-    assert err <= tol
-    # SparseAdam's step counter (an int in torch) agrees, None steps included
-    for index, entry in opt.state_dict()["state"].items():
-        assert int(entry["step"]) == int(topt.state_dict()["state"][index]["step"])
+    """CSR gradients against torch's sparse COO ones, state (SparseAdam's int step counter,
+    None steps included) and all. torch has no foreach for them: float32 to 2 ulps."""
+    check_against_torch(name, options, overrides, dtype, foreach=False,
+                        problem=make_row_sparse_problem(dtype))
 
 
 def test_sparse_adam_eps_placement_differs_from_adam():
@@ -158,17 +101,13 @@ def test_continuing_from_a_torch_state_dict_matches_torch():
     for _ in range(5):
         t.grad = torch.tensor(rng.standard_normal((4, 3)))
         topt.step()
-    sd = topt.state_dict()
-    converted = {"state": {k: {n: (v.numpy() if hasattr(v, "numpy") else v)
-                               for n, v in s.items()} for k, s in sd["state"].items()},
-                 "param_groups": sd["param_groups"]}
     p = t.detach().numpy().copy()
     ours = npoptim.AdamW([p], lr=0.5)
-    ours.load_state_dict(converted)
+    ours.load_state_dict(torch_state_dict(topt))
     assert ours.param_groups[0]["lr"] == 0.01
     for _ in range(3):
         g = rng.standard_normal((4, 3))
         ours.step([g])
         t.grad = torch.tensor(g)
         topt.step()
-    assert scaled_error([p], [t.detach().numpy()]) <= 1e-13
+    assert rel_error([p], [t.detach().numpy()]) <= 1e-13

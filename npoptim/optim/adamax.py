@@ -13,10 +13,14 @@ For each element, with gradient :math:`g` (negated when ``maximize``) and step c
 
 :math:`\epsilon` sits inside the maximum (so :math:`u \ge \epsilon` and the division is safe),
 and the maximum propagates NaN as ``torch.maximum`` does. Dense gradients only, as in torch.
+
+Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight decay is a
+fused multiply-add, :math:`m` a ``lerp``, and the last line torch's ``addcdiv``,
+``p + (-clr * m) / u``.
 """
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import lerp
+from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 
@@ -35,7 +39,7 @@ def adamax_rule(p, g, s, h):
     if h[5] != 0:  # maximize
         g = -g
     if weight_decay != 0:
-        g = g + weight_decay * p
+        g = fma(weight_decay, p, g)
     m = lerp(s[0], g, one_minus_beta1)
     u = _maximum(s[1] * beta2, abs(g) + eps)
     return p + neg_clr * m / u, (m, u)

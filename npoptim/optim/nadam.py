@@ -26,6 +26,10 @@ and for each element, with gradient :math:`g` (negated when ``maximize``):
 ``load_state_dict`` does with every floating-point state except ``step``; so for a float64
 parameter a loaded optimizer continues (like torch) with a float64 ``mu_product`` and drifts
 from an uninterrupted run in the last digits. Dense gradients only, as in torch.
+
+Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): L2 weight decay and
+the :math:`v` update are fused multiply-adds, :math:`m` a ``lerp``, and each of the two last
+terms torch's ``addcdiv``, ``p + (coefficient * g) / d``.
 """
 import math
 
@@ -33,7 +37,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import lerp
+from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 
@@ -46,9 +50,9 @@ def nadam_rule(p, g, s, h):
         g = -g
     p = p * decay_factor
     if l2 != 0:
-        g = g + l2 * p
+        g = fma(l2, p, g)
     m = lerp(s[0], g, one_minus_beta1)
-    v = s[1] * beta2 + one_minus_beta2 * g * g
+    v = fma(one_minus_beta2 * g, g, s[1] * beta2)
     denom = math.sqrt(v / bias_correction2) + eps
     p = p + grad_coef * g / denom
     return p + avg_coef * m / denom, (m, v)

@@ -23,13 +23,15 @@ and for each element, with gradient :math:`g` (negated when ``maximize``):
 
 Note where :math:`\epsilon` sits: added to :math:`\sqrt{v}`, before the bias correction. The
 products are evaluated left to right as torch does, and :math:`\sqrt{b_2}/(\sqrt v+\epsilon)`
-as torch's ``scalar / tensor``, a reciprocal then a product. Dense gradients only, as in torch.
+as torch's ``scalar / tensor``, a reciprocal then a product. L2 weight decay and the :math:`v`
+update are fused multiply-adds and :math:`m` a ``lerp``, as in torch's CPU kernels (see
+:mod:`npoptim.kernels.scalar`). Dense gradients only, as in torch.
 """
 import math
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import lerp
+from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 # ``h`` for both rules: (decay_factor, l2, 1 - beta1, beta2, 1 - beta2, bias_correction1, lr,
@@ -44,9 +46,9 @@ def _decay_and_moments(p, g, m, v, h):
         g = -g
     p = p * decay_factor
     if l2 != 0:
-        g = g + l2 * p
+        g = fma(l2, p, g)
     m = lerp(m, g, one_minus_beta1)
-    v = v * beta2 + one_minus_beta2 * g * g
+    v = fma(one_minus_beta2 * g, g, v * beta2)
     return p, m / h[5], m, v
 
 

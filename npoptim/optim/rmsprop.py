@@ -21,6 +21,11 @@ creates them, at a parameter's first step: ``step``, ``square_avg``, then ``mome
 if ``momentum > 0`` and ``grad_avg`` if ``centered``. (If a group turns momentum or centering on
 later, torch fails with ``KeyError``; npoptim creates the missing state as zeros.) Dense
 gradients only, as in torch.
+
+Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight decay, the
+``square_avg`` update, ``square_avg - grad_avg^2`` and the momentum step into the parameter
+are fused multiply-adds, ``grad_avg`` a ``lerp``, and the division steps are torch's
+``addcdiv``: ``p + (-lr * g) / d``.
 """
 import math
 
@@ -28,7 +33,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import lerp
+from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
 
 # ``h`` for every rule: (weight_decay, alpha, 1 - alpha, eps, momentum, -lr, maximize)
@@ -40,21 +45,22 @@ def _grad_and_square_avg(p, g, v, h):
     if h[6] != 0:  # maximize
         g = -g
     if h[0] != 0:
-        g = g + h[0] * p
-    return g, v * h[1] + h[2] * g * g
+        g = fma(h[0], p, g)
+    return g, fma(h[2] * g, g, v * h[1])
 
 
 @kernel
 def _centered_denom(v, avg, h):
     """``sqrt(square_avg - grad_avg^2) + eps`` (torch's ``addcmul(.., value=-1)``)."""
-    return math.sqrt(v + -avg * avg) + h[3]
+    return math.sqrt(fma(-avg, avg, v)) + h[3]
 
 
 @kernel
 def _momentum_step(p, g, denom, buf, h):
-    """The new parameter and ``momentum_buffer``."""
+    """The new parameter and ``momentum_buffer`` (``buf.mul_(momentum).addcdiv_(g, denom)``,
+    then ``param.add_(buf, alpha=-lr)``)."""
     buf = buf * h[4] + g / denom
-    return p + h[5] * buf, buf
+    return fma(h[5], buf, p), buf
 
 
 @kernel

@@ -16,6 +16,10 @@ The momentum lines apply only when :math:`\mu \ne 0`; only then does a parameter
 ``momentum_buffer`` (created, as in torch, by the first step in which the parameter has a
 gradient and momentum is non-zero). SGD has no ``step`` counter.
 
+Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight decay, the
+buffer update, the nesterov direction and the parameter update are each one fused
+multiply-add (torch's ``add(.., alpha=..)``), so dense results equal torch's bit for bit.
+
 Sparse kind "exact": a CSR gradient gives exactly the update of the dense gradient with the
 missing entries zero.
 
@@ -34,6 +38,9 @@ missing entries zero.
   (torch fails with ``RuntimeError`` from ``add(sparse, dense)``; it would touch every entry).
 * Gradients with duplicate entries are summed first (see :mod:`npoptim.sparse.rowgrad`); torch
   on an uncoalesced gradient keeps the duplicates in its buffer and may round differently.
+* Rounding is the dense rule's. torch's ``param.add_(sparse_grad, alpha=-lr)`` for a coalesced
+  COO gradient (no momentum) does not fuse, so there npoptim can differ from torch's sparse
+  path in the last bit (its momentum path, and a hybrid COO gradient, fuse as the dense one).
 """
 import numbers
 
@@ -41,6 +48,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed
 from npoptim.sparse.rowgrad import RowGradient
 
@@ -53,21 +61,22 @@ def _decayed_grad(p, g, h):
     if h[2] != 0:  # maximize
         g = -g
     if h[0] != 0:
-        g = g + h[0] * p
+        g = fma(h[0], p, g)
     return g
 
 
 @kernel
 def _momentum_step(p, g, buf, h):
-    """The parameter after the step with the updated buffer ``buf``."""
-    direction = g + h[3] * buf if h[5] != 0 else buf  # nesterov
-    return p + h[1] * direction
+    """The parameter after the step with the updated buffer ``buf`` (torch's
+    ``grad.add(buf, alpha=momentum)`` for nesterov, then ``param.add_(.., alpha=-lr)``)."""
+    direction = fma(h[3], buf, g) if h[5] != 0 else buf  # nesterov
+    return fma(h[1], direction, p)
 
 
 @kernel
 def sgd_rule(p, g, s, h):
     """One element of SGD without momentum; ``s = ()``."""
-    return p + h[1] * _decayed_grad(p, g, h), s
+    return fma(h[1], _decayed_grad(p, g, h), p), s
 
 
 @kernel
@@ -79,9 +88,10 @@ def momentum_first_rule(p, g, s, h):
 
 @kernel
 def momentum_rule(p, g, s, h):
-    """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g``; ``s = (buf,)``."""
+    """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g`` (torch's
+    ``buf.mul_(momentum).add_(g, alpha=1 - dampening)``); ``s = (buf,)``."""
     g = _decayed_grad(p, g, h)
-    buf = s[0] * h[3] + h[4] * g
+    buf = fma(h[4], g, s[0] * h[3])
     return _momentum_step(p, g, buf, h), (buf,)
 
 
