@@ -10,23 +10,49 @@ Drivers (:func:`driver`) take the update rule as an argument. Numba specialises 
 and cannot reuse that specialisation from its on-disk cache in another process, so they are
 not cached themselves: they are compiled into the cached kernel that binds them to a rule.
 
+A driver may contain a ``prange`` loop (run above a size threshold, see
+:mod:`npoptim.kernels.parallel`); a kernel that calls such a driver is compiled with
+``parallel=True``, every other kernel (rules, helpers) without it, which keeps their compile
+time and their load time from the cache small.
+
 With ``NUMBA_DISABLE_JIT=1`` every kernel runs as plain Python, steppable in a debugger.
 """
 import numba
 
 JIT_OPTIONS = {"error_model": "numpy"}
 
+# the dispatchers of drivers that contain a prange loop
+_PARALLEL_DRIVERS = []
+
+
+def _calls_parallel_driver(func):
+    names = getattr(getattr(func, "__code__", None), "co_names", ())
+    glob = getattr(func, "__globals__", {})
+    return any(any(glob.get(name) is d for d in _PARALLEL_DRIVERS) for name in names)
+
 
 def kernel(func):
-    """Compile ``func`` with npoptim's options and cache it on disk (see the module docstring)."""
-    return numba.njit(cache=True, **JIT_OPTIONS)(func)
+    """Compile ``func`` with npoptim's options and cache it on disk (see the module docstring).
+
+    A kernel that calls a parallel driver is compiled with ``parallel=True``.
+    """
+    options = dict(JIT_OPTIONS)
+    if _calls_parallel_driver(func):
+        options["parallel"] = True
+    return numba.njit(cache=True, **options)(func)
 
 
-def driver(func):
+def driver(func=None, *, parallel=False):
     """Compile a driver: a loop that takes an update rule as its first argument.
 
     Drivers are inlined into the kernel that binds them to a rule (``inline='always'``, at the
     Numba IR level); otherwise the compiled call would pass the rule's dispatcher object by
-    address, and Numba would refuse to cache that kernel on disk.
+    address, and Numba would refuse to cache that kernel on disk. ``parallel=True`` marks a
+    driver with a ``prange`` loop: kernels that call it are compiled with ``parallel=True``.
     """
-    return numba.njit(inline="always", **JIT_OPTIONS)(func)
+    if func is None:
+        return lambda f: driver(f, parallel=parallel)
+    dispatcher = numba.njit(inline="always", **JIT_OPTIONS)(func)
+    if parallel:
+        _PARALLEL_DRIVERS.append(dispatcher)
+    return dispatcher

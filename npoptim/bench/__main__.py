@@ -1,0 +1,5 @@
+import sys
+
+from npoptim.bench import main
+
+sys.exit(main())

@@ -1,0 +1,187 @@
+"""Command line of ``npoptim bench``: choose cases and sizes, print tables, write JSON/Markdown.
+
+``--quick`` runs every case at tiny sizes (the CI smoke run, seconds once Numba's cache is
+warm); the default sizes are the issue's: a 1,000,000 x 64 float32 table at 0.1%, 1% and 10%
+of rows, and 10,000,000-element dense parameters in float32 and float64.
+"""
+import argparse
+import json
+import sys
+
+import numba
+
+CASES = ("sparse", "dense", "threads", "startup")
+
+
+def add_arguments(parser):
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"comma-separated cases to run, from {', '.join(CASES)} "
+                             "(default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and few rounds: a smoke run, not a measurement")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="embedding table rows")
+    parser.add_argument("--width", type=int, default=64, help="embedding table columns")
+    parser.add_argument("--densities", default="0.001,0.01,0.1",
+                        help="fractions of rows touched per step (default 0.001,0.01,0.1)")
+    parser.add_argument("--dense-size", type=int, default=10_000_000,
+                        help="elements of the dense parameters")
+    parser.add_argument("--dtypes", default="float32,float64", help="dense dtypes")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="timing rounds per case (medians are reported)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="Numba threads (default: Numba's, NUMBA_NUM_THREADS)")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="torch threads (default: torch's)")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch rows")
+    parser.add_argument("--no-cold", action="store_true",
+                        help="start-up: skip the cold-cache (compiling) runs")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--markdown", metavar="PATH",
+                        help="write the results as a Markdown table")
+
+
+def run(args):
+    from npoptim.bench import cases, torch_ref
+    from npoptim.bench.timing import environment
+
+    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = set(wanted) - set(CASES)
+    if unknown:
+        print(f"npoptim bench: unknown case(s) {sorted(unknown)}; choose from {CASES}",
+              file=sys.stderr)
+        return 2
+    if args.threads:
+        numba.set_num_threads(args.threads)
+    torch = None if args.no_torch else torch_ref.load()
+    if torch is not None and args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    use_torch = torch is not None
+    if args.quick:
+        rows, width, densities = 2_000, 8, (0.01, 0.1)
+        size, rounds = 20_000, args.rounds or 3
+        sizes = (1 << 10, 1 << 14)
+    else:
+        rows, width = args.rows, args.width
+        densities = tuple(float(d) for d in args.densities.split(","))
+        size, rounds = args.dense_size, args.rounds
+        sizes = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
+    report = cases.Report()
+    env = environment(torch)
+    print(_environment_line(env), flush=True)
+    if "sparse" in wanted:
+        for density in densities:
+            cases.sparse(report, rows, width, density, rounds=rounds or 11,
+                         use_torch=use_torch)
+            _print_group(report, report.rows[-1]["group"])
+    if "dense" in wanted:
+        for dtype in args.dtypes.split(","):
+            cases.dense(report, size, dtype.strip(), rounds=rounds or 11, use_torch=use_torch)
+            _print_group(report, report.rows[-1]["group"])
+    if "threads" in wanted:
+        cases.threads(report, sizes=sizes, rounds=rounds or 15,
+                      gap=0.005 if args.quick else 0.05)
+        _print_group(report, report.rows[-1]["group"])
+    if "startup" in wanted:
+        optimizers = cases.STARTUP_OPTIMIZERS[:1] if args.quick else cases.STARTUP_OPTIMIZERS
+        cases.startup(report, optimizers=optimizers, warm_runs=1 if args.quick else 3,
+                      cold=not (args.no_cold or args.quick))
+        _print_group(report, report.rows[-1]["group"])
+    env = environment(torch)  # the threading layer is known once a parallel region ran
+    print()
+    print(format_targets(report.targets, quick=args.quick))
+    result = {"environment": env, "quick": bool(args.quick), "rows": report.rows,
+              "targets": report.targets}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, default=float)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(result))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m npoptim.bench",
+        description="Benchmark npoptim's sparse and dense steps: medians and ratios against "
+                    "torch (when installed) and against a touch-only floor.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+# -------------------------------------------------------------------------------- output
+def _environment_line(env):
+    torch = (f"torch {env['torch']} ({env['torch_threads']} threads)" if env["torch"]
+             else "torch not installed: torch rows skipped")
+    return (f"{env['date']} | {env['cpu']}, {env['cores']} cores | numba {env['numba']} "
+            f"({env['numba_threads']} threads, parallel threshold {env['parallel_threshold']:,}"
+            f") | numpy {env['numpy']} | scipy {env['scipy']} | {torch}")
+
+
+def _num(x, unit=""):
+    if x is None:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}{unit}"
+    if abs(x) >= 10:
+        return f"{x:.1f}{unit}"
+    return f"{x:.3g}{unit}" if abs(x) >= 0.01 else f"{x:.2g}{unit}"
+
+
+_RATIO_NAMES = {"x_floor": "x floor", "torch_over_this": "torch / this",
+                "x_torch_fused_adam": "x torch fused Adam", "x_torch_same": "x torch same",
+                "parallel_over_serial": "parallel / serial",
+                "process_wall_ms": "process wall ms"}
+
+
+def _ratios(row):
+    parts = []
+    for key, label in _RATIO_NAMES.items():
+        value = row.get(key)
+        if value is not None:
+            parts.append(f"{label} {_num(value)}")
+    return ", ".join(parts)
+
+
+def _print_group(report, group):
+    print(f"\n== {group}")
+    for row in report.rows:
+        if row["group"] == group:
+            print(f"  {row['name']:<50} {_num(row['ms'], ' ms'):>12}  {_ratios(row)}")
+    sys.stdout.flush()
+
+
+def _verdict(met):
+    return {True: "met", False: "NOT met", None: "-"}[met]
+
+
+def format_targets(targets, quick=False):
+    lines = ["== targets" + (" (quick run: tiny sizes, verdicts meaningless)" if quick else "")]
+    for t in sorted(targets, key=lambda t: t["target"]):
+        value = "" if t["value"] is None else _num(t["value"])
+        note = f"  [{t['note']}]" if t["note"] else ""
+        lines.append(f"  {t['target']:>2}. {t['what']:<66} {value:>8} (goal {t['goal']}) "
+                     f"{_verdict(t['met'])}{note}")
+    return "\n".join(lines)
+
+
+def markdown(result):
+    """One Markdown table (every target, with the timings behind it), labelled with the
+    environment; the full timings are in the JSON output."""
+    env = result["environment"]
+    torch = (f"torch {env['torch']} ({env['torch_threads']} threads)" if env["torch"]
+             else "no torch")
+    load = ", ".join(f"{x:.1f}" for x in env["load_average"] or [])
+    out = [f"Measured {env['date']} on {env['cpu']} ({env['cores']} cores; load average "
+           f"{load} at the end of the run: the machine is shared), Python {env['python']}, "
+           f"NumPy {env['numpy']}, SciPy {env['scipy']}, Numba {env['numba']} "
+           f"({env['numba_threads']} threads, {env['numba_threading_layer']} threading layer, "
+           f"parallel threshold {env['parallel_threshold']:,} elements), {torch}. Medians of "
+           "interleaved rounds; every ratio is between medians of one run.", "",
+           "| # | what | measured | goal | verdict | timings |",
+           "| --- | --- | ---: | --- | --- | --- |"]
+    for t in sorted(result["targets"], key=lambda t: t["target"]):
+        value = "" if t["value"] is None else _num(t["value"])
+        out.append(f"| {t['target']} | {t['what']} | {value} | {t['goal']} | "
+                   f"{_verdict(t['met'])} | {t['note']} |")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,112 @@
+"""When kernels run on several threads: the size threshold, settable at run time.
+
+The drivers (:mod:`npoptim.kernels.drivers`) split an update over threads (Numba ``prange``)
+only when it touches at least :func:`parallel_threshold` elements; smaller updates run on the
+calling thread. Below some size a parallel region costs more than it saves: waking the worker
+threads takes microseconds when they spin, and milliseconds on a busy machine or after an idle
+gap between steps. ``npoptim bench`` measures both sides on the machine at hand.
+
+Results never depend on this setting nor on the thread count (``numba.set_num_threads``):
+element-wise updates are the same whichever thread computes them. (A reduction, such as the
+norms of LAMB/LARS, must fix its summation order by the array's size alone, never by the
+thread count: see ``npoptim.optim.lamb.sumsq_pair``.)
+
+The threshold is read by compiled code at run time, so changing it needs no recompilation and
+works with kernels loaded from Numba's on-disk cache: it lives in a C ``int64`` registered with
+LLVM under a fixed symbol name, which cached machine code is relinked against in each process.
+"""
+import ctypes
+import os
+
+import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir as _ir
+from numba.core import types as _types
+from numba.extending import intrinsic, overload
+
+from npoptim.kernels.jit import JIT_OPTIONS
+
+#: Default minimum number of elements (dense) or stored entries (CSR) for a parallel update:
+#: 2**25 (33.5M). Measured by ``npoptim bench`` on the 2-core shared machine this package is
+#: benchmarked on (Adam float32, parallel time / serial time): 0.58 at 1M elements when steps
+#: ran back to back, but 10 after a 50 ms idle gap; 1.0-4.8 at 4M-16M elements whenever the
+#: other core was busy (the worker thread waits to be scheduled: 5-30 ms per region); 0.58-0.66
+#: at 33.5M in both modes. Below that size serial loses up to ~2x on an idle machine but never
+#: stalls.
+#: Set it lower on a machine with idle cores (:func:`set_parallel_threshold`, or
+#: ``NPOPTIM_PARALLEL_THRESHOLD`` in the environment).
+DEFAULT_PARALLEL_THRESHOLD = 1 << 25
+
+_SYMBOL = "npoptim_parallel_threshold_v1"
+
+
+def _from_environment():
+    try:
+        return max(0, int(os.environ.get("NPOPTIM_PARALLEL_THRESHOLD",
+                                         DEFAULT_PARALLEL_THRESHOLD)))
+    except ValueError:
+        return DEFAULT_PARALLEL_THRESHOLD
+
+
+_threshold = ctypes.c_int64(_from_environment())
+_llvm.add_symbol(_SYMBOL, ctypes.addressof(_threshold))
+
+
+def set_parallel_threshold(elements):
+    """Run updates of at least ``elements`` elements (or stored CSR entries) on several threads.
+
+    ``0`` parallelises every update, ``None`` or a huge number none; returns the previous value.
+    The number of threads is Numba's (``numba.set_num_threads``, ``NUMBA_NUM_THREADS``).
+    Results are bit-identical whatever the threshold and the thread count.
+    """
+    previous = get_parallel_threshold()
+    if elements is None:
+        elements = np.iinfo(np.int64).max
+    elements = int(elements)
+    if elements < 0:
+        raise ValueError(f"parallel threshold must be >= 0 (or None), got {elements}")
+    _threshold.value = elements
+    return previous
+
+
+def get_parallel_threshold():
+    """The current threshold (see :func:`set_parallel_threshold`)."""
+    return int(_threshold.value)
+
+
+class parallel_threshold_set:
+    """Context manager: ``with parallel_threshold_set(0): ...`` restores the old value on exit."""
+
+    def __init__(self, elements):
+        self.elements = elements
+
+    def __enter__(self):
+        self.previous = set_parallel_threshold(self.elements)
+        return self
+
+    def __exit__(self, *exc):
+        set_parallel_threshold(self.previous)
+        return False
+
+
+def parallel_threshold():
+    """The threshold, readable from compiled code (plain Python under NUMBA_DISABLE_JIT)."""
+    return _threshold.value
+
+
+@intrinsic
+def _load_threshold(typingctx):
+    def codegen(context, builder, signature, args):
+        module = builder.module
+        try:
+            gv = module.get_global(_SYMBOL)
+        except KeyError:
+            gv = _ir.GlobalVariable(module, _ir.IntType(64), name=_SYMBOL)
+            gv.linkage = "external"
+        return builder.load(gv)
+    return _types.int64(), codegen
+
+
+@overload(parallel_threshold, jit_options=JIT_OPTIONS)
+def _parallel_threshold_jit():
+    return lambda: _load_threshold()
