@@ -326,3 +326,11 @@ def test_nonfinite_skip_leaves_the_step_out_and_counts_it():
     assert opt.state[0]["step"] == 3
     with pytest.raises(ValueError, match="nonfinite must be"):
         opt.nonfinite = "ignore"
+
+
+def test_sparse_adam_refuses_a_0d_parameter_before_anything_changes():
+    p = np.array(1.0, np.float32)
+    opt = npoptim.SparseAdam([p])
+    with pytest.raises(ValueError, match="0-d parameter"):
+        opt.step([np.array(0.5, np.float32)])
+    assert p == 1.0 and opt.state == {}

@@ -385,8 +385,6 @@ def test_numba_jit_disabled_and_thread_counts_agree_bit_for_bit(tmp_path_factory
     assert len(reference) >= len(batch)
     for label, arrays in runs.items():
         for i, case in enumerate(batch):
-            if label.startswith("NUMBA_DISABLE") and nojit_known(case):
-                continue
             ours = {k: v for k, v in arrays.items() if k.startswith(f"{i}/")}
             theirs = {k: v for k, v in reference.items() if k.startswith(f"{i}/")}
             assert set(ours) == set(theirs), (label, case, _errors(ours), _errors(theirs))
@@ -398,24 +396,6 @@ def _errors(arrays):
     return [bytes(v).decode() for k, v in arrays.items() if k.endswith("/error")]
 
 
-def nojit_known(case):
-    """Known differences under NUMBA_DISABLE_JIT=1, each with a strict xfail below (reported).
-
-    Rules call ``math.sqrt``, which as plain Python returns a float64 and raises on a negative
-    argument, where the compiled rule stays in the dtype and gives NaN (``np.sqrt`` does
-    both right in both modes):
-
-    * adadelta_rule: ``math.sqrt(a) / math.sqrt(b)`` divides in float64 (float32 results
-      differ in the last bits);
-    * RMSprop's ``_centered_denom``: ``math.sqrt(v - avg**2)`` raises "math domain error"
-      when rounding makes the centered variance negative (torch and the JIT give NaN).
-    """
-    return ((case["name"], case["dtype"]) == ("Adadelta", "float32")
-            or (case["name"] == "RMSprop" and case["hyper"].get("centered")))
-
-
-@pytest.mark.xfail(strict=True, reason="npoptim/optim/adadelta.py: math.sqrt(...) / "
-                   "math.sqrt(...) divides in float64 under NUMBA_DISABLE_JIT (reported)")
 def test_adadelta_float32_is_the_same_with_jit_disabled(tmp_path):
     if "Adadelta" not in NAMES:
         pytest.skip("no Adadelta")
@@ -439,8 +419,6 @@ assert np.isnan(p).all(), p                # as torch and the compiled kernel
 """
 
 
-@pytest.mark.xfail(strict=True, reason="npoptim/optim/rmsprop.py _centered_denom: math.sqrt "
-                   "of a negative raises under NUMBA_DISABLE_JIT (reported)")
 def test_rmsprop_negative_centered_variance_gives_nan_with_jit_disabled():
     if "RMSprop" not in NAMES:
         pytest.skip("no RMSprop")

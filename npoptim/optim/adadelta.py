@@ -12,7 +12,7 @@ With gradient :math:`g` (negated when ``maximize``), decay :math:`\rho`:
 
 :math:`\epsilon` sits inside both square roots. Dense gradients only, as in torch.
 """
-import math
+import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -30,7 +30,7 @@ def adadelta_rule(p, g, s, h):
     if weight_decay != 0:
         g = fma(weight_decay, p, g)
     square_avg = fma(one_minus_rho * g, g, square_avg * rho)
-    delta = math.sqrt(acc_delta + eps) / math.sqrt(square_avg + eps) * g
+    delta = np.sqrt(acc_delta + eps) / np.sqrt(square_avg + eps) * g
     acc_delta = fma(one_minus_rho * delta, delta, acc_delta * rho)
     return fma(neg_lr, delta, p), (square_avg, acc_delta)
 

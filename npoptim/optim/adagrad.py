@@ -17,8 +17,6 @@ every entry), and the step count advances on every step in which the parameter h
 State exists from construction, as torch creates it in ``__init__``; like torch, it starts from
 the constructor's ``initial_accumulator_value``, even for a param group that overrides it.
 """
-import math
-
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
@@ -37,7 +35,7 @@ def adagrad_rule(p, g, s, h):
     if weight_decay != 0:
         g = fma(weight_decay, p, g)
     total = fma(g, g, s[0])
-    return p + neg_clr * g / (math.sqrt(total) + eps), (total,)
+    return p + neg_clr * g / (np.sqrt(total) + eps), (total,)
 
 
 @kernel

@@ -20,7 +20,7 @@ Note where :math:`\epsilon` sits: added to :math:`\sqrt{\hat v / b_2}` (Kingma's
 not to :math:`\sqrt{v}` as SparseAdam does. Dense gradients only: torch's Adam refuses sparse
 ones too.
 """
-import math
+import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -45,7 +45,7 @@ def _decay_and_moments(p, g, m, v, h):
 @kernel
 def _adam_param(p, m, v, h):
     bias_correction2_sqrt, eps, neg_step_size = h[5], h[6], h[7]
-    return p + neg_step_size * m / (math.sqrt(v) / bias_correction2_sqrt + eps)
+    return p + neg_step_size * m / (np.sqrt(v) / bias_correction2_sqrt + eps)
 
 
 @kernel

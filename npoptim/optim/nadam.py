@@ -31,8 +31,6 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): L2 wei
 the :math:`v` update are fused multiply-adds, :math:`m` a ``lerp``, and each of the two last
 terms torch's ``addcdiv``, ``p + (coefficient * g) / d``.
 """
-import math
-
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
@@ -53,7 +51,7 @@ def nadam_rule(p, g, s, h):
         g = fma(l2, p, g)
     m = lerp(s[0], g, one_minus_beta1)
     v = fma(one_minus_beta2 * g, g, s[1] * beta2)
-    denom = math.sqrt(v / bias_correction2) + eps
+    denom = np.sqrt(v / bias_correction2) + eps
     p = p + grad_coef * g / denom
     return p + avg_coef * m / denom, (m, v)
 

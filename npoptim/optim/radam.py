@@ -27,7 +27,7 @@ as torch's ``scalar / tensor``, a reciprocal then a product. L2 weight decay and
 update are fused multiply-adds and :math:`m` a ``lerp``, as in torch's CPU kernels (see
 :mod:`npoptim.kernels.scalar`). Dense gradients only, as in torch.
 """
-import math
+import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -56,7 +56,7 @@ def _decay_and_moments(p, g, m, v, h):
 def radam_rule(p, g, s, h):
     """A rectified step (``rho_t > 5``); ``s = (exp_avg, exp_avg_sq)``."""
     p, m_hat, m, v = _decay_and_moments(p, g, s[0], s[1], h)
-    adaptive_lr = h[11] / (math.sqrt(v) + h[9]) * h[8]
+    adaptive_lr = h[11] / (np.sqrt(v) + h[9]) * h[8]
     return p - m_hat * h[6] * adaptive_lr * h[10], (m, v)
 
 

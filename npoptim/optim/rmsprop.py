@@ -27,8 +27,6 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight
 are fused multiply-adds, ``grad_avg`` a ``lerp``, and the division steps are torch's
 ``addcdiv``: ``p + (-lr * g) / d``.
 """
-import math
-
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
@@ -52,7 +50,7 @@ def _grad_and_square_avg(p, g, v, h):
 @kernel
 def _centered_denom(v, avg, h):
     """``sqrt(square_avg - grad_avg^2) + eps`` (torch's ``addcmul(.., value=-1)``)."""
-    return math.sqrt(fma(-avg, avg, v)) + h[3]
+    return np.sqrt(fma(-avg, avg, v)) + h[3]
 
 
 @kernel
@@ -67,7 +65,7 @@ def _momentum_step(p, g, denom, buf, h):
 def rmsprop_rule(p, g, s, h):
     """One element; ``s = (square_avg,)``."""
     g, v = _grad_and_square_avg(p, g, s[0], h)
-    return p + h[5] * g / (math.sqrt(v) + h[3]), (v,)
+    return p + h[5] * g / (np.sqrt(v) + h[3]), (v,)
 
 
 @kernel
@@ -82,7 +80,7 @@ def centered_rule(p, g, s, h):
 def momentum_rule(p, g, s, h):
     """With momentum; ``s = (square_avg, momentum_buffer)``."""
     g, v = _grad_and_square_avg(p, g, s[0], h)
-    p, buf = _momentum_step(p, g, math.sqrt(v) + h[3], s[1], h)
+    p, buf = _momentum_step(p, g, np.sqrt(v) + h[3], s[1], h)
     return p, (v, buf)
 
 

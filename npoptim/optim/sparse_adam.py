@@ -44,7 +44,7 @@ def sparse_adam_rule(p, g, s, h):
     v_update = (g * g - v) * one_minus_beta2
     m = m + m_update
     v = v + v_update
-    return p + neg_step_size * (m / (math.sqrt(v) + eps)), (m, v)
+    return p + neg_step_size * (m / (np.sqrt(v) + eps)), (m, v)
 
 
 @kernel
@@ -74,7 +74,10 @@ class SparseAdam(Optimizer):
         return ("exp_avg", "exp_avg_sq")
 
     def _prepare_grad(self, grad, param, group, where):
-        if isinstance(grad, np.ndarray) and grad.shape == param.shape and param.ndim > 0:
+        if grad is not None and param.ndim == 0:
+            raise ValueError(f"{where}: SparseAdam updates rows, and a 0-d parameter has none; "
+                             "give it a shape (1,) or use Adam")
+        if isinstance(grad, np.ndarray) and grad.shape == param.shape:
             if grad.dtype != param.dtype:
                 raise ValueError(f"{where}: gradient has dtype {grad.dtype}, the parameter has "
                                  f"{param.dtype}")

@@ -146,10 +146,11 @@ def as_row_gradient(grad, param_shape, dtype, where="grad"):
         nnz = int(indptr[-1])
         return RowGradient(indptr, indices[:nnz], data[:nnz], expected)
     # unsigned index arrays become int64 (so the range checks see huge values), and so do
-    # non-native byte orders (which Numba cannot type)
-    if indptr.dtype.kind == "u" or not indptr.dtype.isnative:
+    # non-native byte orders (which Numba cannot type) and 8/16-bit ones (each would compile
+    # kernels of its own)
+    if indptr.dtype.kind == "u" or not indptr.dtype.isnative or indptr.dtype.itemsize < 4:
         indptr = indptr.astype(np.int64)
-    if indices.dtype.kind == "u" or not indices.dtype.isnative:
+    if indices.dtype.kind == "u" or not indices.dtype.isnative or indices.dtype.itemsize < 4:
         indices = indices.astype(np.int64)
     code, at = _csr_check(indptr, indices, expected[1], min(indices.size, data.size))
     if code == _BAD_START:
