@@ -9,16 +9,20 @@ gradients::
     opt.step([npoptim.embedding_row_grad([3, 7, 3], np.ones((3, 16), np.float32), 1000)])
 
 Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (imported on first
-use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, and :func:`embedding_row_grad`.
+use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`embedding_row_grad`, the
+checkpoint functions :func:`save` and :func:`load`, and :func:`set_parallel_threshold`.
 """
 import importlib
 
 from npoptim import registry
+from npoptim.checkpoint import load, save
+from npoptim.kernels.parallel import get_parallel_threshold, set_parallel_threshold
 from npoptim.optim.optimizer import Optimizer
 from npoptim.sparse.rowgrad import embedding_row_grad
 
 __version__ = "0.1.0"
-__all__ = ["Optimizer", "embedding_row_grad", "lr_scheduler", *registry.OPTIMIZERS]
+__all__ = ["Optimizer", "embedding_row_grad", "lr_scheduler", "save", "load",
+           "set_parallel_threshold", "get_parallel_threshold", *registry.OPTIMIZERS]
 
 
 def __getattr__(name):
