@@ -28,11 +28,22 @@ from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 
+def moment_hyper(group):
+    """The six hyperparameters that :func:`adam_moments` reads first from ``h``:
+    ``(decay_factor, l2, 1 - beta1, beta2, 1 - beta2, maximize)``, computed in double as
+    torch does (``decay_factor = 1 - lr * weight_decay`` for decoupled decay, else 1)."""
+    lr, wd = group["lr"], group["weight_decay"]
+    beta1, beta2 = group["betas"]
+    decoupled = group["decoupled_weight_decay"]
+    return (1 - lr * wd if decoupled and wd != 0 else 1.0, 0.0 if decoupled else wd,
+            1 - beta1, beta2, 1 - beta2, bool(group["maximize"]))
+
+
 @kernel
-def _decay_and_moments(p, g, m, v, h):
-    """The shared first half of the rule: weight decay and the two moment updates."""
+def adam_moments(p, g, m, v, h):
+    """Weight decay and the two moment updates, shared by Adam, AdamW and RAdam."""
     decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
-    if h[8] != 0:  # maximize
+    if h[5] != 0:  # maximize
         g = -g
     p = p * decay_factor
     if l2 != 0:
@@ -44,21 +55,21 @@ def _decay_and_moments(p, g, m, v, h):
 
 @kernel
 def _adam_param(p, m, v, h):
-    bias_correction2_sqrt, eps, neg_step_size = h[5], h[6], h[7]
+    bias_correction2_sqrt, eps, neg_step_size = h[6], h[7], h[8]
     return p + neg_step_size * m / (np.sqrt(v) / bias_correction2_sqrt + eps)
 
 
 @kernel
 def adam_rule(p, g, s, h):
     """One element of Adam/AdamW; ``s = (exp_avg, exp_avg_sq)``, ``h`` from :func:`_hyper`."""
-    p, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    p, m, v = adam_moments(p, g, s[0], s[1], h)
     return _adam_param(p, m, v, h), (m, v)
 
 
 @kernel
 def amsgrad_rule(p, g, s, h):
     """Adam/AdamW with amsgrad; ``s = (exp_avg, exp_avg_sq, max_exp_avg_sq)``."""
-    p, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    p, m, v = adam_moments(p, g, s[0], s[1], h)
     v_max = max(s[2], v)
     return _adam_param(p, m, v_max, h), (m, v, v_max)
 
@@ -102,17 +113,9 @@ class Adam(Optimizer):
     def _update(self, param, grad, state, group):
         state["step"] += 1
         step = state["step"]
-        lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
-        decoupled = group["decoupled_weight_decay"]
-        hyper = typed(param,
-                      1 - lr * wd if decoupled and wd != 0 else 1.0,
-                      0.0 if decoupled else wd,
-                      1 - beta1, beta2, 1 - beta2,
-                      (1 - beta2 ** step) ** 0.5,
-                      group["eps"],
-                      -(lr / (1 - beta1 ** step)),
-                      bool(group["maximize"]))
+        hyper = typed(param, *moment_hyper(group), (1 - beta2 ** step) ** 0.5, group["eps"],
+                      -(group["lr"] / (1 - beta1 ** step)))
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
 

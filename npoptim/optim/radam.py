@@ -31,40 +31,26 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp
+from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
-# ``h`` for both rules: (decay_factor, l2, 1 - beta1, beta2, 1 - beta2, bias_correction1, lr,
-#                        maximize, sqrt(bias_correction2), eps, rect, 1)
-
-
-@kernel
-def _decay_and_moments(p, g, m, v, h):
-    """Weight decay and the two moment updates; returns ``(p, m / bias_correction1, m, v)``."""
-    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
-    if h[7] != 0:  # maximize
-        g = -g
-    p = p * decay_factor
-    if l2 != 0:
-        g = fma(l2, p, g)
-    m = lerp(m, g, one_minus_beta1)
-    v = fma(one_minus_beta2 * g, g, v * beta2)
-    return p, m / h[5], m, v
+# ``h`` for both rules: Adam's moment_hyper (decay_factor, l2, 1 - beta1, beta2, 1 - beta2,
+# maximize), then (bias_correction1, lr, sqrt(bias_correction2), eps, rect, 1)
 
 
 @kernel
 def radam_rule(p, g, s, h):
     """A rectified step (``rho_t > 5``); ``s = (exp_avg, exp_avg_sq)``."""
-    p, m_hat, m, v = _decay_and_moments(p, g, s[0], s[1], h)
+    p, m, v = adam_moments(p, g, s[0], s[1], h)
     adaptive_lr = h[11] / (np.sqrt(v) + h[9]) * h[8]
-    return p - m_hat * h[6] * adaptive_lr * h[10], (m, v)
+    return p - m / h[6] * h[7] * adaptive_lr * h[10], (m, v)
 
 
 @kernel
 def unrectified_rule(p, g, s, h):
     """An early step (``rho_t <= 5``): SGD with the bias-corrected momentum."""
-    p, m_hat, m, v = _decay_and_moments(p, g, s[0], s[1], h)
-    return p - m_hat * h[6], (m, v)
+    p, m, v = adam_moments(p, g, s[0], s[1], h)
+    return p - m / h[6] * h[7], (m, v)
 
 
 @kernel
@@ -104,9 +90,7 @@ class RAdam(Optimizer):
     def _update(self, param, grad, state, group):
         state["step"] += 1
         step = state["step"]
-        lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
-        decoupled = group["decoupled_weight_decay"]
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
         rho_inf = 2 / (1 - beta2) - 1
@@ -114,11 +98,7 @@ class RAdam(Optimizer):
         rectified = rho_t > 5.0
         rect = (((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 ** 0.5 if rectified else 0.0)
-        hyper = typed(param,
-                      1 - lr * wd if decoupled and wd != 0 else 1.0,
-                      0.0 if decoupled else wd,
-                      1 - beta1, beta2, 1 - beta2, bias_correction1, lr,
-                      bool(group["maximize"]),
+        hyper = typed(param, *moment_hyper(group), bias_correction1, group["lr"],
                       bias_correction2 ** 0.5, group["eps"], rect, 1.0)
         kernel_ = _radam_dense if rectified else _unrectified_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
