@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import scipy.sparse
 
+from npoptim.kernels.parallel import parallel_threshold_set
 from npoptim.optim import lamb as lamb_module
-from npoptim.optim.lamb import BLOCK, LAMB, VARIANTS, grad_sumsq
+from npoptim.optim.lamb import BLOCK, LANES, LAMB, VARIANTS, _TASK_BLOCKS, grad_sumsq
 
 B1, B2 = 0.9, 0.999
 RTOL = 1e-13
@@ -311,39 +312,60 @@ def test_float32_is_computed_in_float32():
                                  0, -0.01))
     for rule, args in ((lamb_module.lamb_moments_rule, (f(1), f(2), (f(3), f(4)), hyper)),
                        (lamb_module.lamb_direction, (f(1), f(2), f(3), hyper)),
-                       (lamb_module.lamb_norm_terms, (f(1), f(2), (f(3), f(4)), hyper)),
-                       (lamb_module.lamb_update_rule, (f(1), f(2), (f(3), f(4)), hyper))):
+                       (lamb_module.lamb_update_rule, (f(1), (f(3), f(4)), hyper))):
         assert_typed_float32(rule, args)
 
 
-@pytest.mark.parametrize("n", [0, 1, 5, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 7, 100_000])
-def test_sumsq_is_the_fixed_block_pairwise_sum(n):
-    rng = np.random.default_rng(n)
-    g = rng.standard_normal(n)
-    # blocks summed in order, then combined as a binary counter of block sums
+def fixed_order_sumsq(x):
+    """The summation order of ``sumsq_pair``, written out in NumPy/Python (see its docstring)."""
     blocks = []
-    for start in range(0, n, BLOCK):
-        s = g[start] * g[start]
-        for x in g[start + 1:start + BLOCK]:
-            s += x * x
-        blocks.append(s)
-    stack = []
+    for start in range(0, x.size, BLOCK):
+        block = x[start:start + BLOCK]
+        lanes = np.zeros(LANES, x.dtype)
+        for row in range(0, block.size, LANES):  # element i to lane i % LANES, in order
+            chunk = block[row:row + LANES]
+            lanes[:chunk.size] += chunk * chunk
+        width = LANES // 2
+        while width:  # lane k takes lane k + width
+            lanes[:width] += lanes[width:2 * width]
+            width //= 2
+        blocks.append(lanes[0])
+    stack = []  # block sums combined as a binary counter combines carries
     for s in blocks:
         stack.append([s, 0])
         while len(stack) > 1 and stack[-1][1] == stack[-2][1]:
             top = stack.pop()
             stack[-1] = [stack[-1][0] + top[0], stack[-1][1] + 1]
-    expected = 0.0
+    expected = x.dtype.type(0)
     if stack:
         expected = stack[-1][0]
         for s, _ in reversed(stack[:-1]):
             expected = s + expected
+    return expected
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, LANES - 1, LANES + 1, BLOCK - 1, BLOCK, BLOCK + 1,
+                               3 * BLOCK + 7, 100_000])
+def test_sumsq_is_the_fixed_block_lane_pairwise_sum(n):
+    rng = np.random.default_rng(n)
+    g = rng.standard_normal(n)
     got = grad_sumsq(g, (0.0,))
-    assert got == expected
+    assert got == fixed_order_sumsq(g)
     assert got == pytest.approx(math.fsum(g * g), rel=1e-13, abs=0)
     g32 = g.astype(np.float32)
     got32 = grad_sumsq(g32, (np.float32(0),))
+    assert got32 == fixed_order_sumsq(g32)  # (a float32 value, returned as a Python float)
     assert got32 == pytest.approx(math.fsum(g32.astype(float) ** 2), rel=2e-6, abs=0)
+
+
+@pytest.mark.parametrize("n", [BLOCK * _TASK_BLOCKS + 5, 300_001])
+def test_sumsq_is_the_same_serial_and_parallel(n):
+    g = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    with parallel_threshold_set(None):
+        serial = grad_sumsq(g, (np.float32(0),))
+    with parallel_threshold_set(0):
+        parallel = grad_sumsq(g, (np.float32(0),))
+    assert serial == parallel == fixed_order_sumsq(g)
 
 
 # ------------------------------------------------------------------------------ the API

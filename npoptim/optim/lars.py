@@ -83,10 +83,10 @@ from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
 # ``h`` of the norm pass: (lambda inside the gradient-side norm,)
 @kernel
 def lars_norm_terms(p, g, s, h):
-    """``(w, g)``, or ``(w, g + lambda w)`` for the optax denominator."""
+    """``(w, g)``, or ``(w, g + lambda w)`` for the optax denominator (no state: ``()``)."""
     if h[0] != 0:
-        return p, g + h[0] * p
-    return p, g
+        return (), p, g + h[0] * p
+    return (), p, g
 
 
 @kernel
