@@ -22,77 +22,24 @@ from npoptim import registry
 from npoptim.checkpoint import CheckpointError, load, save
 import npoptim.checkpoint as checkpoint
 
+import problems
+from problems import gradients
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHAPES = [(4, 3), (3, 5)]
-
-# Hyperparameters that switch on each optimizer's optional state; a name not listed runs
-# with its defaults.
-CONFIGS = {
-    "Adam": [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)],
-    "AdamW": [dict(lr=0.01, amsgrad=True)],
-    "SparseAdam": [dict(lr=0.01)],
-    "Adagrad": [dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)],
-    "Adadelta": [dict(lr=0.5, weight_decay=0.1)],
-    "SGD": [dict(lr=0.05), dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
-            dict(lr=0.05, momentum=0.5, dampening=0.1)],
-    "RMSprop": [dict(lr=0.01), dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)],
-    "Adamax": [dict(lr=0.01, weight_decay=0.1)],
-    "NAdam": [dict(lr=0.01, decoupled_weight_decay=True, weight_decay=0.1)],
-    "RAdam": [dict(lr=0.01, weight_decay=0.1)],
-    "ASGD": [dict(lr=0.01, t0=2)],
-    "Rprop": [dict(lr=0.01)],
-    "Adafactor": [dict(lr=0.01)],
-    "Muon": [dict(lr=0.01)],
-    "LBFGS": [dict(lr=0.5, history_size=3, max_iter=4)],
-}
-
-CASES = [(name, i, kwargs) for name in registry.available()
-         for i, kwargs in enumerate(CONFIGS.get(name, [{}]))]
+SHAPES = problems.SHAPES
+CASES = problems.cases(registry.available())
 CASE_IDS = [f"{name}-{i}" for name, i, _ in CASES]
 
 
 # ---------------------------------------------------------------------------------- helpers
-def weights(dtype):
-    rng = np.random.default_rng(123)
-    return [rng.uniform(0.5, 2.0, s).astype(dtype) for s in SHAPES]
-
-
-def gradients(params, step):
-    """A deterministic gradient of the params and the step index (of a smooth objective)."""
-    w = weights(params[0].dtype)
-    return [(wi * p - 0.3 * np.sin(p) + 0.1 * np.sin(step + k)).astype(p.dtype)
-            for k, (wi, p) in enumerate(zip(w, params))]
-
-
-def closure_for(params):
-    w = weights(params[0].dtype)
-
-    def closure():
-        loss = float(sum(np.sum(0.5 * wi * p * p + 0.3 * np.cos(p)) for wi, p in zip(w, params)))
-        return loss, [(wi * p - 0.3 * np.sin(p)).astype(p.dtype) for wi, p in zip(w, params)]
-    return closure
-
-
 def build(name, kwargs, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    params = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    cls = registry.get(name)
-    if name == "LBFGS":  # one param group only, as in torch
-        return cls(params, **kwargs), params
-    opt = cls([{"params": params[:1]}, {"params": params[1:]}], **kwargs)
-    opt.param_groups[1]["lr"] = opt.param_groups[1]["lr"] * 0.5
-    return opt, params
+    params = problems.initial_values(dtype, seed)
+    return problems.make(registry.get(name), name, kwargs, params), params
 
 
 def run(opt, params, name, steps, scheduler=None):
     for step in steps:
-        if name == "LBFGS":
-            opt.step(closure=closure_for(params))
-        else:
-            grads = gradients(params, step)
-            if step % 3 == 2:
-                grads[1] = None
-            opt.step(grads)
+        problems.step(opt, params, name, step)
         if scheduler is not None:
             if type(scheduler).__name__ == "ReduceLROnPlateau":
                 scheduler.step(float(np.sum(params[0] ** 2)) if step % 4 else 1e9)
@@ -616,12 +563,19 @@ def test_read_only_parameter_is_refused(adam_ckpt):
     assert_untouched(before, target)
 
 
-def test_scheduler_must_match(tmp_path):
+def saved_adam_with_step_lr(path):
+    """npoptim.lr_scheduler, and an Adam optimizer saved to ``path`` with its StepLR after 3
+    steps."""
     S = pytest.importorskip("npoptim.lr_scheduler")
     opt, params = build("Adam", {})
     sched = S.StepLR(opt, step_size=2)
     run(opt, params, "Adam", range(3), sched)
-    save(tmp_path / "with.npz", opt, sched)
+    save(path, opt, sched)
+    return S, opt
+
+
+def test_scheduler_must_match(tmp_path):
+    S, opt = saved_adam_with_step_lr(tmp_path / "with.npz")
     save(tmp_path / "without.npz", opt)
 
     target, _ = build("Adam", {}, seed=2)
@@ -638,11 +592,7 @@ def test_scheduler_must_match(tmp_path):
 
 def test_scheduler_is_restored_when_the_optimizer_state_fails(tmp_path):
     """The scheduler is loaded first; if the optimizer's state then fails, it is put back."""
-    S = pytest.importorskip("npoptim.lr_scheduler")
-    opt, params = build("Adam", {})
-    sched = S.StepLR(opt, step_size=2)
-    run(opt, params, "Adam", range(3), sched)
-    save(tmp_path / "c.npz", opt, sched)
+    S, _ = saved_adam_with_step_lr(tmp_path / "c.npz")
 
     def bad_state(m):
         m["optimizer_state"]["param_groups"][0]["betas"] = {"__tuple__": [2.0, 0.5]}

@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 
 import npoptim
-
-torch = pytest.importorskip("torch")
+from torch_compare import rel_error, torch, torch_state_dict
 
 SHAPES = [(5,), (3, 4), (2, 3, 4), (1,)]
 STEPS = 20
@@ -93,26 +92,6 @@ def start_params(dtype, seed=0):
 
 
 # ------------------------------------------------------------------------------ runners
-def to_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy().copy()
-    if isinstance(value, list):
-        return [to_numpy(v) for v in value]
-    return value
-
-
-def torch_state_dict(opt):
-    sd = opt.state_dict()
-    return {"state": {k: {n: to_numpy(v) for n, v in s.items()} for k, s in sd["state"].items()},
-            "param_groups": sd["param_groups"]}
-
-
-def scaled_error(a_list, b_list):
-    scale = max(1.0, max(float(np.max(np.abs(b))) for b in b_list))
-    return max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-               for a, b in zip(a_list, b_list)) / scale
-
-
 def run_ours(options, objective, dtype, steps=STEPS, round_trip=True):
     params = start_params(dtype)
     opt = npoptim.LBFGS(params, **options)
@@ -127,18 +106,23 @@ def run_ours(options, objective, dtype, steps=STEPS, round_trip=True):
     return params, opt, losses, mid
 
 
+def torch_closure(tparams, objective):
+    """torch's closure for ``objective(list of NumPy params) -> (loss, grads)``."""
+    def closure():
+        loss, grads = objective([t.numpy() for t in tparams])
+        for t, g in zip(tparams, grads):
+            t.grad = None if g is None else torch.tensor(g)
+        return loss
+    return closure
+
+
 def run_torch(options, objective, dtype, steps=STEPS, round_trip=True, order=None):
     tparams = [torch.tensor(p) for p in start_params(dtype)]
     order = tparams if order is None else [tparams[i] for i in order]
     opt = torch.optim.LBFGS(order, **options)
     losses, mid = [], None
     for k in range(steps):
-        def closure():
-            loss, grads = objective([t.numpy() for t in tparams], k)
-            for t, g in zip(tparams, grads):
-                t.grad = torch.tensor(g)
-            return loss
-        losses.append(opt.step(closure))
+        losses.append(opt.step(torch_closure(tparams, lambda ps: objective(ps, k))))
         if round_trip and k + 1 == ROUND_TRIP_AT:
             mid = torch_state_dict(opt)
             opt.load_state_dict(opt.state_dict())
@@ -181,7 +165,7 @@ def test_float64_matches_torch(options, objective):
     fn = globals()[objective]
     ours, opt, losses, mid = run_ours(options, fn, np.float64)
     theirs, topt, tlosses, tmid = run_torch(options, fn, np.float64)
-    err = scaled_error(ours, theirs)
+    err = rel_error(ours, theirs)
     evals = opt.state[0]["func_evals"]
     print(f"LBFGS {options} {objective}: float64 scaled error {err:.2e}, {evals} evaluations, "
           f"final loss {losses[-1]:.3e}")
@@ -190,7 +174,7 @@ def test_float64_matches_torch(options, objective):
     assert_states_match(mid, tmid, 1e-12)
     assert_states_match(opt.state_dict(), torch_state_dict(topt), 1e-11)
     # not vacuous: it moved, and kept evaluating past the first step
-    assert scaled_error(ours, start_params(np.float64)) > 1e-2
+    assert rel_error(ours, start_params(np.float64)) > 1e-2
     assert evals > STEPS
 
 
@@ -202,10 +186,10 @@ def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
     fn = globals()[objective]
     first, _, _, _ = run_ours(options, fn, np.float64, steps=1, round_trip=False)
     tfirst, _, _, _ = run_torch(options, fn, np.float64, steps=1, round_trip=False)
-    assert scaled_error(first, tfirst) <= 1e-12
+    assert rel_error(first, tfirst) <= 1e-12
     ours, opt, losses, _ = run_ours(options, fn, np.float64)
     theirs, topt, tlosses, _ = run_torch(options, fn, np.float64)
-    err = scaled_error(ours, theirs)
+    err = rel_error(ours, theirs)
     print(f"LBFGS {options} {objective}: float64 scaled error {err:.2e} (sqrt rounding)")
     assert err <= 1e-3
     assert losses[-1] < 1e-8 and tlosses[-1] < 1e-8
@@ -217,10 +201,10 @@ def test_float32_within_torch_order_sensitivity(options, objective):
     fn = globals()[objective]
     ours, opt, _, _ = run_ours(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
     theirs, topt, _, _ = run_torch(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
-    spread = max(scaled_error(run_torch(options, fn, np.float32, steps=F32_STEPS,
+    spread = max(rel_error(run_torch(options, fn, np.float32, steps=F32_STEPS,
                                         round_trip=False, order=order)[0], theirs)
                  for order in ([3, 2, 1, 0], [1, 2, 3, 0]))
-    err = scaled_error(ours, theirs)
+    err = rel_error(ours, theirs)
     print(f"LBFGS float32 {options} {objective}: error {err:.2e}, torch order spread "
           f"{spread:.2e}")
     assert err <= 4 * spread + F32_ULPS, (err, spread)
@@ -235,25 +219,16 @@ def test_continuing_from_a_torch_state_dict():
     tparams = [torch.tensor(p) for p in start_params(np.float64)]
     topt = torch.optim.LBFGS(tparams, max_iter=3, history_size=4,
                              line_search_fn="strong_wolfe")
-
-    def tclosure(k):
-        def closure():
-            loss, grads = drifting_quartic([t.numpy() for t in tparams], k)
-            for t, g in zip(tparams, grads):
-                t.grad = torch.tensor(g)
-            return loss
-        return closure
-
     for k in range(4):
-        topt.step(tclosure(k))
+        topt.step(torch_closure(tparams, lambda ps: drifting_quartic(ps, k)))
     params = [t.numpy().copy() for t in tparams]
     opt = npoptim.LBFGS(params)
     opt.load_state_dict(torch_state_dict(topt))
     assert opt.param_groups[0]["line_search_fn"] == "strong_wolfe"
     for k in range(4, 9):
         opt.step(lambda: drifting_quartic(params, k))
-        topt.step(tclosure(k))
-    assert scaled_error(params, [t.numpy() for t in tparams]) <= 1e-12
+        topt.step(torch_closure(tparams, lambda ps: drifting_quartic(ps, k)))
+    assert rel_error(params, [t.numpy() for t in tparams]) <= 1e-12
     assert_states_match(opt.state_dict(), torch_state_dict(topt), 1e-11)
 
 
@@ -335,14 +310,8 @@ def test_none_gradients_count_as_zero_as_in_torch():
         grads[1] = None
         return loss, grads
 
-    def tclosure():
-        loss, grads = with_none([t.numpy() for t in tparams])
-        for t, g in zip(tparams, grads):
-            t.grad = None if g is None else torch.tensor(g)
-        return loss
-
     for _ in range(3):
         opt.step(lambda: with_none(params))
-        topt.step(tclosure)
-    assert scaled_error(params, [t.numpy() for t in tparams]) <= 1e-12
+        topt.step(torch_closure(tparams, with_none))
+    assert rel_error(params, [t.numpy() for t in tparams]) <= 1e-12
     np.testing.assert_array_equal(params[1], start_params(np.float64)[1])

@@ -1,128 +1,55 @@
 """Muon against torch.optim.Muon 2.13, for every option set torch's own suite uses.
 
-Muon takes 2-D parameters only: each case runs 24 steps on params of shapes (3, 4), (4, 3)
-(tall: orthogonalized through its transpose), (1, 5) and (6, 2), split over two param groups
-with different hyperparameters, some gradients None, with a state_dict round trip after
-step 12. torch orthogonalizes in bfloat16, and npoptim emulates torch's bfloat16 arithmetic
-bit for bit at these sizes, so float64 must agree to 1e-12 of the parameters' scale. torch's
-Muon has no foreach implementation to measure a spread against; float32 must agree to 4
-float32 ulps of scale.
+Muon takes 2-D parameters only: the problem of :mod:`torch_compare` over params of shapes
+(3, 4), (4, 3) (tall: orthogonalized through its transpose), (1, 5) and (6, 2), two param
+groups (each config with its own second-group overrides, state_dict round trips on both
+sides), gradients spanning three orders of magnitude. torch orthogonalizes in bfloat16, and
+npoptim emulates torch's bfloat16 arithmetic bit for bit at these sizes, so float64 must
+agree to 1e-12 of the parameters' scale (states elementwise to 1e-12 too). torch's Muon has
+no foreach implementation to measure a spread against; float32 must agree to 4 float32 ulps
+of scale.
 """
 import numpy as np
 import pytest
 
 import npoptim
 from npoptim.optim import muon as muon_module
+from torch_compare import TorchSuite, standard_gradient, torch
 
-torch = pytest.importorskip("torch")
 from torch.optim._muon import _zeropower_via_newtonschulz  # noqa: E402
 
-SHAPES = [(3, 4), (4, 3), (1, 5), (6, 2)]
-STEPS = 24
-ROUND_TRIP_AT = 12
-F32_ULPS = 4 * np.finfo(np.float32).eps
 DEFAULT_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
-# optim_inputs_func_muon (the tensor-lr variant is a device feature), with the second group
-# overriding something so the groups differ; nesterov and adjust_lr_fn are covered there.
-CASES = [
-    ({}, {"lr": 0.05}),
-    ({"lr": 0.01}, {"nesterov": False}),
-    ({"weight_decay": 0.2}, {"adjust_lr_fn": "match_rms_adamw"}),
-    ({"momentum": 0.8}, {"adjust_lr_fn": "original", "momentum": 0.3}),
-    ({"ns_steps": 6}, {"ns_steps": 2, "eps": 1e-3}),
-    ({"ns_coefficients": (3.4, -4.7, 2.0)}, {"nesterov": False, "weight_decay": 0.0}),
-]
-IDS = [f"{o}-{g}" for o, g in CASES]
+
+def gradient(rng, t, i, shape, dtype):
+    g = standard_gradient(rng, t, i, shape, np.float64)
+    return None if g is None else (g * 10.0 ** rng.uniform(-2, 1)).astype(dtype)
 
 
-def to_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy().copy()
-    if isinstance(value, list):
-        return [to_numpy(v) for v in value]
-    return value
-
-
-def torch_state_dict(opt):
-    sd = opt.state_dict()
-    return {"state": {k: {n: to_numpy(v) for n, v in s.items()} for k, s in sd["state"].items()},
-            "param_groups": sd["param_groups"]}
-
-
-def scaled_error(a_list, b_list):
-    scale = max(1.0, max(float(np.max(np.abs(b))) for b in b_list))
-    return max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-               for a, b in zip(a_list, b_list)) / scale
-
-
-def make(params, options, overrides, lib, **extra):
-    groups = [{"params": params[:2]}, {"params": params[2:], **overrides}]
-    return lib.Muon(groups, **options, **extra)
-
-
-def gradient(rng, shape, dtype):
-    return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 1)).astype(dtype)
-
-
-def run_pair(options, overrides, dtype, seed=0, round_trip=True):
-    rng = np.random.default_rng(seed)
-    params = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    start = [p.copy() for p in params]
-    tparams = [torch.tensor(p.copy()) for p in params]
-    ours = make(params, options, overrides, npoptim)
-    theirs = make(tparams, options, overrides, torch.optim)
-    mid_state = None
-    for step in range(STEPS):
-        grads = [None if (step + k) % 7 == 3 else gradient(rng, p.shape, dtype)
-                 for k, p in enumerate(params)]
-        ours.step(grads)
-        for t, g in zip(tparams, grads):
-            t.grad = None if g is None else torch.tensor(g)
-        theirs.step()
-        if round_trip and step + 1 == ROUND_TRIP_AT:
-            mid_state = (ours.state_dict(), torch_state_dict(theirs))
-            fresh = make(params, {**options, "lr": 0.5}, {}, npoptim)
-            fresh.load_state_dict(ours.state_dict())
-            ours = fresh
-            theirs.load_state_dict(theirs.state_dict())
-    moved = max(float(np.max(np.abs(p.astype(np.float64) - s))) for p, s in zip(params, start))
-    assert moved > 1e-3, "the optimizer did not move the parameters: the comparison is vacuous"
-    return params, [t.numpy() for t in tparams], ours, theirs, mid_state
-
-
-def assert_states_match(ours_sd, torch_sd, rtol):
-    assert set(ours_sd["state"]) == set(torch_sd["state"])
-    for index, entry in ours_sd["state"].items():
-        tentry = torch_sd["state"][index]
-        assert list(entry) == list(tentry), (entry.keys(), tentry.keys())
-        for name, value in entry.items():
-            tvalue = tentry[name]
-            assert np.shape(value) == np.shape(tvalue), name
-            assert np.asarray(value).dtype == tvalue.dtype, (name, value, tvalue)
-            np.testing.assert_allclose(np.asarray(value, np.float64),
-                                       np.asarray(tvalue, np.float64), rtol=rtol, atol=rtol,
-                                       err_msg=f"state[{index}][{name!r}]")
-
-
-@pytest.mark.parametrize("options,overrides", CASES, ids=IDS)
-def test_float64_matches_torch(options, overrides):
-    ours, theirs, opt, topt, (mid_ours, mid_torch) = run_pair(options, overrides, np.float64)
-    err = scaled_error(ours, theirs)
-    exact = np.mean(np.concatenate([(a == b).ravel() for a, b in zip(ours, theirs)]))
-    print(f"Muon {options} {overrides}: float64 scaled error {err:.2e}, bit-exact {exact:.0%}")
-    assert err <= 1e-12
-    assert_states_match(mid_ours, mid_torch, 1e-12)
-    assert_states_match(opt.state_dict(), torch_state_dict(topt), 1e-12)
-
-
-@pytest.mark.parametrize("options,overrides", CASES, ids=IDS)
-def test_float32_matches_torch(options, overrides):
-    ours, theirs, opt, topt, _ = run_pair(options, overrides, np.float32)
-    err = scaled_error(ours, theirs)
-    print(f"Muon float32 {options}: error {err:.2e}")
-    assert err <= F32_ULPS, err
-    assert_states_match(opt.state_dict(), torch_state_dict(topt), 1e-5)
+class TestMuon(TorchSuite):
+    NAME = "Muon"
+    # optim_inputs_func_muon (the tensor-lr variant is a device feature), with the second
+    # group overriding something so the groups differ; nesterov and adjust_lr_fn are covered
+    # there.
+    CONFIGS = {
+        "default": ({}, {"lr": 0.05}),
+        "nesterov": ({"lr": 0.01}, {"nesterov": False}),
+        "weight_decay": ({"weight_decay": 0.2}, {"adjust_lr_fn": "match_rms_adamw"}),
+        "momentum": ({"momentum": 0.8}, {"adjust_lr_fn": "original", "momentum": 0.3}),
+        "ns_steps": ({"ns_steps": 6}, {"ns_steps": 2, "eps": 1e-3}),
+        "ns_coefficients": ({"ns_coefficients": (3.4, -4.7, 2.0)},
+                            {"nesterov": False, "weight_decay": 0.0}),
+    }
+    # (torch checks ns_steps and ns_coefficients only when it steps: see
+    # test_rejects_non_2d_params_and_bad_options_with_torch_messages)
+    ERRORS = [{"adjust_lr_fn": "arbitrary"}, {"lr": -1.0}, {"momentum": -0.5},
+              {"weight_decay": -0.1}]
+    SHAPES = [(3, 4), (4, 3), (1, 5), (6, 2)]
+    FOREACH = False
+    F32_ULPS = 4
+    STATE_RTOL = 1e-12
+    MIN_EXACT_FLOAT64 = 0.85  # no EXACT: measured 90.2% at least (the old tests required none)
+    gradient = staticmethod(gradient)
 
 
 def _cpu_flags():

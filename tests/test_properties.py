@@ -65,12 +65,18 @@ def hyper_from_json(hyper):
     return {k: tuple(v) if isinstance(v, list) else v for k, v in hyper.items()}
 
 
-def run_case(case):
-    """Run one case; return the final parameter and every state array, by name."""
+def make(case):
+    """``case``'s rng (after drawing the param), dtype, shape and initial param."""
     rng = np.random.default_rng(case["seed"])
     dtype = np.dtype(case["dtype"]).type
     shape = tuple(case["shape"])
     param = np.asarray(rng.standard_normal(shape)).astype(dtype)
+    return rng, dtype, shape, param
+
+
+def run_case(case):
+    """Run one case; return the final parameter and every state array, by name."""
+    rng, dtype, shape, param = make(case)
     opt = registry.get(case["name"])([param], **hyper_from_json(case["hyper"]))
     rows, cols = (shape[0], int(np.prod(shape[1:], dtype=np.int64))) if shape else (0, 0)
     if case["name"] == "LBFGS":
@@ -250,12 +256,15 @@ def states(opt):
             if isinstance(v, np.ndarray) and v.ndim > 0}
 
 
-def make(case):
-    rng = np.random.default_rng(case["seed"])
-    dtype = np.dtype(case["dtype"]).type
-    shape = tuple(case["shape"])
-    param = np.asarray(rng.standard_normal(shape)).astype(dtype)
-    return rng, dtype, shape, param
+def sparse_and_dense_twins(case):
+    """``case``'s rng, dtype, shape, rows and columns (of the CSR view), and two optimizers
+    over equal params: one for CSR gradients, one for their dense twins."""
+    rng, dtype, shape, param = make(case)
+    rows, cols = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+    dense_param = param.copy()
+    cls = CLASSES[case["name"]]
+    return (rng, dtype, shape, rows, cols, param, dense_param, cls([param], **case["hyper"]),
+            cls([dense_param], **case["hyper"]))
 
 
 # ------------------------------------------------------------------------------- sparse
@@ -263,12 +272,8 @@ def make(case):
 @settings(max_examples=200, **SETTINGS)
 @given(case=cases(SPARSE or ["SGD"], grad="csr", sparse=True))
 def test_csr_storing_every_entry_equals_dense(case):
-    rng, dtype, shape, param = make(case)
+    rng, dtype, shape, rows, cols, param, dense_param, ours, ref = sparse_and_dense_twins(case)
     cls = CLASSES[case["name"]]
-    rows, cols = shape[0], int(np.prod(shape[1:], dtype=np.int64))
-    dense_param = param.copy()
-    ours = cls([param], **case["hyper"])
-    ref = cls([dense_param], **case["hyper"])
     for _ in range(case["steps"]):
         grad, dense = random_csr(rng, rows, cols, 1.0, case["dup"], dtype, full=True)
         if cls.sparse_kind == "lazy":
@@ -294,12 +299,7 @@ def _dense_of(grad, rows, cols, dtype):
 @settings(max_examples=250, **SETTINGS)
 @given(case=cases(EXACT or ["SGD"], grad="csr", sparse=True))
 def test_exact_sparse_equals_dense_and_keeps_untouched_rows(case):
-    rng, dtype, shape, param = make(case)
-    cls = CLASSES[case["name"]]
-    rows, cols = shape[0], int(np.prod(shape[1:], dtype=np.int64))
-    dense_param = param.copy()
-    ours = cls([param], **case["hyper"])
-    ref = cls([dense_param], **case["hyper"])
+    rng, dtype, shape, rows, cols, param, dense_param, ours, ref = sparse_and_dense_twins(case)
     plain = not case["hyper"].get("momentum")   # momentum moves every row with a buffer
     for _ in range(case["steps"]):
         grad, dense = random_csr(rng, rows, cols, case["density"], case["dup"], dtype)

@@ -12,69 +12,15 @@ import pytest
 from npoptim import registry
 from npoptim.torch_compat import from_torch_state_dict, to_torch_state_dict
 
-torch = pytest.importorskip("torch")
+import problems
+from problems import initial_values, objective
+from torch_compare import to_numpy, torch  # to_numpy: the conversion a user does
 
-SHAPES = [(4, 3), (3, 5)]
 STEPS = 5
-
-CONFIGS = {
-    "Adam": [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)],
-    "AdamW": [dict(lr=0.01, amsgrad=True)],
-    "SparseAdam": [dict(lr=0.01)],
-    "Adagrad": [dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)],
-    "Adadelta": [dict(lr=0.5, weight_decay=0.1)],
-    "SGD": [dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
-            dict(lr=0.05, momentum=0.5, dampening=0.1)],
-    "RMSprop": [dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)],
-    "Adamax": [dict(lr=0.01, weight_decay=0.1)],
-    "NAdam": [dict(lr=0.01, decoupled_weight_decay=True, weight_decay=0.1)],
-    "RAdam": [dict(lr=0.01, weight_decay=0.1)],
-    "ASGD": [dict(lr=0.01, t0=2)],
-    "Rprop": [dict(lr=0.01)],
-    "Adafactor": [dict(lr=0.01)],
-    "Muon": [dict(lr=0.01)],
-    "LBFGS": [dict(lr=0.5, history_size=3, max_iter=4)],
-}
 NO_FOREACH = {"SparseAdam", "LBFGS", "Muon"}
-CASES = [(name, i, kwargs) for name in registry.available()
-         if registry.OPTIMIZERS[name][1] is not None
-         for i, kwargs in enumerate(CONFIGS.get(name, [{}]))]
+CASES = problems.cases(name for name in registry.available()
+                       if registry.OPTIMIZERS[name][1] is not None)
 IDS = [f"{n}-{i}" for n, i, _ in CASES]
-
-
-def to_numpy(obj):
-    """The conversion a user does on torch's side (npoptim.torch_compat's docstring)."""
-    if isinstance(obj, torch.Tensor):
-        t = obj.detach().cpu()
-        return (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
-    if isinstance(obj, dict):
-        return {k: to_numpy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_numpy(v) for v in obj)
-    return obj
-
-
-def weights(dtype):
-    rng = np.random.default_rng(123)
-    return [rng.uniform(0.5, 2.0, s).astype(dtype) for s in SHAPES]
-
-
-def gradients(params, step):
-    w = weights(params[0].dtype)
-    return [(wi * p - 0.3 * np.sin(p) + 0.1 * np.sin(step + k)).astype(p.dtype)
-            for k, (wi, p) in enumerate(zip(w, params))]
-
-
-def objective(params):
-    w = weights(params[0].dtype)
-    loss = float(sum(np.sum(0.5 * wi * p * p + 0.3 * np.cos(p)) for wi, p in zip(w, params)))
-    return loss, [(wi * p - 0.3 * np.sin(p)).astype(p.dtype) for wi, p in zip(w, params)]
-
-
-def groups(name, params, kwargs):
-    if name == "LBFGS":
-        return list(params)
-    return [{"params": params[:1]}, {"params": params[1:], "lr": kwargs.get("lr", 1e-3) / 2}]
 
 
 def make_torch(name, kwargs, values):
@@ -82,12 +28,12 @@ def make_torch(name, kwargs, values):
     options = dict(kwargs)
     if name not in NO_FOREACH:
         options["foreach"] = False
-    return getattr(torch.optim, name)(groups(name, tparams, kwargs), **options), tparams
+    return problems.make(getattr(torch.optim, name), name, options, tparams), tparams
 
 
 def make_ours(name, kwargs, values):
     params = [v.copy() for v in values]
-    return registry.get(name)(groups(name, params, kwargs), **kwargs), params
+    return problems.make(registry.get(name), name, kwargs, params), params
 
 
 def torch_step(opt, tparams, name, step):
@@ -99,25 +45,15 @@ def torch_step(opt, tparams, name, step):
             return torch.tensor(loss, dtype=torch.float64)
         opt.step(closure)
         return
-    grads = gradients([t.detach().numpy() for t in tparams], step)
-    for k, (t, g) in enumerate(zip(tparams, grads)):
-        if k == 1 and step % 3 == 2:
+    grads = problems.step_gradients([t.detach().numpy() for t in tparams], step)
+    for t, g in zip(tparams, grads):
+        if g is None:
             t.grad = None
         elif name == "SparseAdam":
             t.grad = torch.from_numpy(g).to_sparse()
         else:
             t.grad = torch.from_numpy(g)
     opt.step()
-
-
-def our_step(opt, params, name, step):
-    if name == "LBFGS":
-        opt.step(closure=lambda: objective(params))
-        return
-    grads = gradients(params, step)
-    if step % 3 == 2:
-        grads[1] = None
-    opt.step(grads)
 
 
 def assert_close(ours, theirs, dtype, where):
@@ -152,11 +88,6 @@ def compare_runs(opt, params, topt, tparams, dtype):
     assert_state_close(opt.state_dict()["state"], to_numpy(topt.state_dict()["state"]), dtype)
 
 
-def initial_values(dtype):
-    rng = np.random.default_rng(0)
-    return [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,i,kwargs", CASES, ids=IDS)
 def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
@@ -167,7 +98,7 @@ def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
     # npoptim over copies of torch's current values; constructed with default options, which
     # loading replaces by torch's
     values = [t.detach().numpy().copy() for t in tparams]
-    opt = registry.get(name)(groups(name, values, {}))
+    opt = problems.make(registry.get(name), name, {}, values)
     converted = to_numpy(topt.state_dict())
     opt.load_state_dict(from_torch_state_dict(converted))
     for ours, theirs in zip(opt.param_groups, topt.param_groups):
@@ -182,7 +113,7 @@ def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
     tref.load_state_dict(topt.state_dict())
     for step in range(STEPS, STEPS + 2):
         torch_step(tref, tref_params, name, step)
-        our_step(opt, values, name, step)
+        problems.step(opt, values, name, step)
     compare_runs(opt, values, tref, tref_params, dtype)
 
 
@@ -191,11 +122,11 @@ def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
 def test_npoptim_state_continues_in_torch(name, i, kwargs, dtype):
     opt, params = make_ours(name, kwargs, initial_values(dtype))
     for step in range(STEPS):
-        our_step(opt, params, name, step)
+        problems.step(opt, params, name, step)
 
     tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
     options = {} if name in NO_FOREACH else {"foreach": False}
-    topt = getattr(torch.optim, name)(groups(name, tparams, {}), **options)
+    topt = problems.make(getattr(torch.optim, name), name, options, tparams)
     sd = to_torch_state_dict(opt.state_dict(), as_tensor=torch.from_numpy)
     # the reference: npoptim loading its own state (see the test above)
     ref, params = make_ours(name, {}, params)
@@ -212,7 +143,7 @@ def test_npoptim_state_continues_in_torch(name, i, kwargs, dtype):
 
     for step in range(STEPS, STEPS + 2):
         torch_step(topt, tparams, name, step)
-        our_step(opt, params, name, step)
+        problems.step(opt, params, name, step)
     compare_runs(opt, params, topt, tparams, dtype)
 
 
@@ -222,9 +153,9 @@ def test_round_trip_through_torch_is_exact():
         pytest.skip("no Adam")
     opt, params = make_ours("Adam", dict(lr=0.01, amsgrad=True), initial_values(np.float32))
     for step in range(3):
-        our_step(opt, params, "Adam", step)
+        problems.step(opt, params, "Adam", step)
     tparams = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    topt = torch.optim.Adam(groups("Adam", tparams, {}))
+    topt = problems.make(torch.optim.Adam, "Adam", {}, tparams)
     topt.load_state_dict(to_torch_state_dict(opt.state_dict(), as_tensor=torch.from_numpy))
     back, _ = make_ours("Adam", {}, params)
     back.load_state_dict(from_torch_state_dict(topt.state_dict()))  # tensors, duck-typed
@@ -300,14 +231,14 @@ def test_torch_state_with_a_scheduler_continues_in_npoptim():
         tsched.step()
     params = [t.detach().numpy().copy() for t in tparams]
     # as in torch: build the optimizer and the scheduler, then load both states
-    opt = registry.get("Adam")(groups("Adam", params, {}))
+    opt = problems.make(registry.get("Adam"), "Adam", {}, params)
     sched = S.StepLR(opt, step_size=2, gamma=0.5)
     opt.load_state_dict(from_torch_state_dict(to_numpy(topt.state_dict())))
     sched.load_state_dict(to_numpy(tsched.state_dict()))
     for step in range(STEPS, STEPS + 3):
         torch_step(topt, tparams, "Adam", step)
         tsched.step()
-        our_step(opt, params, "Adam", step)
+        problems.step(opt, params, "Adam", step)
         sched.step()
     assert sched.get_last_lr() == tsched.get_last_lr()
     compare_runs(opt, params, topt, tparams, np.float64)

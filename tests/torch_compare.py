@@ -9,7 +9,10 @@ torch(foreach=True) is, plus 2 ulps. The fraction of bit-exact elements is print
 
 :class:`TorchSuite` holds the tests every such optimizer gets (trajectories and state against
 torch, state_dict round trips, loading torch's state_dict, error messages, defaults); a test
-module subclasses it with the optimizer's NAME, CONFIGS, GROUP1 and ERRORS.
+module subclasses it with the optimizer's NAME, CONFIGS, GROUP1 and ERRORS, and where the
+standard problem does not fit, its SHAPES and gradient (Muon takes 2-D params only; Rprop needs
+exact zeros), FOREACH = False for an optimizer torch has no foreach implementation of, F32_ULPS
+and STATE_RTOL for its tolerances.
 """
 import copy
 
@@ -121,20 +124,33 @@ def trajectory_error(a, b):
 
 def exact_fraction(a, b):
     """The fraction of elements of trajectory ``a`` equal to ``b``'s bit for bit (all steps)."""
-    same = [np.asarray(x).view(np.uint8).reshape(x.size, -1) == np.asarray(y).view(
-        np.uint8).reshape(y.size, -1) for xs, ys in zip(a, b) for x, y in zip(xs, ys)]
+    def as_bytes(x):  # one row of bytes per element (0-d arrays included)
+        return np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(np.size(x), -1)
+    same = [as_bytes(x) == as_bytes(y) for xs, ys in zip(a, b) for x, y in zip(xs, ys)]
     return float(np.mean(np.concatenate([s.all(axis=1) for s in same])))
 
 
+def to_numpy(obj):
+    """``obj`` with every tensor in it (through dicts, lists and tuples) as a NumPy copy: sparse
+    tensors densified, bfloat16 widened to float32."""
+    if isinstance(obj, dict):
+        return {k: to_numpy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_numpy(v) for v in obj)
+    if not torch.is_tensor(obj):
+        return obj
+    t = obj.detach().cpu()
+    t = t.to_dense() if t.is_sparse else t
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
+
+
 def torch_state_dict(opt):
-    """torch's state_dict with tensors as NumPy arrays (sparse ones densified)."""
+    """torch's state_dict with tensors as NumPy arrays (sparse ones densified; lists of
+    tensors, as in LBFGS's history, converted element by element)."""
     sd = opt.state_dict()
-    state = {i: {k: (v.to_dense() if v.is_sparse else v).detach().numpy().copy()
-                 if torch.is_tensor(v) else v for k, v in entry.items()}
-             for i, entry in sd["state"].items()}
     param_groups = [{k: float(v) if torch.is_tensor(v) else v for k, v in g.items()}
                     for g in sd["param_groups"]]
-    return {"state": state, "param_groups": param_groups}
+    return {"state": to_numpy(sd["state"]), "param_groups": param_groups}
 
 
 def state_error(np_sd, torch_sd):
@@ -155,94 +171,161 @@ def state_error(np_sd, torch_sd):
     return worst
 
 
-def assert_state_close(np_sd, torch_sd):
+def assert_state_close(np_sd, torch_sd, rtol=1e-11, atol=1e-13):
     """Every state array elementwise close to torch's (float64: rtol 1e-11, atol 1e-13), which
     :func:`state_error`'s scale does not ensure for small entries."""
     for i, entry in torch_sd.items():
         for name, expected in entry.items():
             np.testing.assert_allclose(np.asarray(np_sd[i][name], np.float64),
-                                       np.asarray(expected, np.float64), rtol=1e-11,
-                                       atol=1e-13, err_msg=f"state {i} {name}")
+                                       np.asarray(expected, np.float64), rtol=rtol,
+                                       atol=atol, err_msg=f"state {i} {name}")
 
 
-def tolerance(dtype, spread):
-    return 1e-12 if dtype == np.float64 else spread + 2 * F32_EPS
+def assert_same_state(a, b):
+    """Two npoptim state_dicts' states equal bit for bit (NaN included)."""
+    assert a.keys() == b.keys()
+    for i in a:
+        assert list(a[i]) == list(b[i]), i
+        for name, value in a[i].items():
+            np.testing.assert_array_equal(value, b[i][name], err_msg=f"state {i} {name}")
+
+
+def tolerance(dtype, spread, ulps=2):
+    return 1e-12 if dtype == np.float64 else spread + ulps * F32_EPS
+
+
+def compare_with_torch(actual, n_opt, expected, t_opt, dtype, other=None, ulps=2,
+                       state_rtol=None, min_move=None, start=None, label=""):
+    """npoptim's run (trajectory ``actual``, optimizer ``n_opt``) against torch(foreach=False)'s:
+    trajectory, state and param_groups. ``other``: torch's foreach run of the same (trajectory,
+    optimizer), whose distance from ``expected`` widens the float32 bound (else ``ulps``
+    float32 ulps alone). ``state_rtol``: float64 states also elementwise within ``state_rtol``
+    (relative and absolute). ``min_move``: the run must have moved some param of ``start`` that
+    far (else the comparison proves nothing). Prints and returns the bit-exact fraction."""
+    t_sd, n_sd = torch_state_dict(t_opt), n_opt.state_dict()
+    spread = state_spread = 0.0
+    if other is not None:
+        spread = trajectory_error(other[0], expected)
+        state_spread = state_error(torch_state_dict(other[1])["state"], t_sd["state"])
+    error, exact = trajectory_error(actual, expected), exact_fraction(actual, expected)
+    print(f"\n{label} {np.dtype(dtype).name}: error {error:.2e}, bit-exact {exact:.1%}")
+    assert error <= tolerance(dtype, spread, ulps)
+    assert state_error(n_sd["state"], t_sd["state"]) <= tolerance(dtype, state_spread, ulps)
+    if dtype == np.float64:
+        assert_state_close(n_sd["state"], t_sd["state"])
+        if state_rtol is not None:
+            assert_state_close(n_sd["state"], t_sd["state"], rtol=state_rtol, atol=state_rtol)
+    for n_group, t_group in zip(n_sd["param_groups"], t_sd["param_groups"]):
+        assert n_group == t_group
+    if min_move is not None:
+        moved = max(float(np.max(np.abs(np.asarray(p, np.float64) - s), initial=0.0))
+                    for p, s in zip(actual[-1], start))
+        assert moved > min_move, "the optimizer hardly moved the params: a vacuous comparison"
+    return exact
 
 
 def check_against_torch(name, kwargs, group1, dtype, seed=0, foreach=True, min_exact=0.0,
-                        problem=None):
+                        problem=None, ulps=2, state_rtol=None, min_move=None):
     """npoptim against torch(foreach=False): trajectory, state and param_groups. ``foreach``:
     whether torch has a foreach implementation to measure the float32 spread with (else the
-    float32 bound is 2 ulps alone). ``problem``: (params, grads) instead of the standard one.
-    Prints and returns the bit-exact fraction of the trajectory, which must be ``min_exact``
-    at least."""
+    float32 bound is ``ulps`` ulps alone). ``problem``: (params, grads) instead of the standard
+    one. ``state_rtol``, ``min_move``: see :func:`compare_with_torch`. Prints and returns the
+    bit-exact fraction of the trajectory, which must be ``min_exact`` at least."""
     params, grads = make_problem(dtype, seed) if problem is None else problem
     single = False if foreach else None
     expected, t_opt = run_torch(name, kwargs, group1, params, grads, foreach=single)
     actual, n_opt = run_np(name, kwargs, group1, params, grads, foreach=single)
-    t_sd, n_sd = torch_state_dict(t_opt), n_opt.state_dict()
-    spread = state_spread = 0.0
-    if foreach:
-        other, t_foreach = run_torch(name, kwargs, group1, params, grads, foreach=True)
-        spread = trajectory_error(other, expected)
-        state_spread = state_error(torch_state_dict(t_foreach)["state"], t_sd["state"])
-    error, exact = trajectory_error(actual, expected), exact_fraction(actual, expected)
-    print(f"\n{name} {kwargs} {group1} {np.dtype(dtype).name}: error {error:.2e}, "
-          f"bit-exact {exact:.1%}")
-    assert error <= tolerance(dtype, spread)
-    assert state_error(n_sd["state"], t_sd["state"]) <= tolerance(dtype, state_spread)
-    if dtype == np.float64:
-        assert_state_close(n_sd["state"], t_sd["state"])
-    for n_group, t_group in zip(n_sd["param_groups"], t_sd["param_groups"]):
-        assert n_group == t_group
+    other = run_torch(name, kwargs, group1, params, grads, foreach=True) if foreach else None
+    exact = compare_with_torch(actual, n_opt, expected, t_opt, dtype, other, ulps, state_rtol,
+                               min_move, params, f"{name} {kwargs} {group1}")
     assert exact >= min_exact
     return exact
 
 
-def check_round_trip(name, kwargs, group1, dtype):
+def check_round_trip(name, kwargs, group1, dtype, problem=None, foreach=True):
     """npoptim state_dict -> fresh npoptim -> continue: the uninterrupted trajectory."""
-    params, grads = make_problem(dtype)
-    full, _ = run_np(name, kwargs, group1, params, grads)
-    first, opt = run_np(name, kwargs, group1, params, grads[:SPLIT])
+    params, grads = make_problem(dtype) if problem is None else problem
+    single = False if foreach else None
+    full, _ = run_np(name, kwargs, group1, params, grads, foreach=single)
+    first, opt = run_np(name, kwargs, group1, params, grads[:SPLIT], foreach=single)
     sd = opt.state_dict()
-    rest, _ = run_np(name, kwargs, group1, first[-1], grads[SPLIT:], state_dict=sd)
+    rest, _ = run_np(name, kwargs, group1, first[-1], grads[SPLIT:], foreach=single,
+                     state_dict=sd)
     for a, b in zip(rest, full[SPLIT:]):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
 
 
-def check_load_torch_state(name, kwargs, group1, dtype):
+def check_round_trip_against_torch(name, kwargs, group1, dtype, problem=None, foreach=True,
+                                   ulps=2, state_rtol=None):
+    """Both libraries interrupted after SPLIT steps, each continuing from its own state_dict:
+    the float64 states at the split agree, and npoptim's state, loaded into a fresh optimizer
+    built with other hyperparameters (lr 0.5, no group overrides: loading must restore them),
+    continues like torch's loaded into torch (torch's load casts some state to the param's
+    dtype, e.g. ASGD's eta and mu or NAdam's mu_product, and npoptim's does too)."""
+    params, grads = make_problem(dtype) if problem is None else problem
+    single = False if foreach else None
+    first, n_opt = run_np(name, kwargs, group1, params, grads[:SPLIT], foreach=single)
+    runs = [run_torch(name, kwargs, group1, params, grads[:SPLIT], foreach=f)
+            for f in ([single, True] if foreach else [single])]
+    if dtype == np.float64:
+        n_sd, t_sd = n_opt.state_dict(), torch_state_dict(runs[0][1])
+        assert state_error(n_sd["state"], t_sd["state"]) <= tolerance(dtype, 0.0)
+        assert_state_close(n_sd["state"], t_sd["state"])
+        if state_rtol is not None:
+            assert_state_close(n_sd["state"], t_sd["state"], rtol=state_rtol, atol=state_rtol)
+    rest = run_np(name, dict(np_kwargs(kwargs), lr=0.5), {}, first[-1], grads[SPLIT:],
+                  foreach=single, state_dict=n_opt.state_dict())
+    # torch's load_state_dict keeps the given tensors (no copy): give each run its own
+    expected, *other = [run_torch(name, kwargs, group1, trajectory[-1], grads[SPLIT:],
+                                  foreach=f, state_dict=copy.deepcopy(t_opt.state_dict()))
+                        for (trajectory, t_opt), f in zip(runs, [single, True])]
+    compare_with_torch(*rest, *expected, dtype, other[0] if other else None, ulps, state_rtol,
+                       label=f"{name} {kwargs} {group1} after a round trip")
+
+
+def check_load_torch_state(name, kwargs, group1, dtype, problem=None, foreach=True, ulps=2):
     """torch state_dict (as NumPy) -> npoptim -> continue: torch's own continuation."""
-    params, grads = make_problem(dtype)
-    first, t_opt = run_torch(name, kwargs, group1, params, grads[:SPLIT])
+    params, grads = make_problem(dtype) if problem is None else problem
+    single = False if foreach else None
+    first, t_opt = run_torch(name, kwargs, group1, params, grads[:SPLIT], foreach=single)
     loaded = torch_state_dict(t_opt)
     # torch's load_state_dict keeps the given tensors (no copy): give each run its own
-    expected, _ = run_torch(name, kwargs, group1, first[-1], grads[SPLIT:],
+    expected, _ = run_torch(name, kwargs, group1, first[-1], grads[SPLIT:], foreach=single,
                             state_dict=copy.deepcopy(t_opt.state_dict()))
-    other, _ = run_torch(name, kwargs, group1, first[-1], grads[SPLIT:], foreach=True,
-                         state_dict=copy.deepcopy(t_opt.state_dict()))
-    actual, _ = run_np(name, kwargs, group1, first[-1], grads[SPLIT:], state_dict=loaded)
-    assert trajectory_error(actual, expected) <= tolerance(
-        dtype, trajectory_error(other, expected))
+    spread = 0.0
+    if foreach:
+        other, _ = run_torch(name, kwargs, group1, first[-1], grads[SPLIT:], foreach=True,
+                             state_dict=copy.deepcopy(t_opt.state_dict()))
+        spread = trajectory_error(other, expected)
+    actual, _ = run_np(name, kwargs, group1, first[-1], grads[SPLIT:], foreach=single,
+                       state_dict=loaded)
+    assert trajectory_error(actual, expected) <= tolerance(dtype, spread, ulps)
 
 
-def check_error_message(name, kwargs):
+def check_error_message(name, kwargs, shape=(2,)):
     with pytest.raises(ValueError) as expected:
-        getattr(torch.optim, name)([torch.zeros(2, requires_grad=True)], **kwargs)
+        getattr(torch.optim, name)([torch.zeros(shape, requires_grad=True)], **kwargs)
     with pytest.raises(ValueError) as actual:
-        getattr(npoptim, name)([np.zeros(2)], **np_kwargs(kwargs))
+        getattr(npoptim, name)([np.zeros(shape)], **np_kwargs(kwargs))
     assert str(actual.value) == str(expected.value)
 
 
 class TorchSuite:
     """The tests of an optimizer against torch.optim.NAME over its option matrix.
 
-    A subclass named ``Test...`` sets NAME, CONFIGS ({id: torch kwargs}), GROUP1 (the second
-    param group's overrides) and ERRORS (kwargs torch refuses with ValueError). EXACT lists
-    the configs that must be bit-exact with torch in both dtypes: only where no op of the
-    rule rounds differently in torch's vectorized kernels (its sqrt is not always correctly
-    rounded). Every other config must reach MIN_EXACT_FLOAT64 in float64. A test method
-    overridden without the ``dtype`` argument runs once (e.g. for float32 only).
+    A subclass named ``Test...`` sets NAME, CONFIGS ({id: torch kwargs}, or {id: (torch
+    kwargs, group 1 overrides)}), GROUP1 (the second param group's overrides) and ERRORS
+    (kwargs torch refuses with ValueError). EXACT lists the configs that must be bit-exact
+    with torch in both dtypes: only where no op of the rule rounds differently in torch's
+    vectorized kernels (its sqrt is not always correctly rounded). Every other config must
+    reach MIN_EXACT_FLOAT64 in float64. A test method overridden without the ``dtype``
+    argument runs once (e.g. for float32 only).
+
+    The problem is :func:`make_problem`'s over SHAPES with :meth:`gradient`'s gradients.
+    FOREACH = False: torch has no foreach implementation (none is passed to either library,
+    and the float32 bound is F32_ULPS ulps alone). STATE_RTOL: float64 states also elementwise
+    within it, relative and absolute. Every run must move some param by more than MIN_MOVE.
     """
 
     NAME = None
@@ -251,6 +334,18 @@ class TorchSuite:
     ERRORS = []
     EXACT = ()
     MIN_EXACT_FLOAT64 = 0.95  # measured: 98% at least in every config of SGD..RAdam
+    SHAPES = SHAPES
+    FOREACH = True
+    F32_ULPS = 2
+    STATE_RTOL = None
+    MIN_MOVE = 1e-3
+    gradient = staticmethod(standard_gradient)
+
+    def case(self, config):
+        """(torch kwargs, group 1 overrides) of a config: CONFIGS' value is either the kwargs
+        (with GROUP1's overrides) or such a pair of its own."""
+        value = self.CONFIGS[config]
+        return value if isinstance(value, tuple) else (value, self.GROUP1)
 
     def pytest_generate_tests(self, metafunc):
         if "config" in metafunc.fixturenames:
@@ -260,29 +355,64 @@ class TorchSuite:
         if "kwargs" in metafunc.fixturenames:
             metafunc.parametrize("kwargs", self.ERRORS, ids=[repr(e) for e in self.ERRORS])
 
+    def problem(self, dtype, seed=0):
+        return make_problem(dtype, seed, self.SHAPES, self.gradient)
+
+    def options(self):
+        """The tolerance options of the check_* functions."""
+        return dict(foreach=self.FOREACH, ulps=self.F32_ULPS)
+
     def test_matches_torch(self, config, dtype):
         if config in self.EXACT:
             min_exact = 1.0
         else:
             min_exact = self.MIN_EXACT_FLOAT64 if dtype == np.float64 else 0.0
-        check_against_torch(self.NAME, self.CONFIGS[config], self.GROUP1, dtype,
-                            min_exact=min_exact)
+        check_against_torch(self.NAME, *self.case(config), dtype, min_exact=min_exact,
+                            problem=self.problem(dtype), state_rtol=self.STATE_RTOL,
+                            min_move=self.MIN_MOVE, **self.options())
 
     def test_exact_configs_exist(self):
         assert set(self.EXACT) <= set(self.CONFIGS)
 
     def test_state_dict_round_trip(self, config, dtype):
-        check_round_trip(self.NAME, self.CONFIGS[config], self.GROUP1, dtype)
+        check_round_trip(self.NAME, *self.case(config), dtype, problem=self.problem(dtype),
+                         foreach=self.FOREACH)
+
+    def test_round_trip_continues_like_torch(self, config, dtype):
+        check_round_trip_against_torch(self.NAME, *self.case(config), dtype,
+                                       problem=self.problem(dtype),
+                                       state_rtol=self.STATE_RTOL, **self.options())
 
     def test_load_torch_state_dict(self, config, dtype):
-        check_load_torch_state(self.NAME, self.CONFIGS[config], self.GROUP1, dtype)
+        check_load_torch_state(self.NAME, *self.case(config), dtype,
+                               problem=self.problem(dtype), **self.options())
 
     def test_invalid_hyperparameters(self, kwargs):
-        check_error_message(self.NAME, kwargs)
+        check_error_message(self.NAME, kwargs, self.SHAPES[0])
 
     def test_defaults_and_group_keys_match_torch(self):
-        expected = getattr(torch.optim, self.NAME)([torch.zeros(2, requires_grad=True)])
-        assert getattr(npoptim, self.NAME)([np.zeros(2)]).state_dict() == expected.state_dict()
+        shape = self.SHAPES[0]
+        expected = getattr(torch.optim, self.NAME)([torch.zeros(shape, requires_grad=True)])
+        actual = getattr(npoptim, self.NAME)([np.zeros(shape)])
+        assert actual.state_dict() == expected.state_dict()
+
+    def test_step_is_atomic(self, config):
+        """A gradient of the wrong shape for the last param: nothing moves, not the params
+        before it, not the state."""
+        kwargs, group1 = self.case(config)
+        params = [p.copy() for p in self.problem(np.float64)[0]]
+        opt = getattr(npoptim, self.NAME)(groups(params, group1), **np_kwargs(kwargs))
+        opt.step([np.ones(p.shape) for p in params])
+        before = [p.copy() for p in params], copy.deepcopy(opt.state_dict())
+        bad = [np.ones(p.shape) for p in params]
+        bad[-1] = np.ones((params[-1].shape[0] + 1,) + params[-1].shape[1:])
+        with pytest.raises(ValueError):
+            opt.step(bad)
+        for p, q in zip(params, before[0]):
+            np.testing.assert_array_equal(p, q)
+        after = opt.state_dict()
+        assert_same_state(after["state"], before[1]["state"])
+        assert after["param_groups"] == before[1]["param_groups"]
 
 
 class DenseOnlySuite(TorchSuite):

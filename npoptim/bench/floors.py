@@ -11,8 +11,9 @@ The floor runs on the optimizer's own arrays: the same memory, with the same pag
 factor of several on this machine), so that the ratio compares like with like. It is timed
 serial and parallel in the same run as the optimizer; the faster is the floor.
 
-These kernels belong to the benchmark, not to npoptim (generated below: one per state count,
-serial and parallel; cached by Numba like any other).
+These kernels belong to the benchmark, not to npoptim (generated below from one template per
+kind, dense or rows: one per state count, serial and parallel; cached by Numba like any
+other).
 """
 import numba
 import numpy as np
@@ -20,120 +21,47 @@ from numba import prange
 
 _OPTIONS = dict(cache=True, error_model="numpy")
 
-
-@numba.njit(parallel=False, **_OPTIONS)
-def _dense0_ser(z, p, g):
-    for i in range(p.size):
+# The floor loops, one template per kind: the loop, and where its writes go (their indent and
+# the element they write), one line per array written (the param and each state).
+_TEMPLATES = {
+    "dense": ("""
+def {name}(z, p, g{states}):
+    for i in {loop}(p.size):
         x = g[i] * z
-        p[i] += x
-
-
-@numba.njit(parallel=False, **_OPTIONS)
-def _dense1_ser(z, p, g, s0):
-    for i in range(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-
-
-@numba.njit(parallel=False, **_OPTIONS)
-def _dense2_ser(z, p, g, s0, s1):
-    for i in range(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-        s1[i] += x
-
-
-@numba.njit(parallel=False, **_OPTIONS)
-def _dense3_ser(z, p, g, s0, s1, s2):
-    for i in range(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-        s1[i] += x
-        s2[i] += x
-
-
-@numba.njit(parallel=False, **_OPTIONS)
-def _rows1_ser(z, p, s0, rows, data, width):
-    for j in range(rows.size):
+{writes}""", 8, "i"),
+    "rows": ("""
+def {name}(z, p{states}, rows, data, width):
+    for j in {loop}(rows.size):
         base = rows[j] * width
         for c in range(width):
             x = data[j * width + c] * z
-            p[base + c] += x
-            s0[base + c] += x
+{writes}""", 12, "base + c"),
+}
 
 
-@numba.njit(parallel=False, **_OPTIONS)
-def _rows2_ser(z, p, s0, s1, rows, data, width):
-    for j in range(rows.size):
-        base = rows[j] * width
-        for c in range(width):
-            x = data[j * width + c] * z
-            p[base + c] += x
-            s0[base + c] += x
-            s1[base + c] += x
+def _floor_kernel(kind, n_states, parallel):
+    """The floor loop of ``kind`` over ``n_states`` state arrays: it adds ``x`` (a value times
+    the run-time zero ``z``) to the param and to every state. The source is generated (Numba
+    takes no variable number of arrays) and compiled under this file's name, so that Numba's
+    cache, keyed by the function's name and this file's stamp, keeps one entry per kernel."""
+    template, indent, at = _TEMPLATES[kind]
+    name = f"_{kind}{n_states}_{'par' if parallel else 'ser'}"
+    states = [f"s{k}" for k in range(n_states)]
+    source = template.format(
+        name=name, states="".join(f", {s}" for s in states),
+        loop="prange" if parallel else "range",
+        writes="\n".join(f"{' ' * indent}{a}[{at}] += x" for a in ["p"] + states))
+    namespace = {"prange": prange}
+    exec(compile(source, __file__, "exec"), namespace)
+    fn = namespace[name]
+    fn.__module__, fn.__qualname__ = __name__, name
+    return numba.njit(parallel=parallel, **_OPTIONS)(fn)
 
 
-@numba.njit(parallel=True, **_OPTIONS)
-def _dense0_par(z, p, g):
-    for i in prange(p.size):
-        x = g[i] * z
-        p[i] += x
-
-
-@numba.njit(parallel=True, **_OPTIONS)
-def _dense1_par(z, p, g, s0):
-    for i in prange(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-
-
-@numba.njit(parallel=True, **_OPTIONS)
-def _dense2_par(z, p, g, s0, s1):
-    for i in prange(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-        s1[i] += x
-
-
-@numba.njit(parallel=True, **_OPTIONS)
-def _dense3_par(z, p, g, s0, s1, s2):
-    for i in prange(p.size):
-        x = g[i] * z
-        p[i] += x
-        s0[i] += x
-        s1[i] += x
-        s2[i] += x
-
-
-@numba.njit(parallel=True, **_OPTIONS)
-def _rows1_par(z, p, s0, rows, data, width):
-    for j in prange(rows.size):
-        base = rows[j] * width
-        for c in range(width):
-            x = data[j * width + c] * z
-            p[base + c] += x
-            s0[base + c] += x
-
-
-@numba.njit(parallel=True, **_OPTIONS)
-def _rows2_par(z, p, s0, s1, rows, data, width):
-    for j in prange(rows.size):
-        base = rows[j] * width
-        for c in range(width):
-            x = data[j * width + c] * z
-            p[base + c] += x
-            s0[base + c] += x
-            s1[base + c] += x
-
-
-DENSE = {False: (_dense0_ser, _dense1_ser, _dense2_ser, _dense3_ser),
-         True: (_dense0_par, _dense1_par, _dense2_par, _dense3_par)}
-ROWS = {False: (None, _rows1_ser, _rows2_ser), True: (None, _rows1_par, _rows2_par)}
+DENSE = {parallel: tuple(_floor_kernel("dense", k, parallel) for k in range(4))
+         for parallel in (False, True)}
+ROWS = {parallel: (None,) + tuple(_floor_kernel("rows", k, parallel) for k in (1, 2))
+        for parallel in (False, True)}
 
 
 def dense_floor(param, grad, states, parallel):

@@ -1,0 +1,86 @@
+"""The small problem shared by the checkpoint and torch-state tests (a plain module imported
+by the tests; pytest puts tests/ on sys.path).
+
+Two parameters of SHAPES, a smooth objective with a per-step twist for the gradients, and per
+optimizer the hyperparameters that switch on its optional state (a name not listed in CONFIGS
+runs with its defaults). Every optimizer but LBFGS gets two param groups, the second at half
+the first's learning rate, and a None gradient for the second parameter every third step;
+LBFGS (one group only, as in torch) minimizes the objective through a closure.
+"""
+import numpy as np
+
+SHAPES = [(4, 3), (3, 5)]
+
+CONFIGS = {
+    "Adam": [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)],
+    "AdamW": [dict(lr=0.01, amsgrad=True)],
+    "SparseAdam": [dict(lr=0.01)],
+    "Adagrad": [dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)],
+    "Adadelta": [dict(lr=0.5, weight_decay=0.1)],
+    "SGD": [dict(lr=0.05), dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+            dict(lr=0.05, momentum=0.5, dampening=0.1)],
+    "RMSprop": [dict(lr=0.01), dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)],
+    "Adamax": [dict(lr=0.01, weight_decay=0.1)],
+    "NAdam": [dict(lr=0.01, decoupled_weight_decay=True, weight_decay=0.1)],
+    "RAdam": [dict(lr=0.01, weight_decay=0.1)],
+    "ASGD": [dict(lr=0.01, t0=2)],
+    "Rprop": [dict(lr=0.01)],
+    "Adafactor": [dict(lr=0.01)],
+    "Muon": [dict(lr=0.01)],
+    "LBFGS": [dict(lr=0.5, history_size=3, max_iter=4)],
+}
+
+
+def cases(names):
+    """(name, config index, kwargs) for every config of the given optimizer names."""
+    return [(name, i, kwargs) for name in names
+            for i, kwargs in enumerate(CONFIGS.get(name, [{}]))]
+
+
+def initial_values(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+
+
+def weights(dtype):
+    rng = np.random.default_rng(123)
+    return [rng.uniform(0.5, 2.0, s).astype(dtype) for s in SHAPES]
+
+
+def gradients(params, step):
+    """A deterministic gradient of the params and the step index (of a smooth objective)."""
+    w = weights(params[0].dtype)
+    return [(wi * p - 0.3 * np.sin(p) + 0.1 * np.sin(step + k)).astype(p.dtype)
+            for k, (wi, p) in enumerate(zip(w, params))]
+
+
+def step_gradients(params, step):
+    """:func:`gradients`, with None for the second parameter every third step."""
+    grads = gradients(params, step)
+    if step % 3 == 2:
+        grads[1] = None
+    return grads
+
+
+def objective(params):
+    """(loss, gradients) of the objective LBFGS minimizes."""
+    w = weights(params[0].dtype)
+    loss = float(sum(np.sum(0.5 * wi * p * p + 0.3 * np.cos(p)) for wi, p in zip(w, params)))
+    return loss, [(wi * p - 0.3 * np.sin(p)).astype(p.dtype) for wi, p in zip(w, params)]
+
+
+def make(cls, name, kwargs, params):
+    """An optimizer of class ``cls`` (npoptim's or torch's) over ``params``, grouped as above."""
+    if name == "LBFGS":
+        return cls(list(params), **kwargs)
+    opt = cls([{"params": params[:1]}, {"params": params[1:]}], **kwargs)
+    opt.param_groups[1]["lr"] = opt.param_groups[1]["lr"] * 0.5
+    return opt
+
+
+def step(opt, params, name, k):
+    """Step ``k`` of an npoptim optimizer over ``params``."""
+    if name == "LBFGS":
+        opt.step(closure=lambda: objective(params))
+    else:
+        opt.step(step_gradients(params, k))
