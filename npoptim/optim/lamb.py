@@ -148,6 +148,38 @@ def _combine_blocks(sums):
     return sum_a, sum_b
 
 
+@driver
+def _sum_blocks(rule, param, grad, states, hyper, sums, first, last):
+    """``sums[block] = (sum a**2, sum b**2)`` over the blocks ``first .. last - 1``.
+
+    In a row of up to LANES elements, element k goes to lane k: the inner loop has no
+    dependency between iterations, so it vectorizes (through the 1-d views lanes_a and
+    lanes_b: indexing lanes[0, k] there was not vectorized; a row count that is not a
+    compile-time constant keeps LLVM from unrolling the loop fully instead of vectorizing it).
+    """
+    n = param.size
+    lanes = np.empty((2, LANES), param.dtype)
+    lanes_a, lanes_b = lanes[0], lanes[1]
+    for block in range(first, last):
+        for k in range(LANES):
+            lanes_a[k] = 0
+            lanes_b[k] = 0
+        stop = min(n, (block + 1) * BLOCK)
+        for row in range(block * BLOCK, stop, LANES):
+            count = min(LANES, stop - row)
+            p = param[row:row + count]
+            g = grad[row:row + count]
+            s = slice_states(states, row, row + count)
+            for k in range(count):
+                values, a, b = rule(p[k], g[k], load_state(s, k), hyper)
+                store_state(s, k, values)
+                lanes_a[k] += a * a
+                lanes_b[k] += b * b
+        _fold_lanes(lanes)
+        sums[block, 0] = lanes[0, 0]
+        sums[block, 1] = lanes[1, 0]
+
+
 @driver(parallel=True)
 def sumsq_pair(rule, param, grad, states, hyper):
     """Apply ``rule`` to every element, store the new states, return ``(sum a**2, sum b**2)``.
@@ -172,57 +204,13 @@ def sumsq_pair(rule, param, grad, states, hyper):
     # (no array expressions here, such as ``a[:] = 0`` or ``np.zeros``: in a kernel compiled
     # with parallel=True, Numba would turn each into a parallel region of its own)
     sums = np.empty(((n + BLOCK - 1) // BLOCK, 2), param.dtype)
-    # The block loop is spelled out twice, serial and parallel: a driver cannot hand ``rule``
-    # to a helper (see npoptim.kernels.drivers). In a row of up to LANES elements, element k
-    # goes to lane k: the inner loop has no dependency between iterations, so it vectorizes
-    # (through the 1-d views lanes_a and lanes_b: indexing lanes[0, k] there was not
-    # vectorized; a row count that is not a compile-time constant keeps LLVM from unrolling
-    # the loop fully instead of vectorizing it).
     if n >= parallel_threshold():
         tasks = (sums.shape[0] + _TASK_BLOCKS - 1) // _TASK_BLOCKS
         for task in prange(tasks):
-            lanes = np.empty((2, LANES), param.dtype)
-            lanes_a, lanes_b = lanes[0], lanes[1]
-            for block in range(task * _TASK_BLOCKS, min((task + 1) * _TASK_BLOCKS,
-                                                        sums.shape[0])):
-                for k in range(LANES):
-                    lanes_a[k] = 0
-                    lanes_b[k] = 0
-                stop = min(n, (block + 1) * BLOCK)
-                for row in range(block * BLOCK, stop, LANES):
-                    count = min(LANES, stop - row)
-                    p = param[row:row + count]
-                    g = grad[row:row + count]
-                    s = slice_states(states, row, row + count)
-                    for k in range(count):
-                        values, a, b = rule(p[k], g[k], load_state(s, k), hyper)
-                        store_state(s, k, values)
-                        lanes_a[k] += a * a
-                        lanes_b[k] += b * b
-                _fold_lanes(lanes)
-                sums[block, 0] = lanes[0, 0]
-                sums[block, 1] = lanes[1, 0]
+            _sum_blocks(rule, param, grad, states, hyper, sums, task * _TASK_BLOCKS,
+                        min((task + 1) * _TASK_BLOCKS, sums.shape[0]))
     else:
-        lanes = np.empty((2, LANES), param.dtype)
-        lanes_a, lanes_b = lanes[0], lanes[1]
-        for block in range(sums.shape[0]):
-            for k in range(LANES):
-                lanes_a[k] = 0
-                lanes_b[k] = 0
-            stop = min(n, (block + 1) * BLOCK)
-            for row in range(block * BLOCK, stop, LANES):
-                count = min(LANES, stop - row)
-                p = param[row:row + count]
-                g = grad[row:row + count]
-                s = slice_states(states, row, row + count)
-                for k in range(count):
-                    values, a, b = rule(p[k], g[k], load_state(s, k), hyper)
-                    store_state(s, k, values)
-                    lanes_a[k] += a * a
-                    lanes_b[k] += b * b
-            _fold_lanes(lanes)
-            sums[block, 0] = lanes[0, 0]
-            sums[block, 1] = lanes[1, 0]
+        _sum_blocks(rule, param, grad, states, hyper, sums, 0, sums.shape[0])
     return _combine_blocks(sums)
 
 
