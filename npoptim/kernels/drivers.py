@@ -166,11 +166,11 @@ def _prefetch_states_jit(states, start, count):
         return prefetch3
 
 
-# The drivers call ``rule`` directly: passing it on to another jitted function would make Numba
-# refuse to cache the kernel that binds the rule ("uses dynamic globals"). For the same reason
-# each driver spells out its loop twice, a serial one and a parallel one (``prange`` over
-# blocks of entries for CSR rows, used from ``parallel_threshold()`` elements on: see
-# npoptim.kernels.parallel).
+# A driver hands ``rule`` on only to another driver: both are inlined into the kernel, so the
+# rule is a compile-time constant there. Passed to a jitted function that is not inlined, it
+# would be passed by address and Numba would refuse to cache the kernel ("uses dynamic
+# globals"). The parallel paths (``prange``, from ``parallel_threshold()`` elements on: see
+# npoptim.kernels.parallel) and the serial ones share their loops that way.
 
 #: Stored entries per parallel block of a CSR update.
 ROWS_BLOCK = 1 << 14
