@@ -27,15 +27,21 @@ from numba.extending import intrinsic, overload
 from npoptim.kernels.jit import JIT_OPTIONS
 
 #: Default minimum number of elements (dense) or stored entries (CSR) for a parallel update:
-#: 2**25 (33.5M). Measured by ``npoptim bench`` on the 2-core shared machine this package is
-#: benchmarked on (Adam float32, parallel time / serial time): 0.58 at 1M elements when steps
-#: ran back to back, but 10 after a 50 ms idle gap; 1.0-4.8 at 4M-16M elements whenever the
-#: other core was busy (the worker thread waits to be scheduled: 5-30 ms per region); 0.58-0.66
-#: at 33.5M in both modes. Below that size serial loses up to ~2x on an idle machine but never
-#: stalls.
-#: Set it lower on a machine with idle cores (:func:`set_parallel_threshold`, or
-#: ``NPOPTIM_PARALLEL_THRESHOLD`` in the environment).
-DEFAULT_PARALLEL_THRESHOLD = 1 << 25
+#: 2**22 (4.2M). Measured by ``npoptim bench`` on the 2-core shared machine this package is
+#: benchmarked on (Adam float32, parallel time / serial time):
+#:
+#: * below 2**20 elements a parallel region is not worth it: 0.6-0.9 back to back, but 4-30x
+#:   slower after a 50 ms idle gap (the workers have gone to sleep);
+#: * from 2**22 on, on a quiet machine, 0.8-0.9 whether or not steps come back to back, which
+#:   brings Adam, AdamW and Adagrad at 10M elements to torch's 2-thread fused Adam (0.96x) and
+#:   to the memory floor (1.0x), where serial loops are 1.5-1.7x slower;
+#: * when the other core is busy, a region costs 5-30 ms (the worker waits to be scheduled):
+#:   at 4M-16M elements parallel was then 1.0-4.8x slower than serial.
+#:
+#: 2**22 takes the quiet-machine gain where a stall costs at most a few times a step that
+#: already takes milliseconds. Set it higher on a busy machine, lower with idle cores
+#: (:func:`set_parallel_threshold`, or ``NPOPTIM_PARALLEL_THRESHOLD`` in the environment).
+DEFAULT_PARALLEL_THRESHOLD = 1 << 22
 
 _SYMBOL = "npoptim_parallel_threshold_v1"
 
