@@ -318,7 +318,8 @@ def _restore_dtypes(optimizer, state_dict):
         for name, saved in entry.items():
             current = loaded.get(name)
             if isinstance(saved, np.ndarray) and isinstance(current, np.ndarray) and \
-                    saved.shape == current.shape and saved.dtype != current.dtype:
+                    saved.shape == current.shape and saved.dtype != current.dtype and \
+                    saved.dtype in (np.float32, np.float64) and saved.ndim == 0:
                 loaded[name] = saved.copy()
 
 

@@ -334,3 +334,91 @@ def test_sparse_adam_refuses_a_0d_parameter_before_anything_changes():
     with pytest.raises(ValueError, match="0-d parameter"):
         opt.step([np.array(0.5, np.float32)])
     assert p == 1.0 and opt.state == {}
+
+
+# ------------------------------------------------------------ found by the review of the core
+def test_fortran_ordered_state_loads_and_keeps_updating():
+    """torch gives a transposed param's state its own (Fortran) order; kernels need C order."""
+    def run(order):
+        a = npoptim.Adam([np.zeros((3, 4))], lr=0.1)
+        a.step([np.ones((3, 4))])
+        sd = a.state_dict()
+        for k in ("exp_avg", "exp_avg_sq"):
+            sd["state"][0][k] = np.asarray(sd["state"][0][k], order=order)
+        b = npoptim.Adam([np.zeros((3, 4))], lr=0.1)
+        b.load_state_dict(sd)
+        for _ in range(3):
+            b.step([np.ones((3, 4))])
+        return b.state[0]["exp_avg"].copy(), b.params[0].copy()
+    (m_c, p_c), (m_f, p_f) = run("C"), run("F")
+    np.testing.assert_array_equal(m_f, m_c)
+    np.testing.assert_array_equal(p_f, p_c)
+    assert m_c[0, 0] == pytest.approx(1 - 0.9 ** 4)
+
+
+def test_state_that_no_longer_fits_the_options_raises_before_any_write():
+    opt = stepped("Adam")
+    snap = snapshot(opt)
+    opt.param_groups[0]["amsgrad"] = True
+    with pytest.raises(ValueError, match="has no 'max_exp_avg_sq'"):
+        opt.step(good_grads(opt))
+    opt.param_groups[0]["amsgrad"] = False
+    assert_unchanged(opt, snap)
+    opt.state[2]["exp_avg"] = np.asfortranarray(np.zeros((2, 2, 2)))
+    with pytest.raises(ValueError, match=r"state\[2\]\['exp_avg'\] must be a C-contiguous"):
+        opt.step(good_grads(opt))
+    np.testing.assert_array_equal(opt.params[0], snap[0][0])
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_array_subclasses_as_params_are_refused_and_as_grads_accepted():
+    with pytest.raises(TypeError, match="np.matrix"):
+        npoptim.Adam([np.zeros(2), np.matrix(np.zeros((2, 2)))])
+    p = np.zeros((2, 2))
+    npoptim.Adam([p], lr=0.1).step([np.matrix(np.ones((2, 2)))])
+    np.testing.assert_allclose(p, -0.1)
+
+
+def test_huge_integer_hyperparameter_is_refused():
+    with pytest.raises(ValueError, match="learning rate"):
+        npoptim.Adam([np.zeros(2)], lr=10 ** 400)
+
+
+def test_amsgrad_max_propagates_nan_as_torch_maximum():
+    p = np.zeros(2)
+    opt = npoptim.Adam([p], amsgrad=True)
+    opt.step([np.array([1.0, 1.0])])
+    opt.step([np.array([np.nan, 1.0])])
+    assert np.isnan(opt.state[0]["max_exp_avg_sq"][0])
+    assert np.isfinite(opt.state[0]["max_exp_avg_sq"][1])
+
+
+def test_sparse_adam_refuses_zero_lr_and_eps_as_torch():
+    for kw, match in ((dict(lr=0.0), "learning rate"), (dict(eps=0.0), "epsilon")):
+        with pytest.raises(ValueError, match=match):
+            npoptim.SparseAdam([np.zeros((2, 2))], **kw)
+
+
+def test_adamw_stays_decoupled_after_loading_an_adam_state_dict():
+    adam = npoptim.Adam([np.zeros(3)], weight_decay=0.1)
+    adamw = npoptim.AdamW([np.zeros(3)])
+    adamw.load_state_dict(adam.state_dict())
+    assert adamw.param_groups[0]["decoupled_weight_decay"] is True
+
+
+def test_adagrad_group_added_later_starts_from_the_constructors_accumulator():
+    a, b = np.zeros(2), np.zeros(2)
+    opt = npoptim.Adagrad([a], lr=0.1)
+    opt.add_param_group({"params": [b], "initial_accumulator_value": 5.0})
+    opt.step([np.ones(2), np.ones(2)])
+    np.testing.assert_array_equal(opt.state[1]["sum"], 1.0)  # torch: 1.0 (0 + 1), not 6.0
+    np.testing.assert_allclose(b, -0.1)
+
+
+def test_embedding_row_grad_with_no_lookups():
+    g = npoptim.embedding_row_grad([], np.zeros((0, 4), np.float32), 10)
+    assert g.shape == (10, 4) and g.nnz == 0
+    p = np.ones((10, 4), np.float32)
+    opt = npoptim.SparseAdam([p])
+    opt.step([g])
+    assert opt.state[0]["step"] == 1 and np.all(p == 1)

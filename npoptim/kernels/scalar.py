@@ -79,3 +79,11 @@ def lerp(start, end, weight):
     if abs(weight) < 0.5:
         return fma(weight, end - start, start)
     return fma(weight - weight / weight, end - start, end)
+
+
+@kernel
+def maximum(a, b):
+    """``torch.maximum`` of two scalars: NaN if either is NaN (Python's ``max`` drops it)."""
+    if a > b or a != a:
+        return a
+    return b

@@ -15,7 +15,8 @@ CSR gradient updates only its stored entries and the result equals the dense upd
 missing entries zero. As in torch, weight decay with a CSR gradient is refused (it would touch
 every entry), and the step count advances on every step in which the parameter has a gradient.
 State exists from construction, as torch creates it in ``__init__``; like torch, it starts from
-the constructor's ``initial_accumulator_value``, even for a param group that overrides it.
+the constructor's ``initial_accumulator_value``, even for a param group that overrides it or is
+added later.
 """
 import numpy as np
 
@@ -63,7 +64,7 @@ class Adagrad(Optimizer):
         # As torch: state is created here, from the constructor's initial_accumulator_value
         # even where a param group overrides it.
         for index, param in enumerate(self.params):
-            self.state[index] = self._init_state(param, self.defaults)
+            self.state[index] = self._init_state(param, None)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "lr_decay", "weight_decay")
@@ -75,8 +76,9 @@ class Adagrad(Optimizer):
         return ("sum",)
 
     def _init_state(self, param, group):
-        return {"step": 0,
-                "sum": np.full(param.shape, group["initial_accumulator_value"], param.dtype)}
+        # torch's value, for a param group added later too: the constructor's
+        return {"step": 0, "sum": np.full(param.shape, self.defaults["initial_accumulator_value"],
+                                          param.dtype)}
 
     def _prepare_grad(self, grad, param, group, where):
         prepared = super()._prepare_grad(grad, param, group, where)

@@ -24,7 +24,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp
+from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
 
 
@@ -70,7 +70,7 @@ def adam_rule(p, g, s, h):
 def amsgrad_rule(p, g, s, h):
     """Adam/AdamW with amsgrad; ``s = (exp_avg, exp_avg_sq, max_exp_avg_sq)``."""
     p, m, v = adam_moments(p, g, s[0], s[1], h)
-    v_max = max(s[2], v)
+    v_max = maximum(s[2], v)
     return _adam_param(p, m, v_max, h), (m, v, v_max)
 
 
@@ -130,3 +130,9 @@ class AdamW(Adam):
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,
                          capturable=capturable, differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
+
+    def load_state_dict(self, state_dict):
+        """As :meth:`Adam.load_state_dict`; like torch's AdamW, every group stays decoupled."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -20,16 +20,8 @@ fused multiply-add, :math:`m` a ``lerp``, and the last line torch's ``addcdiv``,
 """
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp
+from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
-
-
-@kernel
-def _maximum(a, b):
-    """``torch.maximum`` of two scalars: NaN if either is NaN."""
-    if a > b or a != a:
-        return a
-    return b
 
 
 @kernel
@@ -41,7 +33,7 @@ def adamax_rule(p, g, s, h):
     if weight_decay != 0:
         g = fma(weight_decay, p, g)
     m = lerp(s[0], g, one_minus_beta1)
-    u = _maximum(s[1] * beta2, abs(g) + eps)
+    u = maximum(s[1] * beta2, abs(g) + eps)
     return p + neg_clr * m / u, (m, u)
 
 

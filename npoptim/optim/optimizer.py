@@ -48,6 +48,9 @@ class Optimizer:
 
     sparse_kind = "dense-only"
     step_in_state_dict = "tensor"
+    #: True where ``_update`` creates a state that options switched on later need (RMSprop's
+    #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
+    creates_missing_state = False
 
     def __init__(self, params, defaults):
         if isinstance(params, np.ndarray) or isinstance(params, dict):
@@ -174,6 +177,8 @@ class Optimizer:
             for param in group["params"]:
                 where = f"grads[{index}]"
                 _check_param(param, f"params[{index}]")
+                if index in self.state:
+                    self._check_state(self.state[index], param, group, f"state[{index}]")
                 grad = self._prepare_grad(grads[index], param, group, where)
                 if grad is not None:
                     prepared.append((group, index, param, grad))
@@ -193,6 +198,7 @@ class Optimizer:
         if not isinstance(grad, np.ndarray):
             raise TypeError(f"{where}: expected a NumPy array, a scipy.sparse CSR gradient or "
                             f"None, got {type(grad).__name__}")
+        grad = np.asarray(grad)  # an ndarray subclass (np.matrix) as a plain view
         if grad.shape != param.shape:
             raise ValueError(f"{where}: gradient has shape {grad.shape}, the parameter has "
                              f"{param.shape}")
@@ -230,6 +236,30 @@ class Optimizer:
         for name, shape in self._state_shapes(param, group).items():
             state[name] = np.zeros(shape, param.dtype)
         return state
+
+    def _check_state(self, state, param, group, where):
+        """Raise ``ValueError`` if a parameter's state does not fit its group's options.
+
+        Kernels index state arrays by the parameter's flat index, so each must be a
+        C-contiguous float array of its state's shape (kernel states in the parameter's dtype);
+        a state created under other options (e.g. ``amsgrad`` switched on later) lacks a name.
+        """
+        kernel_states = set(self._state_names(group))
+        for name, shape in self._state_shapes(param, group).items():
+            value = state.get(name)
+            if value is None:
+                if self.creates_missing_state:
+                    continue
+                raise ValueError(f"{where} has no '{name}': the param group's options changed "
+                                 "after this parameter's state was created (torch fails the "
+                                 "same way); use a new optimizer or load a state_dict made "
+                                 "with these options")
+            if (type(value) is not np.ndarray or value.shape != tuple(shape)
+                    or not value.flags.c_contiguous or value.dtype.kind != "f"
+                    or (name in kernel_states and value.dtype != param.dtype)):
+                raise ValueError(f"{where}['{name}'] must be a C-contiguous float array of "
+                                 f"shape {tuple(shape)}"
+                                 + (f" and dtype {param.dtype}" if name in kernel_states else ""))
 
     def _flat_states(self, state, group):
         """The group's array states as a tuple of flat views, in ``_state_names`` order."""
@@ -295,7 +325,7 @@ class Optimizer:
                 raise ValueError("loaded state dict contains a parameter group that doesn't "
                                  f"match the size of optimizer's group (group {gi})")
             new = dict(self.defaults)
-            new.update({k: v for k, v in saved.items() if k != "params"})
+            new.update({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"})
             try:
                 self._check_group(new)
             except ValueError as exc:
@@ -343,15 +373,15 @@ class Optimizer:
                                  f"{tuple(shapes[name])}")
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"{where}['{name}'] must be real numbers, got {arr.dtype}")
-            out[name] = arr.astype(param.dtype, copy=True)
+            out[name] = np.array(arr, dtype=param.dtype, order="C")  # kernels need C order
         return out
 
 
 # --------------------------------------------------------------------------------- helpers
 def _check_param(p, where):
-    if not isinstance(p, np.ndarray):
-        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays, got "
-                        f"{type(p).__name__}")
+    if type(p) is not np.ndarray:
+        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays (not subclasses "
+                        f"such as np.matrix), got {type(p).__name__}")
     if p.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{where}: parameters must be float32 or float64 arrays, got {p.dtype}")
     if not p.flags.writeable:
@@ -430,8 +460,18 @@ def check_nonnegative(group, *names, label=None):
               "lr_decay": "lr_decay value", "momentum": "momentum value"}
     for name in names:
         value = group[name]
-        if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0.0:
+        if (not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0.0
+                or not _fits_float(value)):
             raise ValueError(f"Invalid {label or labels.get(name, name)}: {value}")
+
+
+def _fits_float(value):
+    """False for a number too large for a float (a huge int), which a step could not use."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def typed(param, *values):

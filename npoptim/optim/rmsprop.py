@@ -125,6 +125,8 @@ class RMSprop(Optimizer):
     compatibility only.
     """
 
+    creates_missing_state = True  # momentum or centered switched on after the first step
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):

@@ -133,6 +133,7 @@ class SGD(Optimizer):
 
     sparse_kind = "exact"
     step_in_state_dict = None
+    creates_missing_state = True  # the buffer appears at the first step with momentum
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,

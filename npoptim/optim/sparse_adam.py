@@ -68,6 +68,11 @@ class SparseAdam(Optimizer):
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps")
+        # torch's SparseAdam, unlike Adam, also refuses lr == 0 and eps == 0
+        if group["lr"] == 0:
+            raise ValueError(f"Invalid learning rate: {group['lr']}")
+        if group["eps"] == 0:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
         check_betas(group["betas"])
 
     def _state_names(self, group):

@@ -222,12 +222,16 @@ def _columns(nnz, width):
     cached = _COLUMNS.get(width)
     if cached is None or cached.size < nnz:
         size = max(nnz, 0 if cached is None else 2 * cached.size)
-        cached = _COLUMNS[width] = _read_only(_full_row_columns(size, width))
+        # shared by every later gradient of this width: immutable bytes own the memory
+        cached = _COLUMNS[width] = np.frombuffer(_full_row_columns(size, width).tobytes(),
+                                                 np.int64)
     return cached[:nnz]
 
 
 def _read_only(arr):
-    """A view of ``arr`` that cannot be made writeable again (its base is a read-only buffer)."""
+    """A view of ``arr`` whose ``writeable`` flag cannot be set again (its base is a read-only
+    memoryview). The memory's owner stays reachable through ``.base``: code that digs it out
+    and writes into it is not guarded against (see :func:`embedding_row_grad`)."""
     return np.frombuffer(memoryview(arr).toreadonly(), dtype=arr.dtype)
 
 
@@ -266,6 +270,8 @@ def embedding_row_grad(row_ids, row_values, num_rows):
     ...``) makes the step validate the gradient in full again.
     """
     ids = np.asarray(row_ids)
+    if ids.size == 0:
+        ids = ids.astype(np.int64)  # np.asarray([]) is float64: a batch with no lookups
     values = np.asarray(row_values)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise ValueError("row_ids must be a 1-D integer array")
