@@ -87,3 +87,19 @@ def maximum(a, b):
     if a > b or a != a:
         return a
     return b
+
+
+@kernel
+def _lerp_flat(start, end, weight, out):
+    for i in range(out.size):
+        out[i] = lerp(start[i], end[i], weight)
+
+
+def lerp_arrays(start, end, weight):
+    """torch's ``start.lerp(end, weight)`` for arrays of one shape: a new array, each element
+    rounded as :func:`lerp` (torch's vectorized kernel) rounds it, in ``start``'s dtype."""
+    out = np.empty(start.shape, start.dtype)
+    _lerp_flat(np.ascontiguousarray(start).reshape(-1),
+               np.ascontiguousarray(end, dtype=start.dtype).reshape(-1),
+               start.dtype.type(weight), out.reshape(-1))
+    return out

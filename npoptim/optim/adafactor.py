@@ -36,16 +36,8 @@ plain NumPy, in the parameter's dtype. Dense gradients only, real parameters onl
 """
 import numpy as np
 
+from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-
-
-def lerp(start, end, weight):
-    """torch's ``lerp`` with a scalar weight, element-wise in the arrays' dtype."""
-    dtype = start.dtype.type
-    weight = dtype(weight)
-    if abs(weight) < 0.5:
-        return start + weight * (end - start)
-    return end - (end - start) * (dtype(1) - weight)
 
 
 def norm(x, axis=None):
@@ -132,15 +124,15 @@ class Adafactor(Optimizer):
             g = grad.reshape(row_var.shape[:-1] + col_var.shape[-1:])
             nrows, ncols = g.shape[-2], g.shape[-1]
             row_mean = np.square(norm(g, axis=-1)) / dtype(ncols)
-            row_var[...] = lerp(row_var, row_mean, one_minus_beta2)
+            row_var[...] = lerp_arrays(row_var, row_mean, one_minus_beta2)
             col_mean = np.square(norm(g, axis=-2)) / dtype(nrows)
-            col_var[...] = lerp(col_var, col_mean, one_minus_beta2)
+            col_var[...] = lerp_arrays(col_var, col_mean, one_minus_beta2)
             row_var_mean = np.sum(row_var, axis=-2, keepdims=True) / dtype(nrows)
             var_estimate = (row_var * col_var) / np.maximum(row_var_mean, dtype(eps1))
             var_estimate = var_estimate.reshape(-1)
         else:
             variance = state["variance"].reshape(-1)
-            variance[...] = lerp(variance, grad * grad, one_minus_beta2)
+            variance[...] = lerp_arrays(variance, grad * grad, one_minus_beta2)
             var_estimate = variance.copy()
 
         update = dtype(1) / np.sqrt(np.maximum(var_estimate, dtype(eps1 * eps1)))

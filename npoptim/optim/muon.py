@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
 
 EPS = 1e-7
@@ -198,15 +199,6 @@ def adjust_lr(lr, adjust_lr_fn, shape):
     return lr * ratio
 
 
-def lerp(start, end, weight):
-    """torch's ``lerp`` with a scalar weight, element-wise in the arrays' dtype."""
-    dtype = start.dtype.type
-    weight = dtype(weight)
-    if abs(weight) < 0.5:
-        return start + weight * (end - start)
-    return end - (end - start) * (dtype(1) - weight)
-
-
 class Muon(Optimizer):
     """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only."""
 
@@ -252,8 +244,8 @@ class Muon(Optimizer):
         shape = buf.shape
         flat_buf = buf.reshape(-1)
         momentum = group["momentum"]
-        flat_buf[...] = lerp(flat_buf, grad, 1 - momentum)
-        update = lerp(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
+        flat_buf[...] = lerp_arrays(flat_buf, grad, 1 - momentum)
+        update = lerp_arrays(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
         ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
                                            group["ns_steps"], group["eps"])
         lr = group["lr"]
