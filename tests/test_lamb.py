@@ -8,36 +8,16 @@ out with NumPy, one line per formula of the module docstring.
 """
 import math
 
-import numba
 import numpy as np
 import pytest
 import scipy.sparse
+from hand_derived import assert_typed_float32, close
 
 from npoptim.kernels.parallel import parallel_threshold_set
 from npoptim.optim import lamb as lamb_module
 from npoptim.optim.lamb import BLOCK, LANES, LAMB, VARIANTS, _TASK_BLOCKS, grad_sumsq
 
 B1, B2 = 0.9, 0.999
-RTOL = 1e-13
-
-
-def close(actual, expected, rtol=RTOL):
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=0)
-
-
-def assert_typed_float32(rule, args):
-    """``rule(*args)`` with float32 values is float32 arithmetic throughout (no promotion)."""
-    out = rule(*args)
-    if numba.config.DISABLE_JIT:   # plain Python: the values themselves are float32 scalars
-        flat, todo = [], [out]
-        while todo:
-            item = todo.pop()
-            todo.extend(item) if isinstance(item, tuple) else flat.append(item)
-        assert all(isinstance(x, np.float32) for x in flat), (rule, out)
-        return
-    signature = [s for s in rule.nopython_signatures if "float32" in str(s.args)][0]
-    assert "float64" not in str(signature.return_type), (rule, signature)
-    assert "float32" in str(signature.return_type), (rule, signature)
 
 
 def run(params, grads_per_step, **kw):

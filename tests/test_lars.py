@@ -5,34 +5,13 @@ against torch's SGD for the non-adapted path.
 Hand derivations are float64 on 2-element arrays; each writes the algorithm's arithmetic out
 with NumPy, one line per formula of the module docstring.
 """
-import numba
 import numpy as np
 import pytest
 import scipy.sparse
+from hand_derived import assert_typed_float32, close
 
 from npoptim.optim import lars as lars_module
 from npoptim.optim.lars import LARS, VARIANTS
-
-RTOL = 1e-13
-
-
-def close(actual, expected, rtol=RTOL):
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=0)
-
-
-def assert_typed_float32(rule, args):
-    """``rule(*args)`` with float32 values is float32 arithmetic throughout (no promotion)."""
-    out = rule(*args)
-    if numba.config.DISABLE_JIT:   # plain Python: the values themselves are float32 scalars
-        flat, todo = [], [out]
-        while todo:
-            item = todo.pop()
-            todo.extend(item) if isinstance(item, tuple) else flat.append(item)
-        assert all(isinstance(x, np.float32) for x in flat), (rule, out)
-        return
-    signature = [s for s in rule.nopython_signatures if "float32" in str(s.args)][0]
-    assert "float64" not in str(signature.return_type), (rule, signature)
-    assert "float32" in str(signature.return_type), (rule, signature)
 
 
 def norm(x):
