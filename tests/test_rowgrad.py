@@ -130,3 +130,17 @@ def test_untouched_rows_are_bit_identical_after_many_steps():
             np.float32), 50)])
     np.testing.assert_array_equal(p[25:], start[25:])
     assert not np.array_equal(p[:25], start[:25])
+
+
+def test_built_gradients_stay_trusted_after_a_larger_one():
+    """The column indices of built gradients come from one shared cache; a small gradient
+    built after a much larger one must still get read-only (trusted) index arrays: scipy
+    copies an index array that views a much larger one, and a copy is writeable, so every
+    later step would re-validate the gradient in O(rows) (a regression seen in the benchmark)."""
+    from npoptim.sparse.rowgrad import _is_trusted
+
+    for rows in (100, 5_000, 3, 100):
+        grad = npoptim.embedding_row_grad(np.arange(rows), np.ones((rows, 16), np.float32),
+                                          10_000)
+        assert not grad.indices.flags.writeable and not grad.indptr.flags.writeable, rows
+        assert _is_trusted(grad.indptr, grad.indices, 16), rows

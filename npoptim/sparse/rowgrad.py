@@ -220,12 +220,13 @@ _COLUMNS = {}
 
 def _columns(nnz, width):
     cached = _COLUMNS.get(width)
-    if cached is None or cached.size < nnz:
-        size = max(nnz, 0 if cached is None else 2 * cached.size)
+    if cached is None or len(cached) < nnz * 8:
+        size = max(nnz, 0 if cached is None else len(cached) // 4)
         # shared by every later gradient of this width: immutable bytes own the memory
-        cached = _COLUMNS[width] = np.frombuffer(_full_row_columns(size, width).tobytes(),
-                                                 np.int64)
-    return cached[:nnz]
+        cached = _COLUMNS[width] = _full_row_columns(size, width).tobytes()
+    # a new array over the first nnz values, not a slice of one over them all: scipy copies
+    # (so makes writeable, so untrusted) index arrays that view a much larger array
+    return np.frombuffer(cached, np.int64, count=nnz)
 
 
 def _read_only(arr):
