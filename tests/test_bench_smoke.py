@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from npoptim.bench import cases, floors
 from npoptim.bench.runner import main
+from npoptim.kernels.drivers import ROWS_BLOCK
 from npoptim.kernels.parallel import (get_parallel_threshold, parallel_threshold_set,
                                       set_parallel_threshold)
 
@@ -83,14 +85,20 @@ def test_sparse_and_dense_steps_do_not_depend_on_the_threshold():
         with parallel_threshold_set(threshold):
             rng = np.random.default_rng(3)
             table = rng.standard_normal((40_000, 8)).astype(np.float32)
+            partial = rng.standard_normal((40_000, 8)).astype(np.float32)
             flat = rng.standard_normal(70_000)
-            sparse, dense = SparseAdam([table]), Adam([flat])
+            sparse, dense = SparseAdam([table, partial]), Adam([flat])
             for _ in range(2):
                 ids = rng.integers(0, 40_000, 30_000)
+                # rows with some of their columns stored: the per-entry path, and parallel
+                # blocks that begin inside a row
+                some = scipy.sparse.random_array((40_000, 8), density=0.3, format="csr",
+                                                 dtype=np.float32, rng=rng)
+                assert some.nnz > 5 * ROWS_BLOCK
                 sparse.step([embedding_row_grad(ids, np.ones((ids.size, 8), np.float32),
-                                                40_000)])
+                                                40_000), some])
                 dense.step([rng.standard_normal(70_000)])
-            results.append((table, flat))
+            results.append((table, partial, flat))
     assert all(np.array_equal(a, b) for a, b in zip(*results))
 
 

@@ -256,41 +256,58 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
 
 # ----------------------------------------------------------------------------- threads
 def threads(report, sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24),
-            rounds=15, gap=0.05, seed=0):
-    """Adam float32 serial (threshold None) vs parallel (threshold 0), back to back and after
-    an idle gap of ``gap`` seconds; then a bit-identity check across thread counts."""
+            rounds=15, gap=0.05, seed=0, table=(1_000_000, 64), densities=(0.001, 0.01)):
+    """Serial (threshold None) vs parallel (threshold 0) steps, back to back and after an idle
+    gap of ``gap`` seconds: Adam float32 by size, then SparseAdam on a ``table`` (rows,
+    columns) float32 embedding table by fraction of rows touched; then a bit-identity check
+    across thread counts."""
+    from npoptim import embedding_row_grad
     from npoptim.optim.adam import Adam
+    from npoptim.optim.sparse_adam import SparseAdam
 
     rng = np.random.default_rng(seed)
-    group = f"threads: Adam f32, {numba.get_num_threads()} Numba threads"
+    group = f"threads: {numba.get_num_threads()} Numba threads"
     for size in sizes:
         param = rng.standard_normal(size).astype(np.float32)
         grad = (rng.standard_normal(size) * 1e-2).astype(np.float32)
         opt = Adam([param])
-        opt.step([grad])
-
-        def serial():
-            with parallel_threshold_set(None):
-                opt.step([grad])
-
-        def parallel():
-            with parallel_threshold_set(0):
-                opt.step([grad])
-
-        back = interleaved({"serial": serial, "parallel": parallel}, rounds=rounds)
-        idle = interleaved({"serial": serial, "parallel": parallel}, rounds=max(3, rounds // 3),
-                           before=lambda: time.sleep(gap))
-        for mode, res in (("back to back", back), (f"after {gap * 1e3:.0f} ms idle", idle)):
-            s, p = _ms(res["serial"]), _ms(res["parallel"])
-            report.row(group, f"{size:>10,} elements, {mode}: serial", s)
-            report.row(group, f"{size:>10,} elements, {mode}: parallel", p,
-                       parallel_over_serial=p / s)
-            report.target("6", f"Adam f32 {size:,} elements, {mode}: parallel / serial",
-                          p / s, "(policy)", None, f"serial {_fmt(s)} ms, parallel {_fmt(p)} ms")
+        _serial_vs_parallel(report, group, f"Adam f32 {size:,} elements",
+                            lambda: opt.step([grad]), rounds, gap)
+    nrows, width = table
+    param = rng.standard_normal((nrows, width)).astype(np.float32)
+    sparse_adam = SparseAdam([param])
+    for density in densities:
+        ids, _ = lookups(nrows, density, rng)
+        row_grad = embedding_row_grad(ids, rng.standard_normal((ids.size, width)).astype(
+            np.float32), nrows)
+        _serial_vs_parallel(report, group, f"SparseAdam {nrows:,}x{width} f32, {density:.1%} "
+                            f"rows ({row_grad.nnz:,} entries)",
+                            lambda: sparse_adam.step([row_grad]), rounds, gap)
     same, detail = bit_identical()
     report.target("6", "results bit-identical for any thread count and threshold",
                   None, "identical", same, detail)
     return same
+
+
+def _serial_vs_parallel(report, group, label, step, rounds, gap):
+    def serial():
+        with parallel_threshold_set(None):
+            step()
+
+    def parallel():
+        with parallel_threshold_set(0):
+            step()
+
+    step()
+    back = interleaved({"serial": serial, "parallel": parallel}, rounds=rounds)
+    idle = interleaved({"serial": serial, "parallel": parallel}, rounds=max(3, rounds // 3),
+                       before=lambda: time.sleep(gap))
+    for mode, res in (("back to back", back), (f"after {gap * 1e3:.0f} ms idle", idle)):
+        s, p = _ms(res["serial"]), _ms(res["parallel"])
+        report.row(group, f"{label}, {mode}: serial", s)
+        report.row(group, f"{label}, {mode}: parallel", p, parallel_over_serial=p / s)
+        report.target("6", f"{label}, {mode}: parallel / serial", p / s, "(policy)", None,
+                      f"serial {_fmt(s)} ms, parallel {_fmt(p)} ms")
 
 
 def _run_sequence(seed=1, size=300_000, nrows=20_000, width=16):

@@ -19,10 +19,14 @@ import numba
 import numpy as np
 from numba import prange
 
+from npoptim.kernels.drivers import PREFETCH_ROWS, prefetch_span
+
 _OPTIONS = dict(cache=True, error_model="numpy")
 
 # The floor loops, one template per kind: the loop, and where its writes go (their indent and
-# the element they write), one line per array written (the param and each state).
+# the element they write), one line per array written (the param and each state). The rows
+# loop is the fastest touch of scattered rows found: a full row through slices (vectorized),
+# the rows PREFETCH_ROWS ahead prefetched, in blocks of 256 rows (the parallel chunks).
 _TEMPLATES = {
     "dense": ("""
 def {name}(z, p, g{states}):
@@ -31,11 +35,21 @@ def {name}(z, p, g{states}):
 {writes}""", 8, "i"),
     "rows": ("""
 def {name}(z, p{states}, rows, data, width):
-    for j in {loop}(rows.size):
-        base = rows[j] * width
-        for c in range(width):
-            x = data[j * width + c] * z
-{writes}""", 12, "base + c"),
+    n = rows.size
+    for block in {loop}((n + 255) // 256):
+        first = block * 256
+        last = min(n, first + 256)
+        for j in range(first, min(last, first + PREFETCH_ROWS)):
+{prefetch_first}
+        for j in range(first, last):
+            if j + PREFETCH_ROWS < last:
+{prefetch_ahead}
+            base = rows[j] * width
+            g = data[j * width:(j + 1) * width]
+{slices}
+            for c in range(width):
+                x = g[c] * z
+{writes}""", 16, "c"),
 }
 
 
@@ -47,11 +61,20 @@ def _floor_kernel(kind, n_states, parallel):
     template, indent, at = _TEMPLATES[kind]
     name = f"_{kind}{n_states}_{'par' if parallel else 'ser'}"
     states = [f"s{k}" for k in range(n_states)]
+    arrays = ["p"] + states
+    slices = "\n".join(f"{' ' * 12}{a}_row = {a}[base:base + width]" for a in arrays)
+    if kind == "rows":
+        arrays = [f"{a}_row" for a in arrays]
     source = template.format(
         name=name, states="".join(f", {s}" for s in states),
-        loop="prange" if parallel else "range",
-        writes="\n".join(f"{' ' * indent}{a}[{at}] += x" for a in ["p"] + states))
-    namespace = {"prange": prange}
+        loop="prange" if parallel else "range", slices=slices,
+        prefetch_first="\n".join(f"{' ' * 12}prefetch_span({a}, rows[j] * width, width)"
+                                  for a in ["p"] + states),
+        prefetch_ahead="\n".join(f"{' ' * 16}prefetch_span({a}, rows[j + PREFETCH_ROWS] * "
+                                  f"width, width)" for a in ["p"] + states),
+        writes="\n".join(f"{' ' * indent}{a}[{at}] += x" for a in arrays))
+    namespace = {"prange": prange, "prefetch_span": prefetch_span,
+                 "PREFETCH_ROWS": PREFETCH_ROWS}
     exec(compile(source, __file__, "exec"), namespace)
     fn = namespace[name]
     fn.__module__, fn.__qualname__ = __name__, name

@@ -79,7 +79,8 @@ def run(args):
             _print_group(report, report.rows[-1]["group"])
     if "threads" in wanted:
         cases.threads(report, sizes=sizes, rounds=rounds or 15,
-                      gap=0.005 if args.quick else 0.05)
+                      gap=0.005 if args.quick else 0.05, table=(rows, width),
+                      densities=densities[:2])
         _print_group(report, report.rows[-1]["group"])
     if "startup" in wanted:
         optimizers = cases.STARTUP_OPTIMIZERS[:1] if args.quick else cases.STARTUP_OPTIMIZERS

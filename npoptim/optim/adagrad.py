@@ -45,8 +45,8 @@ def _adagrad_dense(param, grad, states, hyper):
 
 
 @kernel
-def _adagrad_rows(param, ncols, indptr, indices, data, states, hyper):
-    apply_rows(adagrad_rule, param, ncols, indptr, indices, data, states, hyper)
+def _adagrad_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
+    apply_rows(adagrad_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
 
 
 class Adagrad(Optimizer):

@@ -274,8 +274,8 @@ class Optimizer:
         """Apply a rule through its ``(dense, rows)`` kernels to a dense or CSR gradient."""
         dense_kernel, rows_kernel = kernels
         if isinstance(grad, RowGradient):
-            rows_kernel(param, grad.shape[1], grad.indptr, grad.indices, grad.data, states,
-                        hyper)
+            rows_kernel(param, grad.shape[1], grad.rows, grad.row_ptr, grad.indices, grad.data,
+                        states, hyper)
         else:
             dense_kernel(param, grad, states, hyper)
 

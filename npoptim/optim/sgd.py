@@ -101,8 +101,8 @@ def _sgd_dense(param, grad, states, hyper):
 
 
 @kernel
-def _sgd_rows(param, ncols, indptr, indices, data, states, hyper):
-    apply_rows(sgd_rule, param, ncols, indptr, indices, data, states, hyper)
+def _sgd_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
+    apply_rows(sgd_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
 
 
 @kernel

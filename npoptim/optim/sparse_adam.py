@@ -53,8 +53,8 @@ def _sparse_adam_dense(param, grad, states, hyper):
 
 
 @kernel
-def _sparse_adam_rows(param, ncols, indptr, indices, data, states, hyper):
-    apply_rows(sparse_adam_rule, param, ncols, indptr, indices, data, states, hyper)
+def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
+    apply_rows(sparse_adam_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
 
 
 class SparseAdam(Optimizer):
