@@ -195,6 +195,17 @@ def _fmt(x):
 # ------------------------------------------------------------------------------- dense
 DENSE_OPTIMIZERS = ("Adam", "AdamW", "Adagrad", "LAMB", "LARS")
 
+#: The passes a step makes over memory, for its touch floor: each pass is (arrays only read,
+#: arrays read and written), ``p`` the parameter, ``g`` the gradient, ``s`` every state. An
+#: element-wise update makes one pass, ``("g", "ps")``. LAMB and LARS need global norms
+#: before they can write the parameter, so they read memory twice: LAMB its moments and
+#: norms, then the parameter from the moments (10 array sweeps to Adam's 7); LARS the two
+#: norms, then momentum and parameter (7 sweeps to SGD-with-momentum's 5).
+FLOOR_PASSES = {
+    "LAMB": (("pg", "s"), ("s", "p")),
+    "LARS": (("pg", ""), ("g", "ps")),
+}
+
 
 def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, seed=0,
           optimizers=DENSE_OPTIMIZERS):
@@ -205,7 +216,7 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
     param = rng.standard_normal(size).astype(dtype)
     grad = (rng.standard_normal(size) * 1e-2).astype(dtype)
     available = registry.available()
-    fns, states_of, missing, arrays_of = {}, {}, [], {}
+    fns, passes_of, missing = {}, {}, []
     for name in optimizers:
         if name not in available:
             missing.append(name)
@@ -218,14 +229,15 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
             continue
         states = [v for v in opt.state[0].values()
                   if isinstance(v, np.ndarray) and v.size == size][:3]
-        states_of[name] = len(states)
-        # the floor of k states touches the arrays of the first optimizer with k states
-        arrays_of.setdefault(len(states), (opt.params[0], states))
+        named = {"p": [opt.params[0]], "g": [grad], "s": states}
+        # the floor touches the optimizer's own arrays, as its step does
+        passes = [([a for c in read for a in named[c]], [a for c in written for a in named[c]])
+                  for read, written in FLOOR_PASSES.get(name, (("g", "ps"),))]
+        passes_of[name] = passes
         fns[name] = (lambda opt=opt: opt.step([grad]))
-    for k, (p, states) in sorted(arrays_of.items()):
         for par in (False, True):
-            fns[f"floor {k} states {'parallel' if par else 'serial'}"] = floors.dense_floor(
-                p, grad, states, par)
+            fns[f"floor {name} {'parallel' if par else 'serial'}"] = floors.passes_floor(
+                passes, par)
     torch = torch_ref.load() if use_torch else None
     if torch is not None:
         for name in ("Adam", "AdamW", "Adagrad"):
@@ -234,20 +246,22 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
                 fns[f"torch fused {name}"] = fn
     res = {k: _ms(v) for k, v in interleaved(fns, rounds=rounds).items()}
     torch_adam = res.get("torch fused Adam")
-    for name in states_of:
-        k = states_of[name]
-        floor = min(res[f"floor {k} states serial"], res[f"floor {k} states parallel"])
+    for name, passes in passes_of.items():
+        floor = min(res[f"floor {name} serial"], res[f"floor {name} parallel"])
+        sweeps = sum(len(read) + 2 * len(written) for read, written in passes)
         ms = res[name]
         report.row(group, name, ms, x_floor=ms / floor,
                    x_torch_fused_adam=_ratio(ms, torch_adam),
                    x_torch_same=_ratio(ms, res.get(f"torch fused {name}")))
         report.target("4", f"{name} {dtype.name} / torch fused Adam", _ratio(ms, torch_adam),
                       "<= 1.0", None if torch_adam is None else ms <= torch_adam,
-                      f"{_fmt(ms)} ms vs {_fmt(torch_adam)} ms")
-        report.target("4", f"{name} {dtype.name} / touch floor ({k} states)", ms / floor,
-                      "<= 1.2", ms / floor <= 1.2, f"floor {_fmt(floor)} ms")
+                      f"{_fmt(ms)} ms vs {_fmt(torch_adam)} ms; its touch floor "
+                      f"{_fmt(floor)} ms")
+        report.target("4", f"{name} {dtype.name} / touch floor ({len(passes)} pass"
+                           f"{'es' if len(passes) > 1 else ''}, {sweeps} array sweeps)",
+                      ms / floor, "<= 1.2", ms / floor <= 1.2, f"floor {_fmt(floor)} ms")
     for name, ms in res.items():
-        if name not in states_of:
+        if name not in passes_of:
             report.row(group, name, ms)
     for name in missing:
         report.row(group, f"{name}: not available, skipped", None)
