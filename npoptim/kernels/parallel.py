@@ -36,7 +36,12 @@ from npoptim.kernels.jit import JIT_OPTIONS
 #:   brings Adam, AdamW and Adagrad at 10M elements to torch's 2-thread fused Adam (0.96x) and
 #:   to the memory floor (1.0x), where serial loops are 1.5-1.7x slower;
 #: * when the other core is busy, a region costs 5-30 ms (the worker waits to be scheduled):
-#:   at 4M-16M elements parallel was then 1.0-4.8x slower than serial.
+#:   at 4M-16M elements parallel was then 1.0-4.8x slower than serial;
+#: * sparse row updates (SparseAdam, 1M x 64 float32 table): at 0.1% and 1% of rows (64,000
+#:   and 640,000 entries) parallel was 0.7-0.8x serial back to back but 7 ms (10-30x) slower
+#:   after a 50 ms idle gap; at 10% (6.4M entries) 0.7-0.8x either way. Scattered rows gain
+#:   from a second thread sooner than streamed arrays do, but they pay the same wake-up, so
+#:   the same threshold serves both.
 #:
 #: 2**22 takes the quiet-machine gain where a stall costs at most a few times a step that
 #: already takes milliseconds. Set it higher on a busy machine, lower with idle cores
