@@ -144,3 +144,18 @@ def test_built_gradients_stay_trusted_after_a_larger_one():
                                           10_000)
         assert not grad.indices.flags.writeable and not grad.indptr.flags.writeable, rows
         assert _is_trusted(grad.indptr, grad.indices, 16), rows
+
+
+def test_built_gradients_of_empty_rows_and_no_lookups():
+    """Rows of width 0, and a batch without lookups: empty gradients a step accepts."""
+    from npoptim.sparse.rowgrad import _trusted_rows
+
+    for ids, width in (([1, 2, 1], 0), ([], 4), ([], 0)):
+        grad = npoptim.embedding_row_grad(np.asarray(ids, np.int64),
+                                          np.ones((len(ids), width), np.float32), 5)
+        assert grad.shape == (5, width) and grad.nnz == 0
+        rows, row_ptr = _trusted_rows(grad.indptr, grad.indices, width)
+        assert rows.size == 0 and row_ptr.tolist() == [0]
+        table = np.ones((5, width), np.float32)
+        npoptim.SparseAdam([table]).step([grad])
+        assert (table == 1).all()

@@ -244,6 +244,8 @@ def _coalesce_lookups(ids, values, indptr, width):
         source = values[k * width:(k + 1) * width]
         for j in range(width):
             target[j] += source[j]
+    if width == 0:  # rows without columns store nothing: no row is touched
+        count = 0
     return -1, data, rows[:count], np.arange(count + 1) * width
 
 
@@ -262,6 +264,8 @@ _COLUMNS = {}
 
 
 def _columns(nnz, width, dtype):
+    if nnz == 0:
+        return np.frombuffer(b"", dtype)
     key = (width, np.dtype(dtype))
     cached = _COLUMNS.get(key)
     if cached is None or len(cached) < nnz * key[1].itemsize:
