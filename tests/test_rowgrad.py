@@ -159,3 +159,20 @@ def test_built_gradients_of_empty_rows_and_no_lookups():
         table = np.ones((5, width), np.float32)
         npoptim.SparseAdam([table]).step([grad])
         assert (table == 1).all()
+
+
+def test_the_touched_rows_a_step_walks_cannot_be_changed():
+    """A step walks a gradient's recorded touched rows without checking them again: the
+    record of a built gradient must be as read-only as its index arrays (writing a row id
+    into it once made the next step write outside the table)."""
+    table = np.zeros((10, 4), np.float32)
+    grad = npoptim.embedding_row_grad([1, 3], np.ones((2, 4), np.float32), 10)
+    for _ in range(2):  # the recorded list, and its second hand-out
+        prepared = as_row_gradient(grad, table.shape, table.dtype)
+        for arr in (prepared.rows, prepared.row_ptr):
+            with pytest.raises(ValueError):
+                arr[0] = 7
+            with pytest.raises(ValueError):
+                arr.flags.writeable = True
+    npoptim.SGD([table], lr=1.0).step([grad])
+    assert np.flatnonzero(table.any(axis=1)).tolist() == [1, 3]

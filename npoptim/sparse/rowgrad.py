@@ -197,7 +197,9 @@ def as_row_gradient(grad, param_shape, dtype, where="grad"):
     else:
         nnz = int(indptr[-1])
         indices, data = indices[:nnz], data[:nnz]
-    return RowGradient(indptr, indices, data, expected, *_touched_rows(indptr))
+    rows, row_ptr = _touched_rows(indptr)
+    # read-only like a built gradient's (one array type, so one compiled kernel, for both)
+    return RowGradient(indptr, indices, data, expected, _read_only(rows), _read_only(row_ptr))
 
 
 #: How many lookups ahead the gradient builder prefetches the row it will add to (and, twice
@@ -366,5 +368,6 @@ def embedding_row_grad(row_ids, row_values, num_rows):
                                   shape=(num_rows, width))
     grad.has_canonical_format = True
     if not grad.indptr.flags.writeable and not grad.indices.flags.writeable:
-        _trust(grad, rows, row_ptr)
+        # steps walk these rows unchecked: read-only, as the index arrays are
+        _trust(grad, _read_only(rows), _read_only(row_ptr))
     return grad
