@@ -335,7 +335,11 @@ def embedding_row_grad(row_ids, row_values, num_rows):
     The returned gradient's ``indptr`` and ``indices`` are read-only (its ``data`` is
     writeable, e.g. to scale it): an optimizer step then trusts them without reading them
     again, so it costs O(touched rows), not O(num_rows). Replacing them (``grad.indptr =
-    ...``) makes the step validate the gradient in full again.
+    ...``) makes the step validate the gradient in full again. scipy operations that rewrite
+    the index arrays in place are refused (``eliminate_zeros()`` raises scipy's "WRITEBACKIFCOPY
+    base is read-only"): apply them to ``grad.copy()``, whose arrays are writeable. The index
+    arrays are int32 when every index and the entry count fit, as scipy itself chooses, else
+    int64.
     """
     ids = np.asarray(row_ids)
     if ids.size == 0:
