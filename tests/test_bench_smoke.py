@@ -48,7 +48,9 @@ def test_lookups_have_the_requested_distinct_rows():
 def test_floor_leaves_the_values_alone():
     p, g, s = np.arange(5.0), np.ones(5), np.full(5, 3.0)
     for parallel in (False, True):
-        floors.dense_floor(p, g, [s], parallel)()
+        # one element-wise pass, then LARS's two: norms only (nothing written), then update
+        floors.passes_floor([([g], [p, s])], parallel)()
+        floors.passes_floor([([p, g], []), ([g], [p, s])], parallel)()
     assert np.array_equal(p, np.arange(5.0)) and np.array_equal(s, np.full(5, 3.0))
     table = np.arange(12, dtype=np.float32).reshape(4, 3)
     for parallel in (False, True):

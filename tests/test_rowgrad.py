@@ -137,13 +137,13 @@ def test_built_gradients_stay_trusted_after_a_larger_one():
     built after a much larger one must still get read-only (trusted) index arrays: scipy
     copies an index array that views a much larger one, and a copy is writeable, so every
     later step would re-validate the gradient in O(rows) (a regression seen in the benchmark)."""
-    from npoptim.sparse.rowgrad import _is_trusted
+    from npoptim.sparse.rowgrad import _trusted_rows
 
     for rows in (100, 5_000, 3, 100):
         grad = npoptim.embedding_row_grad(np.arange(rows), np.ones((rows, 16), np.float32),
                                           10_000)
         assert not grad.indices.flags.writeable and not grad.indptr.flags.writeable, rows
-        assert _is_trusted(grad.indptr, grad.indices, 16), rows
+        assert _trusted_rows(grad.indptr, grad.indices, 16) is not None, rows
 
 
 def test_built_gradients_of_empty_rows_and_no_lookups():

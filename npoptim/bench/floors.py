@@ -116,12 +116,6 @@ def passes_floor(passes, parallel):
     return lambda: [fn(*args) for fn, args in calls]
 
 
-def dense_floor(param, grad, states, parallel):
-    """A callable: the one pass of a dense update, which reads ``grad`` and reads and writes
-    ``param`` and the ``states`` arrays (0 to 3); their values are left as they are."""
-    return passes_floor([([grad], [param, *states])], parallel)
-
-
 def rows_floor(param, states, rows, data, width, parallel):
     """A callable: one touch of the given rows of ``param`` and ``states`` (1 or 2 states);
     their values are left as they are."""

@@ -318,10 +318,6 @@ def _trusted_rows(indptr, indices, ncols):
     return None
 
 
-def _is_trusted(indptr, indices, ncols):
-    return _trusted_rows(indptr, indices, ncols) is not None
-
-
 def embedding_row_grad(row_ids, row_values, num_rows):
     """The CSR gradient of an embedding table from per-lookup gradient rows.
 
