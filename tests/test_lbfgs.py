@@ -14,6 +14,13 @@ bit-exact, with one exception: torch's sqrt of a float64 0-d tensor (used by the
 search's cubic interpolation) is not correctly rounded in about 1% of cases, NumPy's is.
 The Rosenbrock run with ``strong_wolfe`` meets such a case and is checked separately.
 
+That order is the one torch's MKL ``ddot`` and ATen ``cascade_sum`` use on some CPUs only
+(see :mod:`cpu_probe`): where the probe finds torch summing in another order, the float64
+runs are held instead, step by step, to torch's own sensitivity to its order (torch run with
+its parameters listed in other orders), times 16, while that sensitivity stays in the rounding
+regime; :mod:`test_cpu_orders` checks both comparisons on every machine against torch's runs
+as recorded on each kind of CPU, and that a wrong LBFGS fails both.
+
 torch's LBFGS has no foreach variant. In float32 npoptim's dot products are NumPy's (MKL's
 float32 order is not reproduced), so float32 is held, over the first 3 steps, to torch's own
 sensitivity to summation order (torch run with the parameters listed in another order, which
@@ -23,9 +30,12 @@ import numpy as np
 import pytest
 
 import npoptim
+import cpu_probe
+from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
+                            order_sensitivity_failures, rosenbrock, start_params,
+                            torch_trajectory, trajectory)
 from torch_compare import rel_error, torch, torch_state_dict
 
-SHAPES = [(5,), (3, 4), (2, 3, 4), (1,)]
 STEPS = 20
 ROUND_TRIP_AT = 10
 F32_ULPS = 4 * np.finfo(np.float32).eps
@@ -41,54 +51,10 @@ CASES = [
     {"line_search_fn": "strong_wolfe", "max_iter": 6, "history_size": 2, "max_eval": 9},
     {"lr": 0.5, "max_iter": 3, "tolerance_change": 1e-5},
 ]
-OBJECTIVES = ["drifting_quartic", "rosenbrock"]
 # torch's sqrt rounds differently from the correctly rounded one in this run (see above)
 SQRT_DIVERGES = ({"line_search_fn": "strong_wolfe"}, "rosenbrock")
 F64_CASES = [(c, o) for c in CASES for o in OBJECTIVES if (c, o) != SQRT_DIVERGES]
 F32_STEPS = 3
-
-
-# ---------------------------------------------------------------------------- objectives
-def drifting_quartic(params, k):
-    """0.5 sum w (x - c_k)^2 + 0.1 sum x^4 + 0.2 sum x_i x_{i+1}, on the flat vector."""
-    x = np.concatenate([p.reshape(-1) for p in params])
-    dtype = x.dtype.type
-    i = np.arange(x.size)
-    w = (0.5 + (i % 5) * 0.6).astype(x.dtype)
-    c = (0.8 * np.sin(0.7 * i + 0.9 * k)).astype(x.dtype)
-    r = x - c
-    loss = (dtype(0.5) * np.sum(w * r * r) + dtype(0.1) * np.sum(x ** 4)
-            + dtype(0.2) * np.sum(x[:-1] * x[1:]))
-    g = w * r + dtype(0.4) * x ** 3
-    g[:-1] += dtype(0.2) * x[1:]
-    g[1:] += dtype(0.2) * x[:-1]
-    return float(loss), split(g, params)
-
-
-def rosenbrock(params, k):
-    """sum 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2, scaled by 1/100, on the flat vector."""
-    x = np.concatenate([p.reshape(-1) for p in params])
-    dtype = x.dtype.type
-    a = x[1:] - x[:-1] ** 2
-    b = dtype(1) - x[:-1]
-    loss = np.sum(a * a) + dtype(0.01) * np.sum(b * b)
-    g = np.zeros_like(x)
-    g[1:] += dtype(2) * a
-    g[:-1] += dtype(-4) * x[:-1] * a - dtype(0.02) * b
-    return float(loss), split(g, params)
-
-
-def split(flat, params):
-    out, offset = [], 0
-    for p in params:
-        out.append(flat[offset:offset + p.size].reshape(p.shape).copy())
-        offset += p.size
-    return out
-
-
-def start_params(dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    return [(0.5 * rng.standard_normal(s)).astype(dtype) for s in SHAPES]
 
 
 # ------------------------------------------------------------------------------ runners
@@ -162,7 +128,9 @@ def assert_states_match(ours_sd, torch_sd, rtol):
 @pytest.mark.parametrize("options,objective", F64_CASES,
                          ids=[f"{c}-{o}" for c, o in F64_CASES])
 def test_float64_matches_torch(options, objective):
-    fn = globals()[objective]
+    if not cpu_probe.lbfgs_order_is_torchs():
+        return check_within_torch_order_sensitivity(options, objective)
+    fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
     ours, opt, losses, mid = run_ours(options, fn, np.float64)
     theirs, topt, tlosses, tmid = run_torch(options, fn, np.float64)
     err = rel_error(ours, theirs)
@@ -178,12 +146,26 @@ def test_float64_matches_torch(options, objective):
     assert evals > STEPS
 
 
+def check_within_torch_order_sensitivity(options, objective):
+    """Where torch sums in another order than npoptim's: every step within 16x torch's own
+    spread under reordering (see :func:`lbfgs_problems.order_sensitivity_failures`)."""
+    ours, losses = trajectory(options, objective, np.float64, STEPS)
+    theirs, tlosses = torch_trajectory(options, objective, np.float64, STEPS)
+    reordered = [torch_trajectory(options, objective, np.float64, STEPS, order=order)[0]
+                 for order in REORDERINGS]
+    failures, horizon = order_sensitivity_failures(ours, theirs, reordered)
+    print(f"LBFGS {options} {objective}: torch sums in another order here "
+          f"({cpu_probe.describe_probe()}); checked {horizon} steps against its spread")
+    assert horizon >= 3 and not failures, failures
+    assert np.max(np.abs(ours[-1] - flat(start_params(np.float64)))) > 1e-2  # it moved
+
+
 def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
     """Bit-exact for the first step; afterwards one of torch's cubic-interpolation square
     roots rounds the other way, and the runs drift apart by the chaos L-BFGS amplifies, but
     both reach the minimum."""
     options, objective = SQRT_DIVERGES
-    fn = globals()[objective]
+    fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
     first, _, _, _ = run_ours(options, fn, np.float64, steps=1, round_trip=False)
     tfirst, _, _, _ = run_torch(options, fn, np.float64, steps=1, round_trip=False)
     assert rel_error(first, tfirst) <= 1e-12
@@ -198,7 +180,7 @@ def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("options", CASES, ids=[str(c) for c in CASES])
 def test_float32_within_torch_order_sensitivity(options, objective):
-    fn = globals()[objective]
+    fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
     ours, opt, _, _ = run_ours(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
     theirs, topt, _, _ = run_torch(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
     spread = max(rel_error(run_torch(options, fn, np.float32, steps=F32_STEPS,

@@ -47,6 +47,15 @@ correctly rounded ``np.sqrt``, about 1% of them. float32 dot products use NumPy'
 ``sdot`` order is not reproduced), so float32 agrees to rounding, then drifts as torch itself
 does when its parameters are listed in another order.
 
+Which CPUs sum that way: torch's order depends on the kernels MKL and ATen pick for the CPU.
+npoptim's order is fixed (the same results, and golden files, on every machine): it is the one
+torch 2.13 uses on an AMD EPYC (Zen 5) that torch reports as ``AVX512``, where MKL's ``ddot``
+takes its two-lane path and ATen's float64 sum reads four doubles at a time. On an Intel Xeon
+with AVX-512 and AMX, also reported as ``AVX512``, MKL and ATen add in other orders (a dot of
+8 float64 values already differs by an ulp) and the float64 runs drift apart as above. The
+test suite finds out which by a probe (``tests/cpu_probe.py``) and keeps torch's outputs as
+recorded on each kind of CPU (``tests/data/torch_cpu_records.json``).
+
 A step is atomic: if the closure raises or returns an invalid gradient, the parameters and
 the state are restored to what they were before the step, and the error propagates.
 """

@@ -1,0 +1,173 @@
+"""Which summation orders torch uses on this CPU, found by a probe, and torch's recorded outputs.
+
+A few of npoptim's cross-checks demand bit-level agreement with torch where torch's result
+depends on the order in which its CPU kernels add: LBFGS's float64 ``dot`` (MKL ``ddot``) and
+``sum`` (ATen ``cascade_sum``), and Muon's bfloat16 matrix products above 16*16*16
+multiply-adds (oneDNN). MKL, ATen and oneDNN pick their kernels by CPU, so the order, and with
+it torch's last bits, differ from one machine to another; npoptim emulates one fixed order
+(its results, and so the golden files, are the same on every machine).
+
+Machine kinds are named by what torch reports (``torch.backends.cpu.get_cpu_capability()``)
+and by a probe: torch's results on fixed vectors and matrices (:func:`probe_inputs`), compared
+bit for bit with npoptim's emulation. Where they agree, the tests compare with torch bit for
+bit (or to 1e-12); where they do not, they hold npoptim to torch's own sensitivity to the
+order, measured in the same test, and say so.
+
+``tests/data/torch_cpu_records.json`` keeps torch's outputs for the probe inputs and for a
+few short runs as recorded on each kind of CPU met so far, so that each emulated order is
+checked against the real torch on every machine, torch installed or not.
+``python tests/record_torch_cpu.py`` adds (or refreshes) the record of the machine it runs on.
+"""
+import hashlib
+import json
+import os
+import platform
+
+import numpy as np
+
+RECORDS = os.path.join(os.path.dirname(__file__), "data", "torch_cpu_records.json")
+
+DOT_LENGTHS = (2, 7, 8, 9, 16, 17, 31, 42, 100, 257, 1000, 4095)
+SUM_LENGTHS = (3, 4, 8, 9, 16, 33, 42, 100, 257, 1000, 4096, 5000)
+MATMUL_SHAPES = ((17, 17, 17), (20, 30, 20), (64, 64, 64), (40, 512, 40))  # (m, k, n): oneDNN
+
+
+def probe_inputs():
+    """The probe: float64 vectors for ``dot`` and ``sum`` (magnitudes over twelve orders, so
+    that any change of order shows in the last bits) and float32 matrices for the bfloat16
+    products (both sides round them to bfloat16 first), all from a fixed seed."""
+    rng = np.random.default_rng(20261201)
+
+    def spread(n):
+        return rng.standard_normal(n) * np.exp(3.0 * rng.standard_normal(n))
+
+    dots = [(spread(n), rng.standard_normal(n)) for n in DOT_LENGTHS]
+    sums = [spread(n) for n in SUM_LENGTHS]
+    def cancelling(m, k, n):
+        # each column of b holds +2**22 and -2**22: a float32 accumulator that meets one of
+        # them drops low bits of what it adds meanwhile, so the small result shows, even
+        # after rounding to bfloat16, which products were added while the big ones were in
+        a = np.where(rng.random((m, k)) < 0.5, 1.0, rng.standard_normal((m, k)))
+        b = rng.standard_normal((k, n))
+        for j in range(n):
+            big = rng.choice(k, 2, replace=False)
+            b[big, j] = (2.0 ** 22, -2.0 ** 22)
+        return a.astype(np.float32), b.astype(np.float32)
+
+    matmuls = [cancelling(m, k, n) for m, k, n in MATMUL_SHAPES]
+    return dots, sums, matmuls
+
+
+# ----------------------------------------------------------------- npoptim's emulated orders
+def emulated_outputs():
+    """npoptim's results for the probe inputs, as ``{"dot": [...], "sum": [...],
+    "bf16_matmul": [...]}`` (floats as hex strings, matrices as lists of them)."""
+    from npoptim.optim.lbfgs import dot, torch_sum
+    from npoptim.optim.muon import bf16_matmul_float32, round_to_bfloat16, to_bfloat16
+    dots, sums, matmuls = probe_inputs()
+    return {
+        "dot": [float(dot(x, y)).hex() for x, y in dots],
+        "sum": [float(torch_sum(x)).hex() for x in sums],
+        "bf16_matmul": [_hex_matrix(round_to_bfloat16(
+            bf16_matmul_float32(to_bfloat16(a), to_bfloat16(b)))) for a, b in matmuls],
+    }
+
+
+def torch_outputs():
+    """torch's results for the probe inputs on this machine (torch must be installed)."""
+    import torch
+    dots, sums, matmuls = probe_inputs()
+    with torch.no_grad():
+        return {
+            "dot": [float(torch.dot(torch.tensor(x), torch.tensor(y))).hex() for x, y in dots],
+            "sum": [float(torch.tensor(x).sum()).hex() for x in sums],
+            "bf16_matmul": [_hex_matrix((torch.tensor(a).bfloat16() @ torch.tensor(b).bfloat16())
+                                        .float().numpy()) for a, b in matmuls],
+        }
+
+
+def _hex_matrix(m):
+    return [float(v).hex() for v in np.asarray(m, np.float64).reshape(-1)]
+
+
+def signature(outputs, part):
+    """A short name for the order one part of the outputs shows (``dot``, ``sum`` or
+    ``bf16_matmul``): the first 10 hex digits of a SHA-256 of those outputs."""
+    return hashlib.sha256(json.dumps(outputs[part]).encode()).hexdigest()[:10]
+
+
+# --------------------------------------------------------------------------- this machine
+def cpu_description():
+    """CPU model, its vector flags, and torch's reported capability (None without torch)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", platform.machine()):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    vector = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
+    try:
+        import torch
+        capability = torch.backends.cpu.get_cpu_capability()
+    except ImportError:
+        capability = None
+    return {"model": model, "vector_flags": vector, "torch_capability": capability}
+
+
+_PROBE = None
+
+
+def probe():
+    """Which of npoptim's emulated orders torch uses here: ``{"dot": bool, "sum": bool,
+    "bf16_matmul": bool, "capability": str}``, computed once per process (torch needed)."""
+    global _PROBE
+    if _PROBE is None:
+        ours, theirs = emulated_outputs(), torch_outputs()
+        _PROBE = {part: ours[part] == theirs[part] for part in ours}
+        _PROBE["capability"] = cpu_description()["torch_capability"]
+    return _PROBE
+
+
+def lbfgs_order_is_torchs():
+    """True where torch's float64 ``dot`` and ``sum`` add in the order npoptim's LBFGS does."""
+    found = probe()
+    return found["dot"] and found["sum"]
+
+
+def describe_probe():
+    """One line for logs and skip reasons."""
+    found, cpu = probe(), cpu_description()
+    parts = ", ".join(f"{part} {'emulated' if found[part] else 'differs'}"
+                      for part in ("dot", "sum", "bf16_matmul"))
+    return f"{cpu['model']}, torch capability {cpu['torch_capability']}: {parts}"
+
+
+# ------------------------------------------------------------------------------ records
+def load_records():
+    """The recorded kinds: a list of ``{"kind", "cpu", "torch", "date", "probe", "runs"}``."""
+    with open(RECORDS) as f:
+        return json.load(f)["kinds"]
+
+
+def kind_name(outputs, capability):
+    """How a record names a machine kind: torch's capability and the probe's signatures."""
+    return (f"{capability}/dot-{signature(outputs, 'dot')}/sum-{signature(outputs, 'sum')}"
+            f"/bf16-{signature(outputs, 'bf16_matmul')}")
+
+
+if __name__ == "__main__":  # what .ci/run prints at the top of its log
+    cpu = cpu_description()
+    print(f"CPU: {cpu['model']}")
+    print(f"vector flags: {' '.join(cpu['vector_flags'])}")
+    print(f"torch capability: {cpu['torch_capability']}")
+    if cpu["torch_capability"] is not None:
+        print(f"summation-order probe: {describe_probe()}")
+        ours = torch_outputs()
+        names = [k["kind"] for k in load_records()]
+        here = kind_name(ours, cpu["torch_capability"])
+        print(f"machine kind {here}: {'recorded' if here in names else 'not recorded yet'}")
