@@ -221,7 +221,7 @@ def _fixed(name, loss, grad, x0, bounds, minima, lr, steps, description):
 #: name -> function returning the :class:`Problem` (parametrized ones with their defaults)
 PROBLEMS = {
     "rosenbrock": _fixed("rosenbrock", _rosenbrock, _rosenbrock_grad, (-1.5, 2.0),
-                         ((-2.0, 2.0), (-1.0, 3.0)), ((1.0, 1.0),), 1e-3, 1000,
+                         ((-2.0, 2.0), (-1.0, 3.0)), ((1.0, 1.0),), 2e-3, 1000,
                          "Rosenbrock (1-x)^2 + 100 (y-x^2)^2"),
     "beale": _fixed("beale", _beale, _beale_grad, (1.0, 1.5), ((-4.5, 4.5), (-4.5, 4.5)),
                     ((3.0, 0.5),), 1e-2, 500, "Beale"),
