@@ -7,10 +7,13 @@
   real npoptim optimizer on a problem and returns the iterates, losses, learning rates and
   (LAMB/LARS) trust ratios as arrays; :class:`~npoptim.teaching.trajectory.StepRecorder` is the
   per-step recorder it uses.
+* :mod:`npoptim.teaching.compare`: :func:`~npoptim.teaching.compare.compare` runs several
+  optimizers at the same settings (what ``npoptim plot`` draws).
 
 Everything here needs NumPy only; the figures are in :mod:`npoptim.plotting` (matplotlib).
 """
+from npoptim.teaching.compare import compare
 from npoptim.teaching.problems import PROBLEMS, Problem, get_problem
 from npoptim.teaching.trajectory import StepRecorder, Trajectory, trajectory
 
-__all__ = ["PROBLEMS", "Problem", "get_problem", "StepRecorder", "Trajectory", "trajectory"]
+__all__ = ["compare", "PROBLEMS", "Problem", "get_problem", "StepRecorder", "Trajectory", "trajectory"]
