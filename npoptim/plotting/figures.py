@@ -61,6 +61,15 @@ def _settings(runs):
     return f"{steps} steps, lr {lr0:g}"
 
 
+def _per_step_axes(ax, ylabel, title, legend=True):
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend(fontsize=8)
+    return ax
+
+
 def losses(runs, ax=None):
     """Loss per step (log scale when every loss is positive)."""
     ax = _axes(ax)
@@ -69,11 +78,7 @@ def losses(runs, ax=None):
     finite = np.concatenate([r.losses[np.isfinite(r.losses)] for r in runs]) if runs else []
     if len(finite) and np.all(finite > 0):
         ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_title("loss")
-    ax.legend(fontsize=8)
-    return ax
+    return _per_step_axes(ax, "loss", "loss")
 
 
 def learning_rates(runs, ax=None):
@@ -83,11 +88,7 @@ def learning_rates(runs, ax=None):
     for i, run in enumerate(runs):  # several styles: equal schedules overlap
         ax.plot(np.arange(1, len(run.lrs) + 1), run.lrs[:, 0], styles[i % len(styles)],
                 label=run.name)
-    ax.set_xlabel("step")
-    ax.set_ylabel("lr")
-    ax.set_title("learning rate")
-    ax.legend(fontsize=8)
-    return ax
+    return _per_step_axes(ax, "lr", "learning rate")
 
 
 def trust_ratios(runs, ax=None):
@@ -101,12 +102,7 @@ def trust_ratios(runs, ax=None):
     if not with_ratios:
         ax.text(0.5, 0.5, "no LAMB/LARS run", ha="center", va="center",
                 transform=ax.transAxes)
-    else:
-        ax.legend(fontsize=8)
-    ax.set_xlabel("step")
-    ax.set_ylabel("trust ratio")
-    ax.set_title("trust ratio per layer")
-    return ax
+    return _per_step_axes(ax, "trust ratio", "trust ratio per layer", legend=bool(with_ratios))
 
 
 def phase_diagram(ax=None, step_sizes=None, momenta=None):
