@@ -32,6 +32,10 @@ html_css_files = ["npoptim.css"]
 autodoc_member_order = "bysource"
 autodoc_default_options = {"show-inheritance": True}
 myst_heading_anchors = 3
+# The docstrings write option names inside \text{} as ``trust\_norm''; MathJax's textmacros
+# (loaded from the build, like the rest of MathJax) typesets \_ and the quotes there.
+mathjax3_config = {"loader": {"load": ["[tex]/textmacros"]},
+                   "tex": {"packages": {"[+]": ["textmacros"]}}}
 nitpicky = False
 # The golden-format page includes reference_results/README.md, whose links to files of the
 # repository are not documents of this site, and whose JSON sketches elide with "...".

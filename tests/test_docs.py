@@ -56,5 +56,6 @@ def test_checker_on_a_tree(tmp_path, capsys):
 def test_conf_uses_offline_mathjax_and_every_optimizer_gets_a_page():
     text = (DOCS / "conf.py").read_text()
     assert '"sphinx-mathjax-offline"' in text and "mathjax_path" not in text
+    assert '"[tex]/textmacros"' in text  # \_ and quotes inside \text{} in the docstrings
     assert "registry.OPTIMIZERS.items()" in text and "_optimizer_pages()" in text
     assert "_generated/optimizers" in (DOCS / "index.rst").read_text()
