@@ -107,3 +107,13 @@ def test_progress_line_reports_slow_runs_only():
     line(5, 10)
     line(10, 10)
     assert quiet.getvalue() == "" and slow.getvalue().splitlines()[-1].startswith("b: 10/10")
+
+
+def test_runs_and_the_command_module_do_not_import_matplotlib():
+    import subprocess
+    code = ("import sys, npoptim.teaching, npoptim.cli.plot, npoptim.plotting, npoptim.theory."
+            "momentum; from npoptim.teaching import compare, get_problem; "
+            "compare(get_problem('beale'), ['Adam'], steps=2); "
+            "assert not any(m.startswith('matplotlib') for m in sys.modules), 'imported'")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

@@ -10,7 +10,8 @@
 * :mod:`npoptim.teaching.compare`: :func:`~npoptim.teaching.compare.compare` runs several
   optimizers at the same settings (what ``npoptim plot`` draws).
 
-Everything here needs NumPy only; the figures are in :mod:`npoptim.plotting` (matplotlib).
+Everything here needs NumPy only (and npoptim itself); the figures are in
+:mod:`npoptim.plotting` (matplotlib, the ``plot`` extra).
 """
 from npoptim.teaching.compare import compare
 from npoptim.teaching.problems import PROBLEMS, Problem, get_problem

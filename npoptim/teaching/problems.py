@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.special import expit
 
 
 @dataclass(frozen=True)
@@ -166,6 +165,11 @@ def quadratic(eigenvalues=(1.0, 10.0), angle=0.0, x0=None):
         description=f"1/2 x^T H x, eigenvalues {tuple(eigenvalues.tolist())}", hessian=hessian)
 
 
+def _sigmoid(z):
+    """1 / (1 + e^-z), without overflow for large |z|."""
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
 def _design(n, dim, seed):
     rng = np.random.default_rng(seed)
     return rng.standard_normal((n, dim)), rng
@@ -196,7 +200,7 @@ def logistic(n=64, dim=2, l2=1e-2, seed=0):
     :math:`w^* = (2, -1, \dots)` on a standard-normal design; strongly convex (``l2`` > 0)."""
     design, rng = _design(n, dim, seed)
     truth = np.array([2.0 if i == 0 else -1.0 for i in range(dim)])
-    labels = np.where(rng.random(n) < expit(design @ truth), 1.0, -1.0)
+    labels = np.where(rng.random(n) < _sigmoid(design @ truth), 1.0, -1.0)
 
     def loss(w):
         margins = labels * (design @ w)
@@ -204,7 +208,7 @@ def logistic(n=64, dim=2, l2=1e-2, seed=0):
 
     def grad(w):
         margins = labels * (design @ w)
-        return -design.T @ (labels * expit(-margins)) / n + l2 * w
+        return -design.T @ (labels * _sigmoid(-margins)) / n + l2 * w
 
     return Problem(
         name="logistic", loss=loss, grad=grad, x0=(0.0,) * dim,
