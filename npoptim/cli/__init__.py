@@ -17,6 +17,8 @@ COMMANDS = {
     "verify": ("npoptim.cli.verify", "check another implementation's results against golden "
                                      "cases"),
     "bench": ("npoptim.cli.bench", "benchmark sparse and dense steps (vs torch when installed)"),
+    "plot": ("npoptim.cli.plot", "contours and paths of optimizers at the same settings, loss, "
+                                 "lr, trust ratios (PNG/SVG; needs npoptim[plot])"),
 }
 
 

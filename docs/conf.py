@@ -1,0 +1,113 @@
+"""Sphinx configuration of npoptim's reference (``python -m sphinx -W -b html docs docs/_build/html``).
+
+Pages generated here at build time, into ``docs/_generated`` (not committed): one page per
+optimizer (its module docstring, the math, and the class), the CLI's ``--help`` texts, and the
+figures of the worked examples (with matplotlib). MathJax is served from the build itself
+(``sphinx-mathjax-offline``), so the pages render without internet access.
+"""
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import npoptim  # noqa: E402
+from npoptim import registry  # noqa: E402
+
+project = "npoptim"
+author = "npoptim contributors"
+release = version = npoptim.__version__
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
+              "myst_parser"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build"]
+html_theme = "alabaster"
+html_static_path = ["_static"]
+html_css_files = ["npoptim.css"]
+autodoc_member_order = "bysource"
+autodoc_default_options = {"show-inheritance": True}
+myst_heading_anchors = 3
+# The docstrings write option names inside \text{} as ``trust\_norm''; MathJax's textmacros
+# (loaded from the build, like the rest of MathJax) typesets \_ and the quotes there.
+mathjax3_config = {"loader": {"load": ["[tex]/textmacros"]},
+                   "tex": {"packages": {"[+]": ["textmacros"]}}}
+nitpicky = False
+# The golden-format page includes reference_results/README.md, whose links to files of the
+# repository are not documents of this site, and whose JSON sketches elide with "...".
+suppress_warnings = ["myst.xref_missing", "misc.highlighting_failure"]
+
+GENERATED = HERE / "_generated"
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _optimizer_pages():
+    seen = set()
+    names = []
+    for name, (module, torch_name) in registry.OPTIMIZERS.items():
+        title = name + (f" (torch.optim.{torch_name})" if torch_name else "")
+        lines = [title, "=" * len(title), "", f".. automodule:: {module}", "   :no-members:"]
+        if module in seen:  # a second optimizer of the same module (AdamW): no second target
+            lines.append("   :no-index:")
+        seen.add(module)
+        lines += ["", f".. autoclass:: {module}.{name}", ""]
+        _write(GENERATED / "optimizers" / f"{name}.rst", "\n".join(lines))
+        names.append(name)
+    toc = ["Optimizers", "==========", "",
+           "One page per optimizer: the algorithm as its module documents it, then the class.",
+           "", ".. toctree::", "   :maxdepth: 1", ""]
+    toc += [f"   optimizers/{n}" for n in names]
+    _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")
+
+
+def _cli_page():
+    from npoptim.cli import COMMANDS
+    lines = ["Command line", "============", "",
+             "``python -m npoptim COMMAND`` (or the ``npoptim`` console script). Each command's",
+             "``--help``:", ""]
+    for name, (module_name, help_) in COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"npoptim {name}", description=help_)
+        importlib.import_module(module_name).add_arguments(parser)
+        text = parser.format_help()
+        lines += [f"npoptim {name}", "-" * (len(name) + 8), "", "::", ""]
+        lines += ["    " + line if line else "" for line in text.splitlines()] + [""]
+    _write(GENERATED / "cli.rst", "\n".join(lines))
+
+
+def _figures():
+    """The worked examples' figures (needs matplotlib, the docs extra installs it)."""
+    from npoptim.plotting import figures
+    from npoptim.teaching import compare, get_problem
+    out = GENERATED / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    rosenbrock = get_problem("rosenbrock").with_layers((1, 1))
+    runs = compare(rosenbrock, ["SGD", "Adam", "RMSprop", "LAMB"])
+    figures.save(figures.overview(rosenbrock, runs), out / "rosenbrock.png")
+    d2l = get_problem("d2l_quadratic")
+    from npoptim.teaching.trajectory import optimizer_factory, trajectory
+    from npoptim.theory import momentum
+    alpha, beta = momentum.optimal_parameters(0.2, 4.0)
+    momentum_runs = [trajectory(optimizer_factory("SGD", lr=0.4), d2l, name="SGD lr 0.4"),
+                     trajectory(optimizer_factory("SGD", lr=0.4, momentum=0.5), d2l,
+                                name="SGD lr 0.4, momentum 0.5"),
+                     trajectory(optimizer_factory("SGD", lr=alpha, momentum=beta), d2l,
+                                name=f"optimal lr {alpha:.3f}, momentum {beta:.3f}")]
+    figures.save(figures.paths(d2l, momentum_runs), out / "d2l_momentum.png")
+    figures.save(figures.phase_diagram(), out / "momentum_phase.png")
+    least = get_problem("least_squares")
+    warm = compare(least, ["AdamW", "SGD"], schedule="warmup-cosine", steps=100)
+    figures.save(figures.learning_rates(warm), out / "warmup_cosine.png")
+
+
+_optimizer_pages()
+_cli_page()
+_figures()
