@@ -15,7 +15,8 @@ from hand_derived import assert_typed_float32, close
 
 from npoptim.kernels.parallel import parallel_threshold_set
 from npoptim.optim import lamb as lamb_module
-from npoptim.optim.lamb import BLOCK, LANES, LAMB, VARIANTS, _TASK_BLOCKS, grad_sumsq
+from npoptim.kernels.reduction import BLOCK, LANES, _TASK_BLOCKS, grad_sumsq
+from npoptim.optim.lamb import LAMB, VARIANTS
 
 B1, B2 = 0.9, 0.999
 
@@ -286,10 +287,13 @@ def test_float32_is_computed_in_float32():
     run([w64], [[g] for g in grads], lr=0.01, weight_decay=0.01, variant="apex")
     assert w32.dtype == np.float32 and opt.state[0]["exp_avg"].dtype == np.float32
     np.testing.assert_allclose(w32, w64, rtol=2e-6, atol=2e-6)
-    # each rule, called with float32 values and a float32 hyper tuple, is typed float32 only
+    # each rule, called with float32 values and a float32 hyper record, is typed float32 only
     f = np.float32
-    hyper = tuple(f(x) for x in (1, 0.1, 0.9, 0.1, 0.999, 0.001, 0.999, 0.1, 0.03, 1e-6, 0.01,
-                                 0, -0.01))
+    hyper = lamb_module.LAMBHyper(
+        clip_divisor=f(1), l2=f(0.1), beta1=f(0.9), beta3=f(0.1), beta2=f(0.999),
+        one_minus_beta2=f(0.001), decay_factor=f(0.999), bias_correction1=f(0.1),
+        bias_correction2_sqrt=f(0.03), eps=f(1e-6), update_decay=f(0.01),
+        trust_norm_is_grad=f(0), neg_step=f(-0.01))
     for rule, args in ((lamb_module.lamb_moments_rule, (f(1), f(2), (f(3), f(4)), hyper)),
                        (lamb_module.lamb_direction, (f(1), f(2), f(3), hyper)),
                        (lamb_module.lamb_update_rule, (f(1), (f(3), f(4)), hyper))):
@@ -329,11 +333,11 @@ def fixed_order_sumsq(x):
 def test_sumsq_is_the_fixed_block_lane_pairwise_sum(n):
     rng = np.random.default_rng(n)
     g = rng.standard_normal(n)
-    got = grad_sumsq(g, (0.0,))
+    got = grad_sumsq(g)
     assert got == fixed_order_sumsq(g)
     assert got == pytest.approx(math.fsum(g * g), rel=1e-13, abs=0)
     g32 = g.astype(np.float32)
-    got32 = grad_sumsq(g32, (np.float32(0),))
+    got32 = grad_sumsq(g32)
     assert got32 == fixed_order_sumsq(g32)  # (a float32 value, returned as a Python float)
     assert got32 == pytest.approx(math.fsum(g32.astype(float) ** 2), rel=2e-6, abs=0)
 
@@ -342,9 +346,9 @@ def test_sumsq_is_the_fixed_block_lane_pairwise_sum(n):
 def test_sumsq_is_the_same_serial_and_parallel(n):
     g = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     with parallel_threshold_set(None):
-        serial = grad_sumsq(g, (np.float32(0),))
+        serial = grad_sumsq(g)
     with parallel_threshold_set(0):
-        parallel = grad_sumsq(g, (np.float32(0),))
+        parallel = grad_sumsq(g)
     assert serial == parallel == fixed_order_sumsq(g)
 
 

@@ -255,9 +255,12 @@ def test_float32_is_computed_in_float32():
     assert w32.dtype == np.float32 and opt.state[0]["momentum_buffer"].dtype == np.float32
     np.testing.assert_allclose(w32, w64, rtol=2e-6, atol=2e-6)
     f = np.float32
-    hyper = tuple(f(x) for x in (0.01, 0.1, 0.9, 1.0, 0.0, 1.0, -1.0))
+    hyper = lars_module.LARSHyper(decay=f(0.01), scale=f(0.1), momentum=f(0.9),
+                                  one_minus_dampening=f(1.0), first_step=f(0.0),
+                                  nesterov=f(1.0), neg_step=f(-1.0))
+    norm_hyper = lars_module.LARSNormHyper(grad_decay=f(0.5))
     for rule, args in ((lars_module.lars_rule, (f(1), f(2), (f(3),), hyper)),
-                       (lars_module.lars_norm_terms, (f(1), f(2), (), (f(0.5),)))):
+                       (lars_module.lars_norm_terms, (f(1), f(2), (), norm_hyper))):
         assert_typed_float32(rule, args)
 
 

@@ -271,3 +271,18 @@ def apply_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper):
                          first, last)
     else:
         _update_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, 0, n)
+
+
+@driver(parallel=True)
+def apply_from_states(rule, param, states, hyper):
+    """``param[i] = rule(param[i], s, hyper)`` with ``s = (states[0][i], ...)``, read only.
+
+    (``apply_dense`` would write every state back, unchanged: two more streams to memory.)
+    """
+    n = param.size
+    if n >= parallel_threshold():
+        for i in prange(n):
+            param[i] = rule(param[i], load_state(states, i), hyper)
+    else:
+        for i in range(n):
+            param[i] = rule(param[i], load_state(states, i), hyper)

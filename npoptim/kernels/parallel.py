@@ -9,7 +9,7 @@ gap between steps. ``npoptim bench`` measures both sides on the machine at hand.
 Results never depend on this setting nor on the thread count (``numba.set_num_threads``):
 element-wise updates are the same whichever thread computes them. (A reduction, such as the
 norms of LAMB/LARS, must fix its summation order by the array's size alone, never by the
-thread count: see ``npoptim.optim.lamb.sumsq_pair``.)
+thread count: see ``npoptim.kernels.reduction.sumsq_pair``.)
 
 The threshold is read by compiled code at run time, so changing it needs no recompilation and
 works with kernels loaded from Numba's on-disk cache: it lives in a C ``int64`` registered with

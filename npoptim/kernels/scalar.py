@@ -7,7 +7,8 @@ at those places. It is LLVM's correctly rounded ``llvm.fma`` when compiled, and 
 rational computation under ``NUMBA_DISABLE_JIT=1``, so results do not depend on the CPU.
 
 Rules never use numeric literals in arithmetic: Numba types a literal as float64 or int64,
-which would silently promote float32 arithmetic to float64.
+which would silently promote float32 arithmetic to float64. :func:`constant` is the one way a
+rule writes a number: ``constant(1.0, v)`` is 1 in ``v``'s dtype.
 """
 import math
 from fractions import Fraction
@@ -17,8 +18,21 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+from numba.np.numpy_support import as_dtype
 
 from npoptim.kernels.jit import JIT_OPTIONS, kernel
+
+
+def constant(value, like):
+    """The number ``value`` in the dtype of the scalar ``like`` (a literal a rule can use)."""
+    return type(like)(value)
+
+
+@overload(constant, jit_options=JIT_OPTIONS)
+def _constant_jit(value, like):
+    if isinstance(like, types.Float):
+        kind = as_dtype(like).type
+        return lambda value, like: kind(value)
 
 
 def fma(a, b, c):
@@ -73,12 +87,11 @@ def lerp(start, end, weight):
     """``start + weight * (end - start)``, rounded as torch's vectorized ``lerp``.
 
     torch switches form at ``|weight| = 0.5``: ``fma(weight, end - start, start)`` below it,
-    ``fma(weight - 1, end - start, end)`` above (exact at ``weight == 1``). ``weight / weight``
-    is that 1 in the arguments' own dtype (``weight`` is not 0 on that branch).
+    ``fma(weight - 1, end - start, end)`` above (exact at ``weight == 1``).
     """
     if abs(weight) < 0.5:
         return fma(weight, end - start, start)
-    return fma(weight - weight / weight, end - start, end)
+    return fma(weight - constant(1.0, weight), end - start, end)
 
 
 @kernel

@@ -78,177 +78,38 @@ loop, sums :math:`\|w\|^2` and :math:`\|x\|^2` without storing :math:`u` (the de
 :math:`w(1-\gamma\lambda)` is computed there but not stored). The second recomputes :math:`u`
 from the stored moments with the same rule (so the norm is the norm of exactly the vector
 applied), then writes :math:`w` only. Norms are sums of squares in the parameter's dtype, in an
-order fixed by the array's size alone (see :func:`sumsq_pair`): bit-identical whatever the
-thread count and the parallel threshold. Dense gradients only.
+order fixed by the array's size alone (see :func:`~npoptim.kernels.reduction.sumsq_pair`):
+bit-identical whatever the thread count and the parallel threshold. Dense gradients only.
 """
 import math
-import numbers
+from typing import NamedTuple
 
 import numpy as np
-from numba import prange
 
-from npoptim.kernels.drivers import load_state, slice_states, store_state
-from npoptim.kernels.jit import driver, kernel
-from npoptim.kernels.parallel import parallel_threshold
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
-
-# ------------------------------------------------------------------------ the reduction driver
-#: Elements per block. Blocks are summed independently (on several threads above the parallel
-#: threshold), then their sums are combined pairwise.
-BLOCK = 1024
-#: Partial sums ("lanes") per block: element ``i`` of a block adds into lane ``i % LANES``.
-#: Independent lanes let LLVM vectorize the loop without reassociating anything (a single
-#: running sum is a chain of dependent adds: latency-bound, and not vectorizable without
-#: fastmath). ``BLOCK`` is a multiple of ``LANES``. 16 was the fastest of 16 to 256 measured
-#: (AVX-512 machine, 10M elements; 64 lanes ran float64 sums at half the speed).
-LANES = 16
-#: Blocks per parallel task (each task reuses one lanes array).
-_TASK_BLOCKS = 64
-_DEPTH = 64  # levels of the pairwise tree: enough for 2**64 blocks
-
-
-@kernel
-def _fold_lanes(lanes):
-    """Fold ``lanes`` (shape ``(2, LANES)``) into column 0 by halving: lane ``k`` takes lane
-    ``k + w`` for ``w = LANES/2, LANES/4, ..., 1`` (a fixed tree)."""
-    width = LANES // 2
-    while width > 0:
-        for k in range(width):
-            lanes[0, k] += lanes[0, k + width]
-            lanes[1, k] += lanes[1, k + width]
-        width //= 2
-
-
-@kernel
-def _combine_blocks(sums):
-    """``(sum of sums[:, 0], sum of sums[:, 1])``, the block sums combined pairwise.
-
-    The blocks are combined as a binary counter combines carries: a tree fixed by the number
-    of blocks alone, then the remaining partial sums from the last to the first.
-    """
-    partial = np.zeros((_DEPTH, 2), sums.dtype)
-    level = np.zeros(_DEPTH, np.int64)
-    top = 0
-    for block in range(sums.shape[0]):
-        partial[top, 0] = sums[block, 0]
-        partial[top, 1] = sums[block, 1]
-        level[top] = 0
-        top += 1
-        while top > 1 and level[top - 1] == level[top - 2]:
-            partial[top - 2, 0] += partial[top - 1, 0]
-            partial[top - 2, 1] += partial[top - 1, 1]
-            level[top - 2] += 1
-            top -= 1
-    last = max(top - 1, 0)  # no block gives the zeros of row 0
-    sum_a = partial[last, 0]
-    sum_b = partial[last, 1]
-    for k in range(top - 2, -1, -1):
-        sum_a = partial[k, 0] + sum_a
-        sum_b = partial[k, 1] + sum_b
-    return sum_a, sum_b
-
-
-@driver
-def _sum_blocks(rule, param, grad, states, hyper, sums, first, last):
-    """``sums[block] = (sum a**2, sum b**2)`` over the blocks ``first .. last - 1``.
-
-    In a row of up to LANES elements, element k goes to lane k: the inner loop has no
-    dependency between iterations, so it vectorizes (through the 1-d views lanes_a and
-    lanes_b: indexing lanes[0, k] there was not vectorized; a row count that is not a
-    compile-time constant keeps LLVM from unrolling the loop fully instead of vectorizing it).
-    """
-    n = param.size
-    lanes = np.empty((2, LANES), param.dtype)
-    lanes_a, lanes_b = lanes[0], lanes[1]
-    for block in range(first, last):
-        for k in range(LANES):
-            lanes_a[k] = 0
-            lanes_b[k] = 0
-        stop = min(n, (block + 1) * BLOCK)
-        for row in range(block * BLOCK, stop, LANES):
-            count = min(LANES, stop - row)
-            p = param[row:row + count]
-            g = grad[row:row + count]
-            s = slice_states(states, row, row + count)
-            for k in range(count):
-                values, a, b = rule(p[k], g[k], load_state(s, k), hyper)
-                store_state(s, k, values)
-                lanes_a[k] += a * a
-                lanes_b[k] += b * b
-        _fold_lanes(lanes)
-        sums[block, 0] = lanes[0, 0]
-        sums[block, 1] = lanes[1, 0]
-
-
-@driver(parallel=True)
-def sumsq_pair(rule, param, grad, states, hyper):
-    """Apply ``rule`` to every element, store the new states, return ``(sum a**2, sum b**2)``.
-
-    ``rule(p, g, s, h) -> (new_s, a, b)`` follows the signature of an update rule (see
-    :mod:`npoptim.kernels.drivers`) but returns the two values to square instead of a new
-    parameter: ``param`` and ``grad`` are only read (``new_s`` is ``()`` for a pure reduction).
-
-    The summation order depends on the array's size alone, never on the thread count:
-
-    1. the array is cut into blocks of :data:`BLOCK` consecutive elements (the last may be
-       shorter);
-    2. in a block, element ``i`` (counted from the block's start) adds its square into lane
-       ``i % LANES``, lanes starting at 0 and taking their elements in increasing order;
-    3. the lanes are folded by halving (:func:`_fold_lanes`) into the block's sum;
-    4. the block sums are combined pairwise (:func:`_combine_blocks`).
-
-    Sums are in the parameter's dtype. Above the parallel threshold, tasks of
-    ``_TASK_BLOCKS`` blocks run on several threads; each block's sum is the same either way.
-    """
-    n = param.size
-    # (no array expressions here, such as ``a[:] = 0`` or ``np.zeros``: in a kernel compiled
-    # with parallel=True, Numba would turn each into a parallel region of its own)
-    sums = np.empty(((n + BLOCK - 1) // BLOCK, 2), param.dtype)
-    if n >= parallel_threshold():
-        tasks = (sums.shape[0] + _TASK_BLOCKS - 1) // _TASK_BLOCKS
-        for task in prange(tasks):
-            _sum_blocks(rule, param, grad, states, hyper, sums, task * _TASK_BLOCKS,
-                        min((task + 1) * _TASK_BLOCKS, sums.shape[0]))
-    else:
-        _sum_blocks(rule, param, grad, states, hyper, sums, 0, sums.shape[0])
-    return _combine_blocks(sums)
-
-
-@driver(parallel=True)
-def apply_from_states(rule, param, states, hyper):
-    """``param[i] = rule(param[i], s, hyper)`` with ``s = (states[0][i], ...)``, read only.
-
-    (``apply_dense`` would write every state back, unchanged: two more streams to memory.)
-    """
-    n = param.size
-    if n >= parallel_threshold():
-        for i in prange(n):
-            param[i] = rule(param[i], load_state(states, i), hyper)
-    else:
-        for i in range(n):
-            param[i] = rule(param[i], load_state(states, i), hyper)
-
-
-@kernel
-def grad_term(p, g, s, h):
-    """The gradient and ``h[0]`` (a typed zero): :func:`sumsq_pair` of it is ``(‖g‖², 0)``."""
-    return (), g, h[0]
-
-
-@kernel
-def grad_sumsq(grad, zero):
-    """``‖grad‖²`` in the gradient's dtype (deterministic, see :func:`sumsq_pair`).
-
-    ``zero`` is ``(0,)`` in that dtype (rules take no literals).
-    """
-    return sumsq_pair(grad_term, grad, grad, (), zero)[0]
-
+from npoptim.kernels.drivers import apply_from_states
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.variants import (VARIANT_DEFAULT, check_bounds, check_choice, check_flag,
+                                    check_no_variant, is_real, resolve_variant)
 
 # -------------------------------------------------------------------------------- the rules
-# ``h`` for every LAMB rule (built by LAMB._hyper):
-#   0 clip divisor   1 l2 coefficient   2 beta1   3 beta3 (coefficient of g in m)   4 beta2
-#   5 1-beta2   6 decoupled decay factor   7 b1   8 sqrt(b2)   9 eps   10 lambda in u
-#   11 trust_norm is "grad" (or the layer does not adapt)   12 -lr * ratio (the update pass)
+class LAMBHyper(NamedTuple):
+    """One step's hyperparameters of the LAMB rules (built by ``LAMB._hyper``)."""
+
+    clip_divisor: float           # max(1, G/G_max): the gradient is divided by it
+    l2: float                     # λ with weight_decay_mode="l2" (added to g), else 0
+    beta1: float
+    beta3: float                  # coefficient of g in m: 1 - beta1 with grad_averaging, else 1
+    beta2: float
+    one_minus_beta2: float
+    decay_factor: float           # 1 - γλ with weight_decay_mode="decoupled", else 1
+    bias_correction1: float       # b1
+    bias_correction2_sqrt: float  # sqrt(b2)
+    eps: float
+    update_decay: float           # λ with weight_decay_mode="in_update" (added to u), else 0
+    trust_norm_is_grad: float     # 1: x is the clipped g (also where the layer does not adapt)
+    neg_step: float               # -γρ (the update pass; unused by the first)
 
 
 @kernel
@@ -258,32 +119,36 @@ def lamb_moments_rule(p, g, s, h):
     Returns the new moments and ``(w, x)``, whose norms make the trust ratio: ``w`` after the
     decoupled decay (not stored: pass 2 applies it again), ``x`` is ``u`` or the clipped ``g``.
     """
-    g = g / h[0]
-    clipped = g
-    if h[1] != 0:
-        g = g + h[1] * p
-    m = h[2] * s[0] + h[3] * g
-    v = h[4] * s[1] + h[5] * g * g
-    w = p * h[6]
-    if h[11] != 0:
-        return (m, v), w, clipped
+    exp_avg, exp_avg_sq = s
+    g = g / h.clip_divisor
+    clipped_grad = g
+    if h.l2 != 0:
+        g = g + h.l2 * p
+    m = h.beta1 * exp_avg + h.beta3 * g
+    v = h.beta2 * exp_avg_sq + h.one_minus_beta2 * g * g
+    w = p * h.decay_factor
+    if h.trust_norm_is_grad != 0:
+        return (m, v), w, clipped_grad
     return (m, v), w, lamb_direction(w, m, v, h)
 
 
 @kernel
-def lamb_direction(p, m, v, h):
-    """The update direction ``u = m/b1 / (sqrt(v)/sqrt(b2) + eps) (+ lambda w)``."""
-    u = (m / h[7]) / (math.sqrt(v) / h[8] + h[9])
-    if h[10] != 0:
-        u = u + h[10] * p
+def lamb_direction(w, m, v, h):
+    """The update direction ``u = r (+ lambda w)``, ``r = m/b1 / (sqrt(v)/sqrt(b2) + eps)``."""
+    r = (m / h.bias_correction1) / (math.sqrt(v) / h.bias_correction2_sqrt + h.eps)
+    u = r
+    if h.update_decay != 0:
+        u = r + h.update_decay * w
     return u
 
 
 @kernel
 def lamb_update_rule(p, s, h):
     """Pass 2: the decoupled decay, then ``w - lr * ratio * u``; the moments are only read."""
-    w = p * h[6]
-    return w + h[12] * lamb_direction(w, s[0], s[1], h)
+    exp_avg, exp_avg_sq = s
+    w = p * h.decay_factor
+    u = lamb_direction(w, exp_avg, exp_avg_sq, h)
+    return w + h.neg_step * u
 
 
 @kernel
@@ -297,14 +162,6 @@ def _lamb_update(param, states, hyper):
 
 
 # ----------------------------------------------------------------------------- the variants
-class _VariantDefault:
-    """The default of a switch: "the value the chosen ``variant`` gives it"."""
-
-    def __repr__(self):
-        return "<variant's value>"
-
-
-VARIANT_DEFAULT = _VariantDefault()
 _SAME_AS_EPS = "same as eps"
 
 _PAPER_V5 = dict(eps=1e-6, weight_decay=0.0, bias_correction=True, grad_averaging=True,
@@ -329,55 +186,6 @@ ALIASES = {"paper": "paper_v5", "optax": "paper_v5", "tfa": "paper_v5", "timm": 
 
 _WEIGHT_DECAY_MODES = ("in_update", "decoupled", "l2")
 _TRUST_NORMS = ("update", "grad")
-
-
-def resolve_variant(variants, aliases, variant, given):
-    """The switches of ``variant`` with every explicitly ``given`` one overriding it."""
-    if not isinstance(variant, str) or aliases.get(variant, variant) not in variants:
-        names = sorted(set(variants) | set(aliases))
-        raise ValueError(f"unknown variant {variant!r}; the variants are {', '.join(names)}")
-    canonical = aliases.get(variant, variant)
-    values = dict(variants[canonical])
-    values.update({k: v for k, v in given.items() if v is not VARIANT_DEFAULT})
-    return canonical, values
-
-
-def check_no_variant(group):
-    """A param group cannot choose a variant: that would silently do nothing."""
-    if "variant" in group:
-        raise ValueError("variant is chosen for the whole optimizer (it sets the defaults); "
-                         "a param group overrides the individual switches instead")
-
-
-def check_flag(group, *names):
-    """``ValueError`` unless each named option is a bool."""
-    for name in names:
-        if not isinstance(group[name], (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {group[name]!r}")
-
-
-def check_choice(group, name, choices):
-    """``ValueError`` unless the option is one of ``choices`` (strings)."""
-    if not isinstance(group[name], str) or group[name] not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got "
-                         f"{group[name]!r}")
-
-
-def check_bounds(group, name):
-    """``None`` or a pair ``(lo, hi)`` with ``0 <= lo <= hi`` (``hi`` may be ``inf``)."""
-    bounds = group[name]
-    if bounds is None:
-        return
-    if (not isinstance(bounds, (tuple, list)) or len(bounds) != 2
-            or not all(is_real(b) for b in bounds)
-            or not (0.0 <= bounds[0] <= bounds[1]) or math.isinf(bounds[0])):
-        raise ValueError(f"{name} must be None or a pair (lo, hi) with 0 <= lo <= hi, got "
-                         f"{bounds!r}")
-
-
-def is_real(value):
-    """A real number that is not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _clamp(value, bounds):
@@ -474,7 +282,7 @@ class LAMB(Optimizer):
         if max_norm is not None:
             total = 0.0
             for _, _, param, grad in prepared:  # fixed order: param-group order
-                total += float(grad_sumsq(grad, typed(grad, 0.0)))
+                total += float(grad_sumsq(grad))
             self._clip_divisor = max(math.sqrt(total) / max_norm, 1.0)
         super()._apply(prepared)
 
@@ -489,21 +297,22 @@ class LAMB(Optimizer):
         # True: b1 and b2 inside r; False or "step_size": none inside r
         correct = not isinstance(group["bias_correction"], str) and bool(group["bias_correction"])
         mode = group["weight_decay_mode"]
-        return typed(param,
-                     self._clip_divisor,
-                     wd if mode == "l2" else 0.0,
-                     beta1,
-                     1 - beta1 if group["grad_averaging"] else 1.0,
-                     beta2,
-                     1 - beta2,
-                     1 - lr * wd if mode == "decoupled" else 1.0,
-                     1 - beta1 ** step if correct else 1.0,
-                     math.sqrt(1 - beta2 ** step) if correct else 1.0,
-                     group["eps"],
-                     wd if mode == "in_update" else 0.0,
-                     # a layer that does not adapt asks for the cheap norms (unused)
-                     group["trust_norm"] == "grad" or not self._adapts(group),
-                     neg_step)
+        return typed_record(
+            LAMBHyper, param,
+            clip_divisor=self._clip_divisor,
+            l2=wd if mode == "l2" else 0.0,
+            beta1=beta1,
+            beta3=1 - beta1 if group["grad_averaging"] else 1.0,
+            beta2=beta2,
+            one_minus_beta2=1 - beta2,
+            decay_factor=1 - lr * wd if mode == "decoupled" else 1.0,
+            bias_correction1=1 - beta1 ** step if correct else 1.0,
+            bias_correction2_sqrt=math.sqrt(1 - beta2 ** step) if correct else 1.0,
+            eps=group["eps"],
+            update_decay=wd if mode == "in_update" else 0.0,
+            # a layer that does not adapt asks for the cheap norms (unused)
+            trust_norm_is_grad=group["trust_norm"] == "grad" or not self._adapts(group),
+            neg_step=neg_step)
 
     def _update(self, param, grad, state, group):
         state["step"] += 1

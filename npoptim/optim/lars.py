@@ -66,27 +66,36 @@ Differences that remain: apex LARC leaves a zero-norm parameter's gradient untou
 its weight decay and clip* that step, npoptim (as timm and torchlars) applies ratio 1 to
 :math:`g + \lambda w`, then the clip if ``trust_clip`` (as timm); timm/torch-SGD keep no buffer until the first momentum step, npoptim's buffer starts
 at zero (identical results). FBGEMM's ``lars_sgd`` (per embedding row, no zero guard) is not a
-variant here. Norms are computed by the deterministic reduction of :mod:`npoptim.optim.lamb`
-(:func:`~npoptim.optim.lamb.sumsq_pair`). Dense gradients only.
+variant here. Norms are computed by the deterministic reduction
+:func:`~npoptim.kernels.reduction.sumsq_pair`; the variant machinery is LAMB's
+(:mod:`npoptim.optim.variants`). Dense gradients only.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.lamb import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                is_real, resolve_variant, sumsq_pair)
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.kernels.reduction import sumsq_pair
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                    is_real, resolve_variant)
 
 
-# ``h`` of the norm pass: (lambda inside the gradient-side norm,)
+class LARSNormHyper(NamedTuple):
+    """The norm pass's hyperparameter."""
+
+    grad_decay: float  # λ inside the gradient-side norm (trust_denominator="norm_of_sum"), else 0
+
+
 @kernel
 def lars_norm_terms(p, g, s, h):
     """``(w, g)``, or ``(w, g + lambda w)`` for the optax denominator (no state: ``()``)."""
-    if h[0] != 0:
-        return (), p, g + h[0] * p
-    return (), p, g
+    w = p
+    if h.grad_decay != 0:
+        return (), w, g + h.grad_decay * w
+    return (), w, g
 
 
 @kernel
@@ -94,26 +103,37 @@ def _lars_norms(param, grad, states, hyper):
     return sumsq_pair(lars_norm_terms, param, grad, states, hyper)
 
 
-# ``h`` of the update: (lambda in d, a, momentum, 1 - dampening, first step, nesterov, -c)
+class LARSHyper(NamedTuple):
+    """The update's hyperparameters (see the module docstring for ``a`` and ``c``)."""
+
+    decay: float                # λ in d, else 0 (decay_in_update=False)
+    scale: float                # a
+    momentum: float
+    one_minus_dampening: float
+    first_step: float           # 1 on the first step: the buffer becomes x
+    nesterov: float             # 1 or 0
+    neg_step: float             # -c
+
+
 @kernel
 def lars_rule(p, g, s, h):
-    """One element; ``s = (momentum_buffer,)``, see the module docstring for ``a`` and ``c``."""
-    decay, scale, momentum, one_minus_dampening = h[0], h[1], h[2], h[3]
+    """One element; ``s = (momentum_buffer,)``: :math:`b` (``direction`` is :math:`s`)."""
+    (buf,) = s
     d = g
-    if decay != 0:
-        d = g + decay * p
-    x = scale * d
-    buf = s[0]
-    if momentum != 0:
-        if h[4] != 0:  # first step
+    if h.decay != 0:
+        d = g + h.decay * p
+    x = h.scale * d
+    direction = x
+    if h.momentum != 0:
+        if h.first_step != 0:
             buf = x
         else:
-            buf = momentum * buf + one_minus_dampening * x
-        if h[5] != 0:  # nesterov
-            x = x + momentum * buf
+            buf = h.momentum * buf + h.one_minus_dampening * x
+        if h.nesterov != 0:
+            direction = x + h.momentum * buf
         else:
-            x = buf
-    return p + h[6] * x, (buf,)
+            direction = buf
+    return p + h.neg_step * direction, (buf,)
 
 
 @kernel
@@ -209,15 +229,18 @@ class LARS(Optimizer):
         if not (excluded or group["exclude_from_layer_adaptation"]) and (
                 group["always_adapt"] or weight_decay != 0):
             inside = group["trust_denominator"] == "norm_of_sum"
-            w_sq, x_sq = _lars_norms(param, grad, (),
-                                     typed(param, weight_decay if inside else 0.0))
+            w_sq, x_sq = _lars_norms(param, grad, (), typed_record(
+                LARSNormHyper, param, grad_decay=weight_decay if inside else 0.0))
             ratio = float(trust_ratio(param.dtype, w_sq, x_sq, weight_decay, group))
         scale, neg_step = {"paper": (lr * ratio, -1.0),
                            "torch": (ratio, -lr),
                            "gradient": (1.0, -(lr * ratio))}[group["momentum_convention"]]
-        hyper = typed(param, weight_decay if group["decay_in_update"] else 0.0, scale,
-                      group["momentum"], 1 - group["dampening"], state["step"] == 1,
-                      bool(group["nesterov"]), neg_step)
+        hyper = typed_record(LARSHyper, param,
+                             decay=weight_decay if group["decay_in_update"] else 0.0,
+                             scale=scale, momentum=group["momentum"],
+                             one_minus_dampening=1 - group["dampening"],
+                             first_step=state["step"] == 1, nesterov=bool(group["nesterov"]),
+                             neg_step=neg_step)
         _lars_dense(param, grad, self._flat_states(state, group), hyper)
 
 

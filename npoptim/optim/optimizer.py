@@ -475,6 +475,13 @@ def _fits_float(value):
 
 
 def typed(param, *values):
-    """Hyperparameters as a tuple of scalars of the parameter's dtype, for a kernel."""
+    """Scalars of the parameter's dtype, as a tuple (for a kernel)."""
     cast = param.dtype.type
     return tuple(cast(v) for v in values)
+
+
+def typed_record(record, param, **values):
+    """The hyperparameter record ``record(**values)`` (a ``typing.NamedTuple`` class), every
+    field a scalar of the parameter's dtype, as rules read them (a flag is 1 or 0)."""
+    cast = param.dtype.type
+    return record(**{name: cast(value) for name, value in values.items()})
