@@ -1,9 +1,10 @@
 """Deterministic sums of squares: the reduction driver behind LAMB's and LARS's trust ratios.
 
-:func:`sumsq_pair` applies a rule to every element (like :func:`~npoptim.kernels.drivers.apply_dense`)
-and returns two sums of squares of values the rule returns, in an order fixed by the array's
-size alone: bit-identical whatever the thread count and the parallel threshold (see
-:mod:`npoptim.kernels.parallel`). :func:`grad_sumsq` is the plain ``‖g‖²`` built on it.
+:func:`sumsq_pair` applies a rule to every element (as
+:func:`~npoptim.kernels.drivers.apply_dense` does) and returns two sums of squares of values
+the rule returns, in an order fixed by the array's size alone: bit-identical whatever the
+thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
+:func:`grad_sumsq` is the plain ``‖g‖²`` built on it.
 """
 import numpy as np
 from numba import prange
@@ -136,7 +137,7 @@ def sumsq_pair(rule, param, grad, states, hyper):
 
 @kernel
 def grad_term(p, g, s, h):
-    """The gradient and a zero: :func:`sumsq_pair` of it is ``(‖g‖², 0)`` (no state, no ``h``)."""
+    """The gradient and a zero: :func:`sumsq_pair` of it is ``(‖g‖², 0)`` (no ``s``, no ``h``)."""
     return (), g, constant(0.0, g)
 
 

@@ -12,27 +12,39 @@ With gradient :math:`g` (negated when ``maximize``), decay :math:`\rho`:
 
 :math:`\epsilon` sits inside both square roots. Dense gradients only, as in torch.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+
+
+class AdadeltaHyper(NamedTuple):
+    """One step's hyperparameters of the Adadelta rule (built by ``Adadelta._update``)."""
+
+    rho: float
+    one_minus_rho: float
+    eps: float
+    weight_decay: float
+    neg_lr: float    # -lr
+    maximize: float  # 1 or 0
 
 
 @kernel
 def adadelta_rule(p, g, s, h):
-    """One element; ``s = (square_avg, acc_delta)``, ``h = (rho, 1-rho, eps, wd, -lr, max)``."""
-    rho, one_minus_rho, eps, weight_decay, neg_lr = h[0], h[1], h[2], h[3], h[4]
+    """One element; ``s = (square_avg, acc_delta)``."""
     square_avg, acc_delta = s
-    if h[5] != 0:  # maximize
+    if h.maximize != 0:
         g = -g
-    if weight_decay != 0:
-        g = fma(weight_decay, p, g)
-    square_avg = fma(one_minus_rho * g, g, square_avg * rho)
-    delta = np.sqrt(acc_delta + eps) / np.sqrt(square_avg + eps) * g
-    acc_delta = fma(one_minus_rho * delta, delta, acc_delta * rho)
-    return fma(neg_lr, delta, p), (square_avg, acc_delta)
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    square_avg = fma(h.one_minus_rho * g, g, square_avg * h.rho)
+    delta = np.sqrt(acc_delta + h.eps) / np.sqrt(square_avg + h.eps) * g
+    acc_delta = fma(h.one_minus_rho * delta, delta, acc_delta * h.rho)
+    return fma(h.neg_lr, delta, p), (square_avg, acc_delta)
 
 
 @kernel
@@ -61,6 +73,7 @@ class Adadelta(Optimizer):
     def _update(self, param, grad, state, group):
         state["step"] += 1
         rho = group["rho"]
-        hyper = typed(param, rho, 1 - rho, group["eps"], group["weight_decay"], -group["lr"],
-                      bool(group["maximize"]))
+        hyper = typed_record(AdadeltaHyper, param, rho=rho, one_minus_rho=1 - rho,
+                             eps=group["eps"], weight_decay=group["weight_decay"],
+                             neg_lr=-group["lr"], maximize=bool(group["maximize"]))
         _adadelta_dense(param, grad, self._flat_states(state, group), hyper)

@@ -18,25 +18,37 @@ State exists from construction, as torch creates it in ``__init__``; like torch,
 the constructor's ``initial_accumulator_value``, even for a param group that overrides it or is
 added later.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.sparse.rowgrad import RowGradient
+
+
+class AdagradHyper(NamedTuple):
+    """One step's hyperparameters of the Adagrad rule (built by ``Adagrad._update``)."""
+
+    weight_decay: float
+    eps: float
+    neg_clr: float   # -clr
+    maximize: float  # 1 or 0
 
 
 @kernel
 def adagrad_rule(p, g, s, h):
-    """One element; ``s = (sum,)``, ``h = (weight_decay, eps, -clr, maximize)``."""
-    weight_decay, eps, neg_clr = h[0], h[1], h[2]
-    if h[3] != 0:  # maximize
+    """One element; ``s = (sum,)``."""
+    (total,) = s
+    if h.maximize != 0:
         g = -g
-    if weight_decay != 0:
-        g = fma(weight_decay, p, g)
-    total = fma(g, g, s[0])
-    return p + neg_clr * g / (np.sqrt(total) + eps), (total,)
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    total = fma(g, g, total)
+    denom = np.sqrt(total) + h.eps
+    return p + h.neg_clr * g / denom, (total,)
 
 
 @kernel
@@ -90,6 +102,7 @@ class Adagrad(Optimizer):
     def _update(self, param, grad, state, group):
         state["step"] += 1
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        hyper = typed(param, group["weight_decay"], group["eps"], -clr, bool(group["maximize"]))
+        hyper = typed_record(AdagradHyper, param, weight_decay=group["weight_decay"],
+                             eps=group["eps"], neg_clr=-clr, maximize=bool(group["maximize"]))
         self._run((_adagrad_dense, _adagrad_rows), param, grad, self._flat_states(state, group),
                   hyper)

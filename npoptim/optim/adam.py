@@ -20,58 +20,84 @@ Note where :math:`\epsilon` sits: added to :math:`\sqrt{\hat v / b_2}` (Kingma's
 not to :math:`\sqrt{v}` as SparseAdam does. Dense gradients only: torch's Adam refuses sparse
 ones too.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+
+
+class AdamHyper(NamedTuple):
+    """One step's hyperparameters of Adam's rules (built by ``Adam._update``).
+
+    The first six are the fields :func:`adam_moments` reads; RAdam's and NAdam's records have
+    them too, under the same names.
+    """
+
+    decay_factor: float           # 1 - lr * weight_decay for decoupled decay (AdamW), else 1
+    l2: float                     # weight_decay for L2 decay (Adam), else 0
+    one_minus_beta1: float
+    beta2: float
+    one_minus_beta2: float
+    maximize: float               # 1 or 0
+    bias_correction2_sqrt: float  # sqrt(b2)
+    eps: float
+    neg_step_size: float          # -lr / b1
 
 
 def moment_hyper(group):
-    """The six hyperparameters that :func:`adam_moments` reads first from ``h``:
-    ``(decay_factor, l2, 1 - beta1, beta2, 1 - beta2, maximize)``, computed in double as
+    """The fields :func:`adam_moments` reads, as keywords of a record: computed in double as
     torch does (``decay_factor = 1 - lr * weight_decay`` for decoupled decay, else 1)."""
     lr, wd = group["lr"], group["weight_decay"]
     beta1, beta2 = group["betas"]
     decoupled = group["decoupled_weight_decay"]
-    return (1 - lr * wd if decoupled and wd != 0 else 1.0, 0.0 if decoupled else wd,
-            1 - beta1, beta2, 1 - beta2, bool(group["maximize"]))
+    return dict(decay_factor=1 - lr * wd if decoupled and wd != 0 else 1.0,
+                l2=0.0 if decoupled else wd, one_minus_beta1=1 - beta1, beta2=beta2,
+                one_minus_beta2=1 - beta2, maximize=bool(group["maximize"]))
 
 
 @kernel
 def adam_moments(p, g, m, v, h):
-    """Weight decay and the two moment updates, shared by Adam, AdamW and RAdam."""
-    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
-    if h[5] != 0:  # maximize
+    """Weight decay and the two moment updates, shared by Adam, AdamW, RAdam and NAdam.
+
+    Returns the decayed parameter, the gradient after ``maximize`` and L2 decay, ``m`` and ``v``.
+    ``h`` is any record with the fields of :func:`moment_hyper`.
+    """
+    if h.maximize != 0:
         g = -g
-    p = p * decay_factor
-    if l2 != 0:
-        g = fma(l2, p, g)
-    m = lerp(m, g, one_minus_beta1)
-    v = fma(one_minus_beta2 * g, g, v * beta2)
-    return p, m, v
+    p = p * h.decay_factor
+    if h.l2 != 0:
+        g = fma(h.l2, p, g)
+    m = lerp(m, g, h.one_minus_beta1)
+    v = fma(h.one_minus_beta2 * g, g, v * h.beta2)
+    return p, g, m, v
 
 
 @kernel
-def _adam_param(p, m, v, h):
-    bias_correction2_sqrt, eps, neg_step_size = h[6], h[7], h[8]
-    return p + neg_step_size * m / (np.sqrt(v) / bias_correction2_sqrt + eps)
+def _adam_param(p, m, v_hat, h):
+    """The last line of the math: ``p - step_size * m / denom``."""
+    denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
+    return p + h.neg_step_size * m / denom
 
 
 @kernel
 def adam_rule(p, g, s, h):
-    """One element of Adam/AdamW; ``s = (exp_avg, exp_avg_sq)``, ``h`` from :func:`_hyper`."""
-    p, m, v = adam_moments(p, g, s[0], s[1], h)
+    """One element of Adam/AdamW; ``s = (exp_avg, exp_avg_sq)``."""
+    exp_avg, exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
     return _adam_param(p, m, v, h), (m, v)
 
 
 @kernel
 def amsgrad_rule(p, g, s, h):
     """Adam/AdamW with amsgrad; ``s = (exp_avg, exp_avg_sq, max_exp_avg_sq)``."""
-    p, m, v = adam_moments(p, g, s[0], s[1], h)
-    v_max = maximum(s[2], v)
-    return _adam_param(p, m, v_max, h), (m, v, v_max)
+    exp_avg, exp_avg_sq, max_exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
+    v_hat = maximum(max_exp_avg_sq, v)
+    return _adam_param(p, m, v_hat, h), (m, v, v_hat)
 
 
 @kernel
@@ -114,8 +140,9 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        hyper = typed(param, *moment_hyper(group), (1 - beta2 ** step) ** 0.5, group["eps"],
-                      -(group["lr"] / (1 - beta1 ** step)))
+        hyper = typed_record(AdamHyper, param, **moment_hyper(group),
+                             bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
+                             neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
 

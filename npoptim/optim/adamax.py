@@ -18,23 +18,36 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight
 fused multiply-add, :math:`m` a ``lerp``, and the last line torch's ``addcdiv``,
 ``p + (-clr * m) / u``.
 """
+from typing import NamedTuple
+
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+
+
+class AdamaxHyper(NamedTuple):
+    """One step's hyperparameters of the Adamax rule (built by ``Adamax._update``)."""
+
+    weight_decay: float
+    one_minus_beta1: float
+    beta2: float
+    eps: float
+    neg_clr: float   # -lr / (1 - beta1^t)
+    maximize: float  # 1 or 0
 
 
 @kernel
 def adamax_rule(p, g, s, h):
-    """One element; ``s = (exp_avg, exp_inf)``, ``h = (wd, 1-beta1, beta2, eps, -clr, max)``."""
-    weight_decay, one_minus_beta1, beta2, eps, neg_clr = h[0], h[1], h[2], h[3], h[4]
-    if h[5] != 0:  # maximize
+    """One element; ``s = (exp_avg, exp_inf)``."""
+    exp_avg, exp_inf = s
+    if h.maximize != 0:
         g = -g
-    if weight_decay != 0:
-        g = fma(weight_decay, p, g)
-    m = lerp(s[0], g, one_minus_beta1)
-    u = maximum(s[1] * beta2, abs(g) + eps)
-    return p + neg_clr * m / u, (m, u)
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    m = lerp(exp_avg, g, h.one_minus_beta1)
+    u = maximum(exp_inf * h.beta2, abs(g) + h.eps)
+    return p + h.neg_clr * m / u, (m, u)
 
 
 @kernel
@@ -67,6 +80,7 @@ class Adamax(Optimizer):
         state["step"] += 1
         beta1, beta2 = group["betas"]
         clr = group["lr"] / (1 - beta1 ** state["step"])
-        hyper = typed(param, group["weight_decay"], 1 - beta1, beta2, group["eps"], -clr,
-                      bool(group["maximize"]))
+        hyper = typed_record(AdamaxHyper, param, weight_decay=group["weight_decay"],
+                             one_minus_beta1=1 - beta1, beta2=beta2, eps=group["eps"],
+                             neg_clr=-clr, maximize=bool(group["maximize"]))
         _adamax_dense(param, grad, self._flat_states(state, group), hyper)

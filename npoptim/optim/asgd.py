@@ -22,29 +22,41 @@ to float32 (torch builds them with ``torch.as_tensor``) before being stored, eve
 made the stored scalars float64; the update reads the stored values. The average is never used by
 the step itself: it is the estimate Polyak averaging returns, read from ``state["ax"]``.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 
 # torch's ``_get_scalar_dtype()`` with its default dtype float32: the dtype of step, eta, mu.
 SCALAR_DTYPE = np.float32
 
 
+class ASGDHyper(NamedTuple):
+    """One step's hyperparameters of the ASGD rule (built by ``ASGD._update``)."""
+
+    decay: float        # 1 - lambd * eta
+    neg_eta: float      # -eta
+    weight_decay: float
+    mu: float
+    averaging: float    # 1 once averaging has started (mu != 1), else 0
+    maximize: float     # 1 or 0
+
+
 @kernel
 def asgd_rule(p, g, s, h):
-    """One element; ``s = (ax,)``, ``h = (1 - lambd*eta, -eta, wd, mu, mu != 1, maximize)``."""
-    decay, neg_eta, weight_decay, mu = h[0], h[1], h[2], h[3]
-    ax = s[0]
-    if h[5] != 0:  # maximize
+    """One element; ``s = (ax,)``."""
+    (ax,) = s
+    if h.maximize != 0:
         g = -g
-    if weight_decay != 0:
-        g = g + weight_decay * p
-    p = p * decay
-    p = p + neg_eta * g
-    if h[4] != 0:  # averaging has started (mu != 1)
-        ax = ax + (p - ax) * mu
+    if h.weight_decay != 0:
+        g = g + h.weight_decay * p
+    p = p * h.decay
+    p = p + h.neg_eta * g
+    if h.averaging != 0:
+        ax = ax + (p - ax) * h.mu
     else:
         ax = p
     return p, (ax,)
@@ -89,8 +101,9 @@ class ASGD(Optimizer):
         step = float(state["step"])
         lr, lambd = group["lr"], group["lambd"]
         eta, mu = float(state["eta"]), float(state["mu"])
-        hyper = typed(param, 1 - lambd * eta, -eta, group["weight_decay"], mu, mu != 1,
-                      bool(group["maximize"]))
+        hyper = typed_record(ASGDHyper, param, decay=1 - lambd * eta, neg_eta=-eta,
+                             weight_decay=group["weight_decay"], mu=mu, averaging=mu != 1,
+                             maximize=bool(group["maximize"]))
         _asgd_dense(param, grad, self._flat_states(state, group), hyper)
         # the new scalars: computed in Python double, made a float32 tensor (torch.as_tensor
         # of a Python float) and copied into the stored scalar, whatever its dtype

@@ -31,29 +31,41 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): L2 wei
 the :math:`v` update are fused multiply-adds, :math:`m` a ``lerp``, and each of the two last
 terms torch's ``addcdiv``, ``p + (coefficient * g) / d``.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.optim.adam import adam_moments, moment_hyper
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+
+
+class NAdamHyper(NamedTuple):
+    """One step's hyperparameters of the NAdam rule (built by ``NAdam._update``)."""
+
+    # read by Adam's adam_moments (see npoptim.optim.adam.moment_hyper)
+    decay_factor: float
+    l2: float
+    one_minus_beta1: float
+    beta2: float
+    one_minus_beta2: float
+    maximize: float
+    # NAdam's own
+    bias_correction2: float  # 1 - beta2^t
+    eps: float
+    grad_coef: float         # -lr (1 - mu_t) / (1 - Pi_t)
+    avg_coef: float          # -lr mu_{t+1} / (1 - Pi_t mu_{t+1})
 
 
 @kernel
 def nadam_rule(p, g, s, h):
-    """One element; ``s = (exp_avg, exp_avg_sq)``, ``h`` from ``NAdam._update``."""
-    decay_factor, l2, one_minus_beta1, beta2, one_minus_beta2 = h[0], h[1], h[2], h[3], h[4]
-    bias_correction2, eps, grad_coef, avg_coef = h[5], h[6], h[7], h[8]
-    if h[9] != 0:  # maximize
-        g = -g
-    p = p * decay_factor
-    if l2 != 0:
-        g = fma(l2, p, g)
-    m = lerp(s[0], g, one_minus_beta1)
-    v = fma(one_minus_beta2 * g, g, s[1] * beta2)
-    denom = np.sqrt(v / bias_correction2) + eps
-    p = p + grad_coef * g / denom
-    return p + avg_coef * m / denom, (m, v)
+    """One element; ``s = (exp_avg, exp_avg_sq)``: Adam's moments, then the two terms."""
+    exp_avg, exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
+    denom = np.sqrt(v / h.bias_correction2) + h.eps
+    p = p + h.grad_coef * g / denom
+    return p + h.avg_coef * m / denom, (m, v)
 
 
 @kernel
@@ -97,9 +109,8 @@ class NAdam(Optimizer):
     def _update(self, param, grad, state, group):
         state["step"] += 1
         step = state["step"]
-        lr, wd, psi = group["lr"], group["weight_decay"], group["momentum_decay"]
+        lr, psi = group["lr"], group["momentum_decay"]
         beta1, beta2 = group["betas"]
-        decoupled = group["decoupled_weight_decay"]
         mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
         mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
         # torch: ``mu_product *= mu`` on a 0-d tensor, in that tensor's dtype
@@ -107,11 +118,8 @@ class NAdam(Optimizer):
         mu_product[...] = mu_product * mu_product.dtype.type(mu)
         mu_product = float(mu_product)
         mu_product_next = mu_product * mu_next
-        hyper = typed(param,
-                      1 - lr * wd if decoupled and wd != 0 else 1.0,
-                      0.0 if decoupled else wd,
-                      1 - beta1, beta2, 1 - beta2, 1 - beta2 ** step, group["eps"],
-                      -lr * (1.0 - mu) / (1.0 - mu_product),
-                      (-lr * mu_next) / (1.0 - mu_product_next),
-                      bool(group["maximize"]))
+        hyper = typed_record(NAdamHyper, param, **moment_hyper(group),
+                             bias_correction2=1 - beta2 ** step, eps=group["eps"],
+                             grad_coef=-lr * (1.0 - mu) / (1.0 - mu_product),
+                             avg_coef=(-lr * mu_next) / (1.0 - mu_product_next))
         _nadam_dense(param, grad, self._flat_states(state, group), hyper)

@@ -27,30 +27,51 @@ as torch's ``scalar / tensor``, a reciprocal then a product. L2 weight decay and
 update are fused multiply-adds and :math:`m` a ``lerp``, as in torch's CPU kernels (see
 :mod:`npoptim.kernels.scalar`). Dense gradients only, as in torch.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import constant
 from npoptim.optim.adam import adam_moments, moment_hyper
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
 
-# ``h`` for both rules: Adam's moment_hyper (decay_factor, l2, 1 - beta1, beta2, 1 - beta2,
-# maximize), then (bias_correction1, lr, sqrt(bias_correction2), eps, rect, 1)
+
+class RAdamHyper(NamedTuple):
+    """One step's hyperparameters of the RAdam rules (built by ``RAdam._update``)."""
+
+    # read by Adam's adam_moments (see npoptim.optim.adam.moment_hyper)
+    decay_factor: float
+    l2: float
+    one_minus_beta1: float
+    beta2: float
+    one_minus_beta2: float
+    maximize: float
+    # RAdam's own
+    bias_correction1: float       # b1
+    lr: float
+    bias_correction2_sqrt: float  # sqrt(b2)
+    eps: float
+    rect: float                   # r_t (the rectified rule only)
 
 
 @kernel
 def radam_rule(p, g, s, h):
     """A rectified step (``rho_t > 5``); ``s = (exp_avg, exp_avg_sq)``."""
-    p, m, v = adam_moments(p, g, s[0], s[1], h)
-    adaptive_lr = h[11] / (np.sqrt(v) + h[9]) * h[8]
-    return p - m / h[6] * h[7] * adaptive_lr * h[10], (m, v)
+    exp_avg, exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
+    # torch's ``scalar / tensor``: a reciprocal, then the product
+    adaptive_lr = constant(1.0, v) / (np.sqrt(v) + h.eps) * h.bias_correction2_sqrt
+    return p - m / h.bias_correction1 * h.lr * adaptive_lr * h.rect, (m, v)
 
 
 @kernel
 def unrectified_rule(p, g, s, h):
     """An early step (``rho_t <= 5``): SGD with the bias-corrected momentum."""
-    p, m, v = adam_moments(p, g, s[0], s[1], h)
-    return p - m / h[6] * h[7], (m, v)
+    exp_avg, exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
+    return p - m / h.bias_correction1 * h.lr, (m, v)
 
 
 @kernel
@@ -98,7 +119,9 @@ class RAdam(Optimizer):
         rectified = rho_t > 5.0
         rect = (((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 ** 0.5 if rectified else 0.0)
-        hyper = typed(param, *moment_hyper(group), bias_correction1, group["lr"],
-                      bias_correction2 ** 0.5, group["eps"], rect, 1.0)
+        hyper = typed_record(RAdamHyper, param, **moment_hyper(group),
+                             bias_correction1=bias_correction1, lr=group["lr"],
+                             bias_correction2_sqrt=bias_correction2 ** 0.5, eps=group["eps"],
+                             rect=rect)
         kernel_ = _radam_dense if rectified else _unrectified_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)

@@ -27,70 +27,89 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight
 are fused multiply-adds, ``grad_avg`` a ``lerp``, and the division steps are torch's
 ``addcdiv``: ``p + (-lr * g) / d``.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 
-# ``h`` for every rule: (weight_decay, alpha, 1 - alpha, eps, momentum, -lr, maximize)
+class RMSpropHyper(NamedTuple):
+    """One step's hyperparameters of the RMSprop rules (built by ``RMSprop._update``)."""
+
+    weight_decay: float
+    alpha: float
+    one_minus_alpha: float
+    eps: float
+    momentum: float
+    neg_lr: float    # -lr
+    maximize: float  # 1 or 0
 
 
 @kernel
-def _grad_and_square_avg(p, g, v, h):
+def _grad_and_square_avg(p, g, square_avg, h):
     """The gradient after ``maximize`` and weight decay, and the new ``square_avg``."""
-    if h[6] != 0:  # maximize
+    if h.maximize != 0:
         g = -g
-    if h[0] != 0:
-        g = fma(h[0], p, g)
-    return g, fma(h[2] * g, g, v * h[1])
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    return g, fma(h.one_minus_alpha * g, g, square_avg * h.alpha)
 
 
 @kernel
-def _centered_denom(v, avg, h):
+def _centered_denom(v, grad_avg, h):
     """``sqrt(square_avg - grad_avg^2) + eps`` (torch's ``addcmul(.., value=-1)``)."""
-    return np.sqrt(fma(-avg, avg, v)) + h[3]
+    return np.sqrt(fma(-grad_avg, grad_avg, v)) + h.eps
 
 
 @kernel
 def _momentum_step(p, g, denom, buf, h):
     """The new parameter and ``momentum_buffer`` (``buf.mul_(momentum).addcdiv_(g, denom)``,
     then ``param.add_(buf, alpha=-lr)``)."""
-    buf = buf * h[4] + g / denom
-    return fma(h[5], buf, p), buf
+    buf = buf * h.momentum + g / denom
+    return fma(h.neg_lr, buf, p), buf
 
 
 @kernel
 def rmsprop_rule(p, g, s, h):
     """One element; ``s = (square_avg,)``."""
-    g, v = _grad_and_square_avg(p, g, s[0], h)
-    return p + h[5] * g / (np.sqrt(v) + h[3]), (v,)
+    (square_avg,) = s
+    g, v = _grad_and_square_avg(p, g, square_avg, h)
+    denom = np.sqrt(v) + h.eps
+    return p + h.neg_lr * g / denom, (v,)
 
 
 @kernel
 def centered_rule(p, g, s, h):
     """Centered; ``s = (square_avg, grad_avg)``."""
-    g, v = _grad_and_square_avg(p, g, s[0], h)
-    avg = lerp(s[1], g, h[2])
-    return p + h[5] * g / _centered_denom(v, avg, h), (v, avg)
+    square_avg, grad_avg = s
+    g, v = _grad_and_square_avg(p, g, square_avg, h)
+    grad_avg = lerp(grad_avg, g, h.one_minus_alpha)
+    denom = _centered_denom(v, grad_avg, h)
+    return p + h.neg_lr * g / denom, (v, grad_avg)
 
 
 @kernel
 def momentum_rule(p, g, s, h):
     """With momentum; ``s = (square_avg, momentum_buffer)``."""
-    g, v = _grad_and_square_avg(p, g, s[0], h)
-    p, buf = _momentum_step(p, g, np.sqrt(v) + h[3], s[1], h)
+    square_avg, buf = s
+    g, v = _grad_and_square_avg(p, g, square_avg, h)
+    denom = np.sqrt(v) + h.eps
+    p, buf = _momentum_step(p, g, denom, buf, h)
     return p, (v, buf)
 
 
 @kernel
 def centered_momentum_rule(p, g, s, h):
     """Centered with momentum; ``s = (square_avg, momentum_buffer, grad_avg)``."""
-    g, v = _grad_and_square_avg(p, g, s[0], h)
-    avg = lerp(s[2], g, h[2])
-    p, buf = _momentum_step(p, g, _centered_denom(v, avg, h), s[1], h)
-    return p, (v, buf, avg)
+    square_avg, buf, grad_avg = s
+    g, v = _grad_and_square_avg(p, g, square_avg, h)
+    grad_avg = lerp(grad_avg, g, h.one_minus_alpha)
+    denom = _centered_denom(v, grad_avg, h)
+    p, buf = _momentum_step(p, g, denom, buf, h)
+    return p, (v, buf, grad_avg)
 
 
 @kernel
@@ -149,7 +168,9 @@ class RMSprop(Optimizer):
                 state[name] = np.zeros(state["square_avg"].shape, param.dtype)
         state["step"] += 1
         alpha = group["alpha"]
-        hyper = typed(param, group["weight_decay"], alpha, 1 - alpha, group["eps"],
-                      group["momentum"], -group["lr"], bool(group["maximize"]))
+        hyper = typed_record(RMSpropHyper, param, weight_decay=group["weight_decay"],
+                             alpha=alpha, one_minus_alpha=1 - alpha, eps=group["eps"],
+                             momentum=group["momentum"], neg_lr=-group["lr"],
+                             maximize=bool(group["maximize"]))
         kernel_ = _KERNELS[group["momentum"] > 0, bool(group["centered"])]
         kernel_(param, grad, self._flat_states(state, group), hyper)

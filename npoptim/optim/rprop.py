@@ -19,18 +19,31 @@ gradients only; the gradient's magnitude is never used. With gradient :math:`g` 
 factor is chosen by comparing the stored factor with :math:`\eta_-` cast to the parameter's
 dtype (torch's ``sign.eq(etaminus)``).
 """
+from typing import NamedTuple
+
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed
+from npoptim.kernels.scalar import constant
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+
+
+class RpropHyper(NamedTuple):
+    """One step's hyperparameters of the Rprop rule (built by ``Rprop._update``)."""
+
+    etaminus: float
+    etaplus: float
+    step_size_min: float
+    step_size_max: float
+    maximize: float  # 1 or 0
 
 
 @kernel
 def rprop_rule(p, g, s, h):
-    """One element; ``s = (prev, step_size)``,
-    ``h = (etaminus, etaplus, step_size_min, step_size_max, 1, 0, maximize)``."""
-    etaminus, etaplus, size_min, size_max, one, zero = h[0], h[1], h[2], h[3], h[4], h[5]
+    """One element; ``s = (prev, step_size)``."""
     prev, step_size = s
-    if h[6] != 0:  # maximize
+    etaminus, etaplus, size_min, size_max = h.etaminus, h.etaplus, h.step_size_min, h.step_size_max
+    one, zero = constant(1.0, p), constant(0.0, p)
+    if h.maximize != 0:
         g = -g
     # torch: sign = (g * prev).sign(); sign[>0] = etaplus; sign[<0] = etaminus; sign[==0] = 1
     prod = g * prev
@@ -101,6 +114,7 @@ class Rprop(Optimizer):
         state["step"] += 1
         etaminus, etaplus = group["etas"]
         size_min, size_max = group["step_sizes"]
-        hyper = typed(param, etaminus, etaplus, size_min, size_max, 1.0, 0.0,
-                      bool(group["maximize"]))
+        hyper = typed_record(RpropHyper, param, etaminus=etaminus, etaplus=etaplus,
+                             step_size_min=size_min, step_size_max=size_max,
+                             maximize=bool(group["maximize"]))
         _rprop_dense(param, grad, self._flat_states(state, group), hyper)

@@ -43,25 +43,34 @@ missing entries zero.
   path in the last bit (its momentum path, and a hybrid COO gradient, fuse as the dense one).
 """
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
 from npoptim.sparse.rowgrad import RowGradient
 
-# ``h`` for every rule: (weight_decay, -lr, maximize, momentum, 1 - dampening, nesterov)
+class SGDHyper(NamedTuple):
+    """One step's hyperparameters of the SGD rules (built by ``SGD._update``)."""
+
+    weight_decay: float
+    neg_lr: float               # -lr
+    maximize: float             # 1 or 0
+    momentum: float
+    one_minus_dampening: float
+    nesterov: float             # 1 or 0
 
 
 @kernel
 def _decayed_grad(p, g, h):
     """The gradient after ``maximize`` and weight decay (torch's ``grad.add(param, alpha=wd)``)."""
-    if h[2] != 0:  # maximize
+    if h.maximize != 0:
         g = -g
-    if h[0] != 0:
-        g = fma(h[0], p, g)
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
     return g
 
 
@@ -69,29 +78,32 @@ def _decayed_grad(p, g, h):
 def _momentum_step(p, g, buf, h):
     """The parameter after the step with the updated buffer ``buf`` (torch's
     ``grad.add(buf, alpha=momentum)`` for nesterov, then ``param.add_(.., alpha=-lr)``)."""
-    direction = fma(h[3], buf, g) if h[5] != 0 else buf  # nesterov
-    return fma(h[1], direction, p)
+    direction = fma(h.momentum, buf, g) if h.nesterov != 0 else buf
+    return fma(h.neg_lr, direction, p)
 
 
 @kernel
 def sgd_rule(p, g, s, h):
     """One element of SGD without momentum; ``s = ()``."""
-    return fma(h[1], _decayed_grad(p, g, h), p), s
+    g = _decayed_grad(p, g, h)
+    return fma(h.neg_lr, g, p), s
 
 
 @kernel
 def momentum_first_rule(p, g, s, h):
     """The first momentum step: the buffer becomes the (decayed) gradient; ``s = (buf,)``."""
     g = _decayed_grad(p, g, h)
-    return _momentum_step(p, g, g, h), (g,)
+    buf = g
+    return _momentum_step(p, g, buf, h), (buf,)
 
 
 @kernel
 def momentum_rule(p, g, s, h):
     """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g`` (torch's
     ``buf.mul_(momentum).add_(g, alpha=1 - dampening)``); ``s = (buf,)``."""
+    (buf,) = s
     g = _decayed_grad(p, g, h)
-    buf = fma(h[4], g, s[0] * h[3])
+    buf = fma(h.one_minus_dampening, g, buf * h.momentum)
     return _momentum_step(p, g, buf, h), (buf,)
 
 
@@ -183,8 +195,10 @@ class SGD(Optimizer):
     def _update(self, param, grad, state, group, first=False):
         """``first``: the momentum buffer was just created and is not initialised yet."""
         momentum = group["momentum"]
-        hyper = typed(param, group["weight_decay"], -group["lr"], bool(group["maximize"]),
-                      momentum, 1 - group["dampening"], bool(group["nesterov"]))
+        hyper = typed_record(SGDHyper, param, weight_decay=group["weight_decay"],
+                             neg_lr=-group["lr"], maximize=bool(group["maximize"]),
+                             momentum=momentum, one_minus_dampening=1 - group["dampening"],
+                             nesterov=bool(group["nesterov"]))
         if momentum == 0:
             self._run((_sgd_dense, _sgd_rows), param, grad, (), hyper)
             return

@@ -23,28 +23,39 @@ ones (torch refuses dense gradients; this "masked-dense" mode is npoptim's conve
 empty gradient updates nothing but advances the step count, as torch does.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed
+from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
 from npoptim.sparse.rowgrad import as_row_gradient, row_shape
+
+
+class SparseAdamHyper(NamedTuple):
+    """One step's hyperparameters of the SparseAdam rule (built by ``SparseAdam._update``)."""
+
+    one_minus_beta1: float
+    one_minus_beta2: float
+    eps: float
+    neg_step_size: float  # -lr sqrt(1 - beta2^t) / (1 - beta1^t)
+    maximize: float       # 1 or 0
 
 
 @kernel
 def sparse_adam_rule(p, g, s, h):
-    """One stored entry; ``s = (exp_avg, exp_avg_sq)``, ``h`` from ``SparseAdam._update``."""
-    one_minus_beta1, one_minus_beta2, eps, neg_step_size = h[0], h[1], h[2], h[3]
+    """One stored entry; ``s = (exp_avg, exp_avg_sq)``."""
     m, v = s
-    if h[4] != 0:  # maximize
+    if h.maximize != 0:
         g = -g
-    m_update = (g - m) * one_minus_beta1
-    v_update = (g * g - v) * one_minus_beta2
+    m_update = (g - m) * h.one_minus_beta1
+    v_update = (g * g - v) * h.one_minus_beta2
     m = m + m_update
     v = v + v_update
-    return p + neg_step_size * (m / (np.sqrt(v) + eps)), (m, v)
+    denom = np.sqrt(v) + h.eps
+    return p + h.neg_step_size * (m / denom), (m, v)
 
 
 @kernel
@@ -97,7 +108,8 @@ class SparseAdam(Optimizer):
             return
         beta1, beta2 = group["betas"]
         step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
-        hyper = typed(param, 1 - beta1, 1 - beta2, group["eps"], -step_size,
-                      bool(group["maximize"]))
+        hyper = typed_record(SparseAdamHyper, param, one_minus_beta1=1 - beta1,
+                             one_minus_beta2=1 - beta2, eps=group["eps"],
+                             neg_step_size=-step_size, maximize=bool(group["maximize"]))
         self._run((_sparse_adam_dense, _sparse_adam_rows), param, grad,
                   self._flat_states(state, group), hyper)
