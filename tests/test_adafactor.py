@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import TorchSuite, check_against_torch, make_problem, run_np, \
     standard_gradient, torch
 
@@ -43,6 +44,7 @@ class TestAdafactor(TorchSuite):
 ZERO_DIM_SHAPES = [(), (7,), (3, 5), (2, 3, 1, 4)]
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 def test_zero_dim_param_and_state_shapes_match_torch(dtype):
     problem = make_problem(dtype, 4, ZERO_DIM_SHAPES,
@@ -56,6 +58,7 @@ def test_zero_dim_param_and_state_shapes_match_torch(dtype):
     assert opt.state[3]["col_var"].shape == (2, 3, 1, 4)
 
 
+@needs_torch
 def test_default_eps1_is_fixed_by_the_first_param_of_the_group_as_in_torch():
     """torch's loop sets eps1 once per group and step, from the first parameter it updates:
     a float64 parameter after a float32 one gets float32's epsilon. With tiny gradients

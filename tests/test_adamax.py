@@ -2,7 +2,7 @@
 import numpy as np
 
 import npoptim
-from torch_compare import DenseOnlySuite, torch
+from torch_compare import DenseOnlySuite, needs_torch, torch
 
 
 class TestAdamax(DenseOnlySuite):
@@ -23,6 +23,7 @@ class TestAdamax(DenseOnlySuite):
     EXACT = tuple(CONFIGS)
 
 
+@needs_torch
 def test_nan_propagates_through_the_maximum_like_torch():
     p = np.array([1.0, 2.0, 3.0])
     t = torch.tensor(p, requires_grad=True)

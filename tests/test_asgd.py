@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import TorchSuite, check_round_trip, rel_error, torch, torch_state_dict
 
 
@@ -54,6 +55,7 @@ def test_eta_and_mu_are_float32_scalars_like_torch():
     assert entry["eta"] == np.float32(0.1 / (1 + 1e-4 * 0.1 * 3) ** 0.75)
 
 
+@needs_torch
 def test_continuing_from_a_torch_state_dict():
     rng = np.random.default_rng(7)
     p0 = rng.standard_normal((4, 3))

@@ -34,7 +34,7 @@ import cpu_probe
 from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
                             order_sensitivity_failures, rosenbrock, start_params,
                             torch_trajectory, trajectory)
-from torch_compare import rel_error, torch, torch_state_dict
+from torch_compare import needs_torch, rel_error, torch, torch_state_dict
 
 STEPS = 20
 ROUND_TRIP_AT = 10
@@ -127,6 +127,7 @@ def assert_states_match(ours_sd, torch_sd, rtol):
 # -------------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("options,objective", F64_CASES,
                          ids=[f"{c}-{o}" for c, o in F64_CASES])
+@needs_torch
 def test_float64_matches_torch(options, objective):
     if not cpu_probe.lbfgs_order_is_torchs():
         return check_within_torch_order_sensitivity(options, objective)
@@ -160,6 +161,7 @@ def check_within_torch_order_sensitivity(options, objective):
     assert np.max(np.abs(ours[-1] - flat(start_params(np.float64)))) > 1e-2  # it moved
 
 
+@needs_torch
 def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
     """Bit-exact for the first step; afterwards one of torch's cubic-interpolation square
     roots rounds the other way, and the runs drift apart by the chaos L-BFGS amplifies, but
@@ -177,6 +179,7 @@ def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
     assert losses[-1] < 1e-8 and tlosses[-1] < 1e-8
 
 
+@needs_torch
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("options", CASES, ids=[str(c) for c in CASES])
 def test_float32_within_torch_order_sensitivity(options, objective):
@@ -197,6 +200,7 @@ def test_float32_within_torch_order_sensitivity(options, objective):
     assert all(np.asarray(v).dtype == np.float32 for v in ours_sd["ro"] + ours_sd["old_dirs"])
 
 
+@needs_torch
 def test_continuing_from_a_torch_state_dict():
     tparams = [torch.tensor(p) for p in start_params(np.float64)]
     topt = torch.optim.LBFGS(tparams, max_iter=3, history_size=4,
@@ -281,6 +285,7 @@ def test_a_bad_gradient_mid_step_restores_params_and_state(line_search_fn):
         np.testing.assert_array_equal(p, r)
 
 
+@needs_torch
 def test_none_gradients_count_as_zero_as_in_torch():
     params = start_params(np.float64)
     tparams = [torch.tensor(p.copy()) for p in params]

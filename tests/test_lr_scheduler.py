@@ -18,13 +18,13 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-from torch.optim import lr_scheduler as T  # noqa: E402
+from npoptim import lr_scheduler as N
+from npoptim.optim.adagrad import Adagrad
+from npoptim.optim.adam import Adam
+from npoptim.optim.sgd import SGD
+from torch_compare import needs_torch, torch
 
-from npoptim import lr_scheduler as N  # noqa: E402
-from npoptim.optim.adagrad import Adagrad  # noqa: E402
-from npoptim.optim.adam import Adam  # noqa: E402
-from npoptim.optim.sgd import SGD  # noqa: E402
+T = None if torch is None else torch.optim.lr_scheduler
 
 RTOL = 1e-12
 STEPS = 60
@@ -330,6 +330,7 @@ CASES = [
 ]
 
 
+@needs_torch
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_matches_torch(case):
     seen, tseen = run(case)
@@ -337,17 +338,20 @@ def test_matches_torch(case):
     assert len(set(seen)) >= case.min_distinct, f"{case}: only {len(set(seen))} distinct values"
 
 
+@needs_torch
 @pytest.mark.parametrize("case", CASES, ids=repr)
 @pytest.mark.parametrize("reload_at", [1, 23])
 def test_state_dict_round_trip(case, reload_at):
     run(case, reload_at=reload_at)
 
 
+@needs_torch
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_loads_torch_state_dict(case):
     run(case, reload_at=17, source="torch")
 
 
+@needs_torch
 def test_comparison_detects_a_difference():
     """The checks are real: a slightly different gamma is caught."""
     def build(L, o):
@@ -356,6 +360,7 @@ def test_comparison_detects_a_difference():
         run(Case("StepLR-mismatch", build))
 
 
+@needs_torch
 def test_cosine_annealing_is_torchs_recursion_not_the_closed_form():
     """The recursion's rounding differs from the closed form's (by ~1e-16, inside RTOL);
     the exact comparison of test_matches_torch is what pins the recursion down."""
@@ -408,6 +413,7 @@ EPOCH_CASES = [
 ]
 
 
+@needs_torch
 @pytest.mark.parametrize("case", EPOCH_CASES, ids=repr)
 def test_step_with_epoch_matches_torch(case):
     pair = Pair(case)
@@ -423,6 +429,7 @@ def test_step_with_epoch_matches_torch(case):
     assert len(seen) >= case.min_distinct
 
 
+@needs_torch
 @pytest.mark.parametrize("T_mult", [1, 2, 3])
 def test_warm_restarts_fractional_epochs_match_torch(T_mult):
     case = Case("CAWR", lambda L, o: L.CosineAnnealingWarmRestarts(o, 3, T_mult, 1e-4))
@@ -439,6 +446,7 @@ def test_warm_restarts_fractional_epochs_match_torch(T_mult):
     assert len(seen) > 10
 
 
+@needs_torch
 def test_one_cycle_refuses_to_step_past_total_steps():
     pair = Pair(Case("OneCycleLR", lambda L, o: L.OneCycleLR(o, 0.1, total_steps=5)))
     for i in range(5):
@@ -527,6 +535,7 @@ def _raised(build, L, opt):
     raise AssertionError(f"{L.__name__} raised nothing")
 
 
+@needs_torch
 @pytest.mark.parametrize("kind, name, build, same_message", [
     *[pytest.param("adam", name, build, True, id=name) for name, build in INVALID],
     *[pytest.param("adam", name, build, False, id=name) for name, build in INVALID_TYPE_ONLY],
@@ -554,6 +563,7 @@ def test_one_cycle_needs_total_steps():
 
 
 # ----------------------------------------------------------------------- misc. behaviour
+@needs_torch
 def test_get_lr_outside_step_warns_like_torch():
     sched = N.ExponentialLR(make_ours("adam"), 0.9)
     tsched = T.ExponentialLR(make_torch("adam"), 0.9)
@@ -591,6 +601,7 @@ def test_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@needs_torch
 def test_schedulers_refuse_non_optimizers():
     for cls, args in [(N.LambdaLR, (lambda e: 1.0,)), (N.CyclicLR, (0.01, 0.1)),
                       (N.OneCycleLR, (0.1, 10)), (N.ReduceLROnPlateau, ()),

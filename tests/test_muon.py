@@ -15,9 +15,10 @@ import pytest
 import cpu_probe
 import npoptim
 from npoptim.optim import muon as muon_module
-from torch_compare import TorchSuite, standard_gradient, torch
+from torch_compare import TorchSuite, needs_torch, standard_gradient, torch
 
-from torch.optim._muon import _zeropower_via_newtonschulz  # noqa: E402
+if torch is not None:
+    from torch.optim._muon import _zeropower_via_newtonschulz
 
 DEFAULT_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
@@ -57,7 +58,7 @@ class TestMuon(TorchSuite):
 # CPU; npoptim reproduces the order of oneDNN's AVX512-BF16 kernel (checked against torch's
 # recorded outputs on every machine by test_cpu_orders), so those sizes are compared with the
 # live torch where the probe finds that order (not on AMX machines, for one).
-ONEDNN_ORDER_HERE = cpu_probe.probe()["bf16_matmul"]
+ONEDNN_ORDER_HERE = torch is not None and cpu_probe.probe()["bf16_matmul"]
 SMALL = [(3, 4), (4, 3), (1, 5), (5, 1), (2, 2), (8, 5), (16, 16)]
 LARGE = [(17, 17), (20, 30), (64, 64), (40, 512), (300, 100)]
 
@@ -65,9 +66,10 @@ LARGE = [(17, 17), (20, 30), (64, 64), (40, 512), (300, 100)]
 @pytest.mark.parametrize("shape", SMALL + [
     pytest.param(s, marks=pytest.mark.skipif(
         not ONEDNN_ORDER_HERE, reason="oneDNN's bfloat16 products add in another order on this "
-        f"CPU ({cpu_probe.describe_probe()}); the emulated order is checked against recorded "
-        "outputs in test_cpu_orders"))
+        f"CPU ({torch and cpu_probe.describe_probe()}); the emulated order is checked against "
+        "recorded outputs in test_cpu_orders"))
     for s in LARGE])
+@needs_torch
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_newton_schulz_is_bit_exact_against_torch(shape, dtype):
     """The bfloat16 emulation: the orthogonalized matrix equals torch's bit for bit, over
@@ -81,6 +83,7 @@ def test_newton_schulz_is_bit_exact_against_torch(shape, dtype):
             np.testing.assert_array_equal(ours, theirs.float().numpy())
 
 
+@needs_torch
 def test_bfloat16_rounding_matches_torch():
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.standard_normal(10000) * 10.0 ** rng.integers(-30, 30, 10000),
@@ -102,7 +105,10 @@ def test_rejects_non_2d_params_and_bad_options_with_torch_messages():
             (dict(momentum=-0.5), "momentum should be >= 0 but is: -0.5"),
             (dict(weight_decay=-0.1), "weight decay should be >= 0 but is: -0.1"),
             (dict(ns_steps=100), "Number of steps must be less than 100"),
-            (dict(ns_coefficients=(1.0, 2.0)), "Coefficients must be a tuple of exactly 3")]:
+            (dict(ns_coefficients=(1.0, 2.0)), "Coefficients must be a tuple of exactly 3"),
+            # torch accepts a negative eps; npoptim refuses it before anything changes
+            (dict(eps=-1e-8), "Invalid epsilon value: -1e-08"),
+            (dict(eps=float("nan")), "Invalid epsilon value: nan")]:
         with pytest.raises(ValueError, match=message):
             npoptim.Muon([p], **kwargs)
     opt = npoptim.Muon([p])

@@ -4,6 +4,7 @@ import copy
 import numpy as np
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import (DTYPES, SPLIT, DenseOnlySuite, check_round_trip, make_problem,
                            run_np, run_torch, state_error, torch_state_dict, trajectory_error)
 
@@ -30,6 +31,7 @@ class TestNAdam(DenseOnlySuite):
         # float32 only: for float64 see test_state_dict_round_trip_float64_continues_like_torch
         check_round_trip(self.NAME, self.CONFIGS[config], self.GROUP1, np.float32)
 
+    @needs_torch
     def test_state_dict_round_trip_float64_continues_like_torch(self, config):
         """Loading casts mu_product to the parameter's dtype, as torch does, so a float64
         optimizer continues with a float64 mu_product (and leaves the uninterrupted trajectory

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import npoptim
-from torch_compare import DenseOnlySuite, rel_error, torch
+from torch_compare import DenseOnlySuite, needs_torch, rel_error, torch
 
 
 class TestRMSprop(DenseOnlySuite):
@@ -34,6 +34,7 @@ class TestRMSprop(DenseOnlySuite):
     (0, True, ["step", "square_avg", "grad_avg"]),
     (0.5, True, ["step", "square_avg", "momentum_buffer", "grad_avg"]),
 ])
+@needs_torch
 def test_state_names_in_torch_order(momentum, centered, names):
     opt = npoptim.RMSprop([np.ones(3)], momentum=momentum, centered=centered)
     opt.step([np.ones(3)])
@@ -44,6 +45,7 @@ def test_state_names_in_torch_order(momentum, centered, names):
     assert list(opt.state_dict()["state"][0]) == list(t_opt.state_dict()["state"][0]) == names
 
 
+@needs_torch
 def test_momentum_turned_on_later_starts_from_zero_buffers():
     """torch raises KeyError; npoptim creates the missing states as zeros, which equals torch
     with zero tensors inserted."""

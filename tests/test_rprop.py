@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import TorchSuite, run_np, run_torch, standard_gradient, torch_state_dict
 
 
@@ -40,6 +41,7 @@ class TestRprop(TorchSuite):
     EXACT = tuple(CONFIGS)
     gradient = staticmethod(gradient)
 
+    @needs_torch
     def test_float32_step_sizes_are_bit_exact(self, config):
         """The sign logic is exact: the step sizes agree with torch's bit for bit."""
         params, grads = self.problem(np.float32)

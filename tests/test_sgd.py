@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import (DTYPES, STEPS, TorchSuite, exact_fraction, groups, make_problem,
                            run_torch, state_error, to_torch_grad, tolerance, torch,
                            torch_state_dict, trajectory_error)
@@ -16,7 +17,8 @@ class TestSGD(TorchSuite):
     CONFIGS = {
         "default": {},
         "non-default lr": {"lr": 1e-2},
-        "tensor lr": {"lr": torch.tensor(0.001)},
+        # (the npoptim-only tests run it with the float where torch is missing)
+        "tensor lr": {"lr": 0.001 if torch is None else torch.tensor(0.001)},
         "non-zero weight_decay": {"weight_decay": 0.5},
         "momentum": {"momentum": 0.9},
         "maximize": {"weight_decay": 0.1, "maximize": True},
@@ -103,6 +105,7 @@ def run_sparse_np(kwargs, params, grads, dense=False):
     return trajectory, opt
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", SPARSE_CONFIGS)
 def test_csr_matches_torch_sparse_coo(config, dtype):
@@ -135,6 +138,7 @@ def test_csr_is_exact(config, dtype):
             np.testing.assert_array_equal(x, y)
 
 
+@needs_torch
 def test_momentum_buffer_keeps_moving_rows_without_gradient():
     """torch's sparse buffer decays and applies rows that the new gradient lacks."""
     p = np.zeros((3, 2))
@@ -152,6 +156,7 @@ def test_momentum_buffer_keeps_moving_rows_without_gradient():
     np.testing.assert_allclose(p, t.detach().numpy(), rtol=0, atol=1e-15)
 
 
+@needs_torch
 def test_dense_after_sparse_buffer():
     """torch refuses a dense gradient after a sparse first step; npoptim gives the dense
     update, which is what torch computes from dense gradients throughout."""
@@ -168,6 +173,7 @@ def test_dense_after_sparse_buffer():
     assert trajectory_error(actual, expected) <= 1e-12
 
 
+@needs_torch
 def test_weight_decay_with_csr_is_refused_atomically():
     p, q = np.ones((3, 2)), np.ones(4)
     opt = npoptim.SGD([q, p], lr=0.1, momentum=0.9, weight_decay=0.1)

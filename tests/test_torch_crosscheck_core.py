@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse
 
 import npoptim
+from torch_compare import needs_torch
 from torch_compare import (DTYPES, check_against_torch, make_problem, rel_error, torch,
                            torch_state_dict)
 
@@ -39,6 +40,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,options,overrides", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@needs_torch
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
 def test_matches_torch(name, options, overrides, dtype):
     check_against_torch(name, options, overrides, dtype,
@@ -72,6 +74,7 @@ def make_row_sparse_problem(dtype, seed=0):
 
 @pytest.mark.parametrize("name,options,overrides", SPARSE_CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(SPARSE_CASES)])
+@needs_torch
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
 def test_csr_gradients_match_torch_sparse(name, options, overrides, dtype):
     """CSR gradients against torch's sparse COO ones, state (SparseAdam's int step counter,
@@ -93,6 +96,7 @@ def test_sparse_adam_eps_placement_differs_from_adam():
     assert moved["Adam"] == pytest.approx(-2.97, abs=5e-3)
 
 
+@needs_torch
 def test_continuing_from_a_torch_state_dict_matches_torch():
     rng = np.random.default_rng(3)
     p0 = rng.standard_normal((4, 3))

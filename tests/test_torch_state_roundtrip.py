@@ -14,7 +14,7 @@ from npoptim.torch_compat import from_torch_state_dict, to_torch_state_dict
 
 import problems
 from problems import initial_values, objective
-from torch_compare import to_numpy, torch  # to_numpy: the conversion a user does
+from torch_compare import needs_torch, to_numpy, torch  # to_numpy: the conversion a user does
 
 STEPS = 5
 NO_FOREACH = {"SparseAdam", "LBFGS", "Muon"}
@@ -88,6 +88,7 @@ def compare_runs(opt, params, topt, tparams, dtype):
     assert_state_close(opt.state_dict()["state"], to_numpy(topt.state_dict()["state"]), dtype)
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,i,kwargs", CASES, ids=IDS)
 def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
@@ -117,6 +118,7 @@ def test_torch_state_continues_in_npoptim(name, i, kwargs, dtype):
     compare_runs(opt, values, tref, tref_params, dtype)
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,i,kwargs", CASES, ids=IDS)
 def test_npoptim_state_continues_in_torch(name, i, kwargs, dtype):
@@ -147,6 +149,7 @@ def test_npoptim_state_continues_in_torch(name, i, kwargs, dtype):
     compare_runs(opt, params, topt, tparams, dtype)
 
 
+@needs_torch
 def test_round_trip_through_torch_is_exact():
     """npoptim -> torch -> npoptim without a step in between gives the same state_dict back."""
     if "Adam" not in registry.available():
@@ -183,6 +186,7 @@ def test_from_torch_normalises_and_copies():
     assert isinstance(sd["param_groups"][0]["lr"], np.ndarray)  # the input is left alone
 
 
+@needs_torch
 def test_from_torch_accepts_tensors_directly():
     p = torch.zeros(3, requires_grad=True)
     topt = torch.optim.Adam([p], lr=torch.tensor(0.02))
@@ -198,6 +202,7 @@ def test_from_torch_accepts_tensors_directly():
         assert opt.state[0]["step"] == 1
 
 
+@needs_torch
 def test_to_torch_normalises_without_a_converter():
     sd = {"state": {0: {"step": np.array(2.0, np.float32),
                         "buf": np.arange(6, dtype=">f8").reshape(2, 3)[:, ::2]}},
@@ -219,6 +224,7 @@ def test_malformed_input_is_refused(bad):
         from_torch_state_dict(bad)
 
 
+@needs_torch
 def test_torch_state_with_a_scheduler_continues_in_npoptim():
     """A torch scheduler puts ``initial_lr`` in the param groups; the state still loads, and
     npoptim's scheduler, given torch's scheduler state, carries on."""

@@ -42,6 +42,7 @@ unit (a relative 2**-8 of that element). Bfloat16 values
 are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
 """
 import math
+import numbers
 
 import numpy as np
 
@@ -226,6 +227,9 @@ class Muon(Optimizer):
             raise ValueError(f"momentum should be >= 0 but is: {group['momentum']}")
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"weight decay should be >= 0 but is: {group['weight_decay']}")
+        # torch accepts any eps; a negative one would clamp the norm below zero
+        if not (isinstance(group["eps"], numbers.Real) and group["eps"] >= 0.0):
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
         fn = group["adjust_lr_fn"]
         if fn is not None and fn not in ("original", "match_rms_adamw"):
             raise ValueError(f"Adjust learning rate function {fn} is not supported")
