@@ -28,15 +28,17 @@ OPTIMIZERS = {
 }
 
 
-def available():
-    """Names of the optimizers whose module is present in this installation."""
-    return [name for name, (module, _) in OPTIMIZERS.items()
-            if importlib.util.find_spec(module) is not None]
-
-
 def get(name):
     """The optimizer class called ``name``."""
     if name not in OPTIMIZERS:
-        raise KeyError(f"unknown optimizer {name!r}; npoptim has {', '.join(available())}")
+        raise KeyError(f"unknown optimizer {name!r}; npoptim has {', '.join(OPTIMIZERS)}")
     module, _ = OPTIMIZERS[name]
     return getattr(importlib.import_module(module), name)
+
+
+def variants(name):
+    """``(VARIANTS, ALIASES)`` of the optimizer called ``name``: its published forms (name ->
+    the switches they set) and their other names; two empty dicts for an optimizer without
+    variants (see :mod:`npoptim.optim.variants`)."""
+    module = importlib.import_module(OPTIMIZERS[name][0])
+    return getattr(module, "VARIANTS", {}), getattr(module, "ALIASES", {})

@@ -18,14 +18,13 @@ from npoptim import embedding_row_grad, registry
 from npoptim.sparse.rowgrad import as_row_gradient
 
 SPARSE_OPTIMIZERS = [
-    (name, kwargs) for name, kwargs in [
-        ("SparseAdam", dict(lr=0.1)),
-        ("Adagrad", dict(lr=0.1, lr_decay=0.01)),
-        ("SGD", dict(lr=0.1)),
-        ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
-    ] if name in registry.available()]
+    ("SparseAdam", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01)),
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+]
 # any other optimizer that takes CSR gradients, with its defaults
-SPARSE_OPTIMIZERS += [(name, {}) for name in registry.available()
+SPARSE_OPTIMIZERS += [(name, {}) for name in registry.OPTIMIZERS
                       if name not in {n for n, _ in SPARSE_OPTIMIZERS}
                       and registry.get(name).sparse_kind != "dense-only"]
 

@@ -218,18 +218,10 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
     rng = np.random.default_rng(seed)
     param = rng.standard_normal(size).astype(dtype)
     grad = (rng.standard_normal(size) * 1e-2).astype(dtype)
-    available = registry.available()
-    fns, passes_of, missing = {}, {}, []
+    fns, passes_of = {}, {}
     for name in optimizers:
-        if name not in available:
-            missing.append(name)
-            continue
-        try:
-            opt = _optimizer(name, param.copy())
-            opt.step([grad])
-        except Exception as exc:  # another engineer's optimizer may be in flux
-            missing.append(f"{name} ({type(exc).__name__}: {exc})")
-            continue
+        opt = _optimizer(name, param.copy())
+        opt.step([grad])
         states = [v for v in opt.state[0].values()
                   if isinstance(v, np.ndarray) and v.size == size][:3]
         named = {"p": [opt.params[0]], "g": [grad], "s": states}
@@ -266,8 +258,6 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
     for name, ms in res.items():
         if name not in passes_of:
             report.row(group, name, ms)
-    for name in missing:
-        report.row(group, f"{name}: not available, skipped", None)
     return res
 
 
@@ -332,8 +322,7 @@ def _run_sequence(seed=1, size=300_000, nrows=20_000, width=16):
 
     rng = np.random.default_rng(seed)
     out = {}
-    dense_names = [n for n in DENSE_OPTIMIZERS if n in registry.available()]
-    for name in dense_names:
+    for name in DENSE_OPTIMIZERS:
         for dtype in (np.float32, np.float64):
             p = rng.standard_normal(size).astype(dtype)
             try:
@@ -420,13 +409,9 @@ def startup(report, optimizers=STARTUP_OPTIMIZERS, warm_runs=3, cold=True):
     """A fresh process's import + first step (float32) with Numba's cache cold (a new empty
     cache directory: compiles everything the step needs) and then warm."""
     group = "start-up: fresh process, import + first step (float32)"
-    available = registry.available()
     worst_warm = None
     for name, sparse_grad in optimizers:
         label = f"{name} ({'CSR' if sparse_grad else 'dense'} gradient)"
-        if name not in available:
-            report.row(group, f"{label}: not available, skipped", None)
-            continue
         with tempfile.TemporaryDirectory(prefix="npoptim-bench-cache-") as cache_dir:
             try:
                 cold_s, cold_wall = _startup_once(name, sparse_grad, cache_dir)

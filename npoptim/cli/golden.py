@@ -73,14 +73,12 @@ def add_arguments(parser):
 
 def build(args):
     """The golden file (a dict) that ``args`` describe; ValueError/KeyError for bad input."""
-    import importlib
-
     from npoptim.golden import cases as table
     from npoptim.golden.generate import HEADER, build_case, build_file, signature_defaults
 
-    if args.optimizer not in registry.available():
+    if args.optimizer not in registry.OPTIMIZERS:
         raise ValueError(f"unknown optimizer {args.optimizer!r}; npoptim has "
-                         f"{', '.join(registry.available())}")
+                         f"{', '.join(registry.OPTIMIZERS)}")
     cls = registry.get(args.optimizer)
     known = signature_defaults(cls)
     hyper = {}
@@ -99,9 +97,7 @@ def build(args):
             value = text
         hyper[name] = tuple(value) if isinstance(value, list) else value
     if args.variant:
-        module = importlib.import_module(registry.OPTIMIZERS[args.optimizer][0])
-        variants = getattr(module, "VARIANTS", {}) or {}
-        aliases = getattr(module, "ALIASES", {}) or {}
+        variants, aliases = registry.variants(args.optimizer)
         if "variant" in known and (args.variant in variants or args.variant in aliases):
             hyper["variant"] = args.variant
         elif isinstance(known.get(args.variant), bool):

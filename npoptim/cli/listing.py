@@ -1,5 +1,4 @@
 """``npoptim list``: the optimizers, their hyperparameters and defaults, sparse kind, variants."""
-import importlib
 import json
 
 import numpy as np
@@ -27,9 +26,7 @@ def describe(name):
                 hyper[k] = to_json_value(v)
             except TypeError:
                 hyper[k] = repr(v)
-    module = importlib.import_module(module_name)
-    variants = getattr(cls, "VARIANTS", None) or getattr(module, "VARIANTS", None) or {}
-    aliases = getattr(cls, "ALIASES", None) or getattr(module, "ALIASES", None) or {}
+    variants, aliases = registry.variants(name)
     return {
         "name": name,
         "torch": f"torch.optim.{torch_name}" if torch_name else None,
@@ -49,13 +46,12 @@ def _value(v):
 
 
 def run(args):
-    available = registry.available()
     unknown = [n for n in args.optimizer if n not in registry.OPTIMIZERS]
     if unknown:
         print(f"error: unknown optimizer(s) {', '.join(unknown)}; npoptim has "
-              f"{', '.join(available)}")
+              f"{', '.join(registry.OPTIMIZERS)}")
         return 2
-    names = [n for n in available if not args.optimizer or n in args.optimizer]
+    names = [n for n in registry.OPTIMIZERS if not args.optimizer or n in args.optimizer]
     infos = [describe(n) for n in names]
     if args.json:
         print(json.dumps(infos, indent=1))
@@ -71,9 +67,6 @@ def run(args):
             print(f"  variants: {', '.join(names_)}")
         if info["switches"]:
             print(f"  switches: {', '.join(info['switches'])}")
-    missing = [n for n in registry.OPTIMIZERS if n not in available]
-    if missing and not args.optimizer:
-        print(f"\nnot installed in this version: {', '.join(missing)}")
     print("\nsparse kinds: exact = a CSR gradient updates its stored entries only and equals "
           "the dense update; lazy = only stored entries are updated (untouched ones keep "
           "stale state); dense-only = CSR gradients are refused")

@@ -922,11 +922,6 @@ TABLE = {
 }
 
 
-#: Installed optimizers deliberately without cases: name -> why (tests/test_golden.py accepts
-#: an installed optimizer only if it has rows in TABLE or an entry here).
-PENDING = {}
-
-
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
     names = TABLE if optimizers is None else [n for n in TABLE if n in optimizers]

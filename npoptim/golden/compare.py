@@ -385,7 +385,7 @@ def npoptim_results(cases):
     results, errors = {}, {}
     entries = []
     for case in cases:
-        if case.optimizer not in registry.available():
+        if case.optimizer not in registry.OPTIMIZERS:
             errors[case.id] = CaseReport(case.id, case.tolerance, "error",
                                          message=f"npoptim has no optimizer {case.optimizer!r}")
             continue
