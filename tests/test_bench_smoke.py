@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from npoptim.bench import cases, floors
+from npoptim.bench import floors, workloads
 from npoptim.bench.runner import main
 from npoptim.kernels.drivers import ROWS_BLOCK
 from npoptim.kernels.parallel import (get_parallel_threshold, parallel_threshold_set,
@@ -41,7 +41,7 @@ def test_cli_dispatches_to_bench(tmp_path):
 
 
 def test_lookups_have_the_requested_distinct_rows():
-    ids, rows = cases.lookups(1000, 0.05, np.random.default_rng(0))
+    ids, rows = workloads.lookups(1000, 0.05, np.random.default_rng(0))
     assert np.array_equal(np.unique(ids), rows) and rows.size == 50 and ids.size == 200
 
 
@@ -60,8 +60,8 @@ def test_floor_leaves_the_values_alone():
 
 
 def test_startup_quick_runs_in_a_fresh_process():
-    report = cases.Report()
-    cases.startup(report, optimizers=(("Adam", False),), warm_runs=1, cold=False)
+    report = workloads.Report()
+    workloads.startup(report, optimizers=(("Adam", False),), warm_runs=1, cold=False)
     assert report.targets and report.targets[0]["value"] > 0
 
 

@@ -240,6 +240,25 @@ def test_closure_returns_loss_and_grads():
     assert loss == 2.0 and np.all(p < 1)
 
 
+def test_closure_first_and_positional_as_torch_and_one_signature_with_lbfgs():
+    import inspect
+
+    from npoptim.optim.optimizer import Optimizer
+    p, q = np.ones(2), np.ones(2)
+    closure = lambda: (float(p @ p), [2 * p])  # noqa: E731
+    assert npoptim.Adam([p], lr=0.1).step(closure) == 2.0
+    npoptim.Adam([q], lr=0.1).step(closure=lambda: (float(q @ q), [2 * q]))
+    np.testing.assert_array_equal(p, q)
+    with pytest.raises(TypeError, match="not both"):
+        npoptim.Adam([p]).step([2 * p], closure=closure)
+    with pytest.raises(TypeError, match="two closures"):
+        npoptim.Adam([p]).step(closure, closure=closure)
+    assert (inspect.signature(npoptim.LBFGS.step) == inspect.signature(npoptim.Adam.step)
+            == inspect.signature(Optimizer.step))
+    r = np.ones(2)
+    assert npoptim.LBFGS([r], max_iter=2).step(lambda: (float(r @ r), [2 * r])) == 2.0
+
+
 # ------------------------------------------------------------------------------ state_dict
 def test_state_dict_round_trip_continues_bit_identically():
     rng = np.random.default_rng(5)

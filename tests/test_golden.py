@@ -12,7 +12,8 @@ import pytest
 
 from npoptim import registry, testing
 from npoptim.golden import cases as table
-from npoptim.golden import codec, compare, generate, regenerate, schema
+from npoptim.golden import codec, compare, generate, inputs, regenerate, schema
+from npoptim.golden.flags import FLAGS, detect_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "reference_results"
@@ -134,10 +135,10 @@ def test_dumps_is_deterministic_and_sorted():
 
 
 def test_rng_is_splitmix64():
-    rng = table.Rng(0)
+    rng = inputs.Rng(0)
     # SplitMix64 reference outputs for seed 0
     assert [int(x) for x in rng.u64(2)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4]
-    assert table.case_seed("Adam/defaults/float32") == table.case_seed("Adam/defaults/float32")
+    assert inputs.case_seed("Adam/defaults/float32") == inputs.case_seed("Adam/defaults/float32")
 
 
 def test_json_schema_accepts_suite_files_and_results():
@@ -302,14 +303,14 @@ def test_compare_case_structural_mismatch_raises_with_field():
 
 # --------------------------------------------------------------------------------- flags
 def test_flag_detection_on_csr_gradients():
-    g = table.csr_from_entries([(0, 1, 1.0), (0, 0, 2.0), (0, 1, 3.0), (2, 0, 0.0),
-                                (3, 0, 5.0), (3, 0, -5.0)], (4, 2), np.float32)
-    flags = table.detect_flags([np.ones((4, 2), np.float32)], [[g], [table.csr_from_entries(
+    g = inputs.csr_from_entries([(0, 1, 1.0), (0, 0, 2.0), (0, 1, 3.0), (2, 0, 0.0),
+                                 (3, 0, 5.0), (3, 0, -5.0)], (4, 2), np.float32)
+    flags = detect_flags([np.ones((4, 2), np.float32)], [[g], [inputs.csr_from_entries(
         [], (4, 2), np.float32)]], [0.1, 0.1], [], "float32")
     assert {"duplicate-rows", "unsorted-columns", "explicit-zero-entry", "explicit-zero-row",
             "cancelling-duplicates", "empty-grad", "untouched-rows"} <= flags
     assert "lr-schedule" not in flags
-    assert set(flags) <= set(table.FLAGS)
+    assert set(flags) <= set(FLAGS)
 
 
 def test_declared_edge_cases_are_present_in_the_suite():

@@ -8,8 +8,8 @@ writes the same bytes as the update and does no math, the speed of memory on thi
 * :mod:`npoptim.bench.timing` -- interleaved timing (medians), the environment record.
 * :mod:`npoptim.bench.floors` -- the touch-only floor loops.
 * :mod:`npoptim.bench.torch_ref` -- the torch side of each comparison.
-* :mod:`npoptim.bench.cases` -- the cases: sparse steps, end to end from raw lookups, dense
-  steps, threads, start-up.
+* :mod:`npoptim.bench.workloads` -- the workloads (``--cases``): sparse steps, end to end from
+  raw lookups, dense steps, threads, start-up.
 * :mod:`npoptim.bench.runner` -- command line, tables, targets, JSON and Markdown output.
 
 These are benchmarks, not tests: CI runs only ``--quick`` (tiny sizes, seconds).

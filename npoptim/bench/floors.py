@@ -3,9 +3,9 @@
 A dense element-wise update with ``k`` state arrays reads the parameter, the gradient and
 each state and writes the parameter and each state, in one pass; LAMB and LARS make two
 passes (their global norms come before any write), each floor pass reading and writing what
-the optimizer's pass does (see ``FLOOR_PASSES`` in :mod:`npoptim.bench.cases`). A sparse row
-update touches the touched rows only (here given as a ready list of rows, the cheapest way to
-find them). A floor loop adds ``values * zero`` to every value it writes, with ``zero`` a
+the optimizer's pass does (see ``FLOOR_PASSES`` in :mod:`npoptim.bench.workloads`). A sparse
+row update touches the touched rows only (here given as a ready list of rows, the cheapest way
+to find them). A floor loop adds ``values * zero`` to every value it writes, with ``zero`` a
 run-time 0 the compiler cannot fold away, so the values stay as they were (up to the sign of
 a zero).
 

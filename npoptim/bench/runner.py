@@ -41,7 +41,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from npoptim.bench import cases, torch_ref
+    from npoptim.bench import torch_ref, workloads
     from npoptim.bench.timing import environment
 
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -65,27 +65,28 @@ def run(args):
         densities = tuple(float(d) for d in args.densities.split(","))
         size, rounds = args.dense_size, args.rounds
         sizes = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
-    report = cases.Report()
+    report = workloads.Report()
     env = environment(torch)
     print(_environment_line(env), flush=True)
     if "sparse" in wanted:
         for density in densities:
-            cases.sparse(report, rows, width, density, rounds=rounds or 11,
+            workloads.sparse(report, rows, width, density, rounds=rounds or 11,
                          use_torch=use_torch)
             _print_group(report, report.rows[-1]["group"])
     if "dense" in wanted:
         for dtype in args.dtypes.split(","):
-            cases.dense(report, size, dtype.strip(), rounds=rounds or 11, use_torch=use_torch)
+            workloads.dense(report, size, dtype.strip(), rounds=rounds or 11, use_torch=use_torch)
             _print_group(report, report.rows[-1]["group"])
     if "threads" in wanted:
-        cases.threads(report, sizes=sizes, rounds=rounds or 15,
+        workloads.threads(report, sizes=sizes, rounds=rounds or 15,
                       gap=0.005 if args.quick else 0.05, table=(rows, width),
                       densities=densities[:2])
         _print_group(report, report.rows[-1]["group"])
     if "startup" in wanted:
-        optimizers = cases.STARTUP_OPTIMIZERS[:1] if args.quick else cases.STARTUP_OPTIMIZERS
-        cases.startup(report, optimizers=optimizers, warm_runs=1 if args.quick else 3,
-                      cold=not (args.no_cold or args.quick))
+        optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if args.quick
+                      else workloads.STARTUP_OPTIMIZERS)
+        workloads.startup(report, optimizers=optimizers, warm_runs=1 if args.quick else 3,
+                          cold=not (args.no_cold or args.quick))
         _print_group(report, report.rows[-1]["group"])
     env = environment(torch)  # the threading layer is known once a parallel region ran
     print()

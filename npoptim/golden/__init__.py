@@ -1,6 +1,9 @@
 """Golden trajectories: the ``reference_results/`` suite, its schema, generation and checking.
 
 * :mod:`npoptim.golden.cases`: THE case-definition table (add rows here for a new optimizer).
+* :mod:`npoptim.golden.inputs`: what the rows name: the RNG, lr schedules, parameter
+  initialisers, gradient patterns and objectives.
+* :mod:`npoptim.golden.flags`: the flags of cases, their notes, and their detection.
 * :mod:`npoptim.golden.schema`: the file format (version 1), strict loading, the JSON Schema.
 * :mod:`npoptim.golden.generate`: building cases with npoptim; replaying cases.
 * :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``.

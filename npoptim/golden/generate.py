@@ -17,7 +17,8 @@ import numpy as np
 
 from npoptim import registry
 from npoptim.golden import cases as table
-from npoptim.golden import codec
+from npoptim.golden import codec, inputs
+from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.schema import SCHEMA_NAME, SCHEMA_VERSION
 
 #: Constructor options that choose an implementation in torch and never change the math.
@@ -114,22 +115,22 @@ def build_case(row, dtype, seed=None, case_id=None):
     torch_name = registry.OPTIMIZERS[row.optimizer][1]
     check_hyper_names(cls, row.hyper)
     case_id = case_id or f"{row.optimizer}/{row.name}/{dtype}"
-    seed = table.case_seed(case_id) if seed is None else int(seed)
-    rng = table.Rng(seed)
+    seed = inputs.case_seed(case_id) if seed is None else int(seed)
+    rng = inputs.Rng(seed)
     inits = row.init if isinstance(row.init, tuple) else (row.init,) * len(row.shapes)
-    params = [table.init_param(rng, shape, kind, dtype) for shape, kind in zip(row.shapes, inits)]
+    params = [inputs.init_param(rng, shape, kind, dtype) for shape, kind in zip(row.shapes, inits)]
     objective = None
     if row.objective:
-        objective = table.OBJECTIVES[row.objective](rng, row.shapes, dtype)
+        objective = inputs.OBJECTIVES[row.objective](rng, row.shapes, dtype)
         grads = [[None] * len(params) for _ in range(row.steps)]
     else:
-        grads = table.PATTERNS[row.grads](rng, row.shapes, dtype, row.steps, row.grad_scale,
+        grads = inputs.PATTERNS[row.grads](rng, row.shapes, dtype, row.steps, row.grad_scale,
                                           row.density)
     opt = cls([p.copy() for p in params], **row.hyper)
     base_lr = opt.param_groups[0]["lr"]
     schedule = None
     if row.schedule:
-        lrs, schedule = table.SCHEDULES[row.schedule](base_lr, row.steps)
+        lrs, schedule = inputs.SCHEDULES[row.schedule](base_lr, row.steps)
     else:
         lrs = [base_lr] * row.steps
     hyper = hyperparameters(opt)
@@ -139,7 +140,7 @@ def build_case(row, dtype, seed=None, case_id=None):
         for group in opt.param_groups:
             group["lr"] = lrs[t]
         if objective is not None:
-            opt.step(closure=lambda: table.evaluate_objective(objective, live))
+            opt.step(closure=lambda: inputs.evaluate_objective(objective, live))
         else:
             opt.step([optimizer_grad(g) for g in grads[t]])
         after = [p.copy() for p in live]
@@ -154,11 +155,11 @@ def build_case(row, dtype, seed=None, case_id=None):
         if objective is None:
             entry["grads"] = [codec.encode_grad(g) for g in grads[t]]
         steps.append(entry)
-    flags = table.detect_flags(params, [] if objective else grads, lrs, trajectory,
-                               dtype) | set(row.flags)
-    unknown = flags - set(table.FLAGS)
+    flags = detect_flags(params, [] if objective else grads, lrs, trajectory,
+                         dtype) | set(row.flags)
+    unknown = flags - set(FLAGS)
     if unknown:
-        raise ValueError(f"{case_id}: flags {sorted(unknown)} have no note in cases.FLAGS")
+        raise ValueError(f"{case_id}: flags {sorted(unknown)} have no note in golden.flags.FLAGS")
     matches = list(row.matches) or ([f"torch.optim.{torch_name} (torch 2.13)"]
                                     if torch_name else [])
     return {
@@ -202,7 +203,7 @@ def build_file(cases_, optimizer=None, header=None):
         "kind": "cases",
         "number_of_cases": len(cases_),
         "header": list(header or HEADER),
-        "notes": {f: table.FLAGS[f] for f in used},
+        "notes": {f: FLAGS[f] for f in used},
         "cases": list(cases_),
     }
     if optimizer is not None:
@@ -254,7 +255,7 @@ def replay(case, make_step, grad_format="csr"):
     for t, step in enumerate(case.steps):
         if case.objective is not None:
             def grads(params=params):
-                return table.evaluate_objective(case.objective, params)
+                return inputs.evaluate_objective(case.objective, params)
         else:
             grads = [_grad_as(g, grad_format, case.params[i].shape)
                      for i, g in enumerate(step.grads)]

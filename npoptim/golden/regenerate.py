@@ -22,6 +22,7 @@ from pathlib import Path
 
 from npoptim.golden import cases as table
 from npoptim.golden import codec
+from npoptim.golden.inputs import evaluate_objective
 from npoptim.golden.generate import build_case, build_file, from_json_hyper
 from npoptim.golden.schema import JSON_SCHEMA, parse
 
@@ -107,7 +108,7 @@ def torch_results(case, path):
         if case.objective is not None:
             def closure():
                 values = [p.detach().numpy() for p in params]
-                loss, grads = table.evaluate_objective(case.objective, values)
+                loss, grads = evaluate_objective(case.objective, values)
                 for p, g in zip(params, grads):
                     p.grad = torch.from_numpy(g)
                 return torch.tensor(loss, dtype=torch.float64)

@@ -65,7 +65,7 @@ import numbers
 import numpy as np
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, _check_param, flat_view
+from npoptim.optim.optimizer import Optimizer, _check_param, flat_view, step_arguments
 
 
 # ------------------------------------------------------------- torch's vector arithmetic
@@ -405,8 +405,12 @@ class LBFGS(Optimizer):
         return loss, flat_grad
 
     # ----------------------------------------------------------------------- the step
-    def step(self, closure=None, grads=None):
-        """Run up to ``max_iter`` iterations; return the closure's first loss."""
+    def step(self, grads=None, closure=None):
+        """Run up to ``max_iter`` iterations; return the closure's first loss.
+
+        The base class's signature: ``step(closure)`` (torch's idiom) or ``step(closure=...)``.
+        """
+        grads, closure = step_arguments(grads, closure)
         if grads is not None or not callable(closure):
             raise TypeError("LBFGS.step needs a closure: step(closure) with closure() "
                             "returning (loss, grads); it evaluates the loss several times")

@@ -6,7 +6,9 @@
 * ``opt.step(grads)``: one gradient per parameter, in param-group order; each a dense array of
   the parameter's shape and dtype, a ``scipy.sparse`` CSR gradient (optimizers that accept
   one), or ``None`` (no gradient this step: the parameter and its state are left alone).
-  ``step(closure=f)`` calls ``f()``, which returns ``(loss, grads)``, and returns the loss.
+  ``step(f)`` or ``step(closure=f)`` calls ``f()``, which returns ``(loss, grads)``, and returns
+  the loss: as in torch, ``opt.step(closure)`` passes the closure first and positionally (a
+  callable is never a sequence of gradients). LBFGS has the same signature and needs a closure.
 * ``opt.param_groups``: list of dicts (``lr`` and the other hyperparameters are mutable);
   ``opt.state``: dict from the parameter's index (its position in param-group order, as in
   torch's ``state_dict``) to its state dict, with torch's state names.
@@ -114,13 +116,13 @@ class Optimizer:
     def step(self, grads=None, closure=None):
         """Update every parameter that has a gradient; atomic (see the module docstring).
 
-        ``grads`` is a sequence aligned with :attr:`params`; with ``closure``, ``closure()``
-        returns ``(loss, grads)`` and the loss is returned.
+        ``grads`` is a sequence aligned with :attr:`params`; with a closure (``step(closure)``
+        or ``step(closure=closure)``), ``closure()`` returns ``(loss, grads)`` and the loss is
+        returned.
         """
         loss = None
+        grads, closure = step_arguments(grads, closure)
         if closure is not None:
-            if grads is not None:
-                raise TypeError("pass grads or a closure that returns (loss, grads), not both")
             loss, grads = closure()
         prepared = self._prepare(grads)
         if self._nonfinite != "propagate" and _first_nonfinite_grad(prepared) is not None:
@@ -472,6 +474,18 @@ def _fits_float(value):
     except OverflowError:
         return False
     return True
+
+
+def step_arguments(grads, closure):
+    """``(grads, closure)`` of a ``step(grads=None, closure=None)`` call: a callable passed as
+    ``grads`` is the closure (torch's positional ``step(closure)``); both is a TypeError."""
+    if callable(grads):
+        if closure is not None:
+            raise TypeError("step() got two closures")
+        grads, closure = None, grads
+    if closure is not None and grads is not None:
+        raise TypeError("pass grads or a closure that returns (loss, grads), not both")
+    return grads, closure
 
 
 def typed(param, *values):
