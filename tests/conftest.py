@@ -1,16 +1,53 @@
 """Shared test configuration.
 
-With NPOPTIM_REQUIRE_TORCH=1 (set by .ci/run) torch must import: the cross-checks against
-torch.optim are the core of the test suite, and CI must not pass with them skipped.
+A cross-check against another library skips cleanly where that library is not installed. In
+CI, ``.ci/run`` sets ``NPOPTIM_REQUIRE_<NAME>=1`` for each of them, and a library that cannot be
+imported then fails the session before any test runs, so a green CI run means every
+cross-check ran:
+
+* ``NPOPTIM_REQUIRE_TORCH``: torch (torch.optim, the core of the suite);
+* ``NPOPTIM_REQUIRE_OPTAX``: optax and jax (LAMB's and LARS's optax variants);
+* ``NPOPTIM_REQUIRE_PYTORCH_OPTIMIZER``: pytorch_optimizer (LAMB's kozistr variant);
+* ``NPOPTIM_REQUIRE_TIMM``: timm's optimizer files (LAMB's apex/timm and LARS's variants;
+  timm is installed with ``--no-deps`` and its files are loaded alone, see
+  ``torch_compare.timm_optim``);
+* ``NPOPTIM_REQUIRE_JSONSCHEMA``: jsonschema (the JSON Schema against the golden files and the
+  procedural checker).
+
+(``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
+test_plot.py themselves.)
 """
+import importlib
+import importlib.util
 import os
 
 import pytest
 
+#: switch name -> the modules it requires
+REQUIRED = {
+    "TORCH": ("torch",),
+    "OPTAX": ("optax", "jax"),
+    "PYTORCH_OPTIMIZER": ("pytorch_optimizer",),
+    "TIMM": ("timm",),
+    "JSONSCHEMA": ("jsonschema",),
+}
+
+
+def _importable(module):
+    if module == "timm":  # only located: its package __init__ is never run (see above)
+        return importlib.util.find_spec("timm") is not None
+    importlib.import_module(module)
+    return True
+
 
 def pytest_sessionstart(session):
-    if os.environ.get("NPOPTIM_REQUIRE_TORCH") == "1":
-        try:
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise pytest.UsageError(f"NPOPTIM_REQUIRE_TORCH=1 but torch is missing: {exc}")
+    for name, modules in REQUIRED.items():
+        if os.environ.get(f"NPOPTIM_REQUIRE_{name}") != "1":
+            continue
+        for module in modules:
+            try:
+                if not _importable(module):
+                    raise ImportError(f"no module named {module!r}")
+            except ImportError as exc:
+                raise pytest.UsageError(f"NPOPTIM_REQUIRE_{name}=1 but {module} is missing: "
+                                        f"{exc}")

@@ -141,11 +141,18 @@ def test_rng_is_splitmix64():
     assert inputs.case_seed("Adam/defaults/float32") == inputs.case_seed("Adam/defaults/float32")
 
 
-def test_json_schema_accepts_suite_files_and_results():
+def _schema_validator():
+    """The JSON Schema written to reference_results, as a validator (jsonschema is in the test
+    extra and required in CI: NPOPTIM_REQUIRE_JSONSCHEMA)."""
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(
         json.loads((SUITE / regenerate.SCHEMA_FILE).read_text(encoding="utf-8")))
     validator.check_schema(validator.schema)
+    return validator
+
+
+def test_json_schema_accepts_suite_files_and_results():
+    validator = _schema_validator()
     for name in ("Adam", "SparseAdam"):
         errors = list(validator.iter_errors(_doc(name)))
         assert not errors, errors[0].message
@@ -166,6 +173,35 @@ def small_doc():
     doc["cases"] = [c for c in doc["cases"] if c["id"] == "SparseAdam/csr-duplicates/float32"]
     doc["number_of_cases"] = 1
     return doc
+
+
+#: Structural defects, which the JSON Schema can express as well as the procedural checker
+#: (value-level ones, such as an index out of range, only the checker finds).
+STRUCTURAL_DEFECTS = {
+    "unknown dtype": lambda d: d["cases"][0]["params"][0].__setitem__("dtype", "float16"),
+    "lr a string": lambda d: d["cases"][0]["steps"][3].__setitem__("lr", "0.1"),
+    "no rtol": lambda d: d["cases"][0]["tolerance"].pop("rtol"),
+    "grad format coo": lambda d: d["cases"][0]["steps"][0]["grads"][0].__setitem__("format",
+                                                                                  "coo"),
+    "no steps": lambda d: d["cases"][0].pop("steps"),
+    "unknown kind": lambda d: d.__setitem__("kind", "trajectories"),
+    "schema_version 2": lambda d: d.__setitem__("schema_version", 2),
+    "case without id": lambda d: d["cases"][0].pop("id"),
+    "hyper not an object": lambda d: d["cases"][0].__setitem__("hyper", [0.1]),
+    "shape not a list": lambda d: d["cases"][0]["params"][0].__setitem__("shape", "16x4"),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(STRUCTURAL_DEFECTS))
+def test_json_schema_and_procedural_checker_agree(small_doc, tmp_path, defect):
+    """The format is written twice (schema.parse and JSON_SCHEMA): both accept the file and
+    both refuse each structural defect."""
+    validator = _schema_validator()
+    assert not list(validator.iter_errors(small_doc))
+    doc = copy.deepcopy(small_doc)
+    STRUCTURAL_DEFECTS[defect](doc)
+    assert list(validator.iter_errors(doc)), f"the JSON Schema accepts: {defect}"
+    _error(doc, tmp_path)  # the checker raises GoldenFileError
 
 
 def _error(doc, tmp_path, kind=None):

@@ -14,9 +14,10 @@ import scipy.sparse
 from hand_derived import assert_typed_float32, close
 
 from npoptim.kernels.parallel import parallel_threshold_set
-from npoptim.optim import lamb as lamb_module
 from npoptim.kernels.reduction import BLOCK, LANES, _TASK_BLOCKS, grad_sumsq
+from npoptim.optim import lamb as lamb_module
 from npoptim.optim.lamb import LAMB, VARIANTS
+from torch_compare import needs_torch, timm_optim, torch
 
 B1, B2 = 0.9, 0.999
 
@@ -433,9 +434,9 @@ def _two_layer_problem():
     return w, b, grads
 
 
+@needs_torch
 def test_torch_adam_and_adamw_match_the_non_adapted_path():
     # ratio 1 (excluded group): LAMB is bias-corrected Adam, and with decoupled decay AdamW
-    torch = pytest.importorskip("torch")
     w0, b0, grads = _two_layer_problem()
     for mode, torch_cls in (("in_update", None), ("decoupled", torch.optim.AdamW)):
         lam = 0.0 if torch_cls is None else 0.05
@@ -487,8 +488,7 @@ def _torch_run(torch, make_opt, w0, b0, grads, wd_b):
 
 @pytest.mark.parametrize("wd_b", [0.01, 0.0])
 def test_timm_lamb_matches_the_apex_variant(wd_b):
-    torch = pytest.importorskip("torch")
-    timm_lamb = pytest.importorskip("timm.optim.lamb")
+    timm_lamb = timm_optim("lamb")
     w0, b0, grads = _two_layer_problem()
     cases = [(dict(), dict()),
              (dict(trust_clip=True), dict(trust_clip=True)),
@@ -506,9 +506,9 @@ def test_timm_lamb_matches_the_apex_variant(wd_b):
         close(b, expected[1], rtol=1e-12)
 
 
+@needs_torch
 @pytest.mark.parametrize("scale", [1.0, 10.0])
 def test_kozistr_lamb_matches_the_kozistr_variant(scale):
-    torch = pytest.importorskip("torch")
     pytorch_optimizer = pytest.importorskip("pytorch_optimizer")
     w0, b0, grads = _two_layer_problem()
     w0 = scale * w0      # scale 10: ||w|| > 10, phi clamps

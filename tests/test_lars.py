@@ -12,6 +12,7 @@ from hand_derived import assert_typed_float32, close
 
 from npoptim.optim import lars as lars_module
 from npoptim.optim.lars import LARS, VARIANTS
+from torch_compare import needs_torch, timm_optim, torch
 
 
 def norm(x):
@@ -352,10 +353,10 @@ def _torch_run(torch, make_opt, w0, b0, grads, lrs):
     return tw.detach().numpy(), tb.detach().numpy()
 
 
+@needs_torch
 @pytest.mark.parametrize("kw", [dict(), dict(nesterov=True), dict(dampening=0.3)])
 def test_torch_sgd_matches_the_non_adapted_torch_convention(kw):
     # timm without weight decay does not adapt: it is torch's SGD, lr schedule included
-    torch = pytest.importorskip("torch")
     w0, b0, grads = _problem()
     expected = _torch_run(torch, lambda p: torch.optim.SGD(p, lr=LRS[0], momentum=0.9, **kw),
                           w0, b0, grads, LRS)
@@ -402,8 +403,7 @@ def test_optax_lars_matches_the_optax_variant():
     (dict(trust_clip=True, always_adapt=True, trust_coeff=0.02), dict(variant="larc")),
 ])
 def test_timm_lars_matches_the_torch_convention_variants(timm_kw, kw):
-    torch = pytest.importorskip("torch")
-    timm_lars = pytest.importorskip("timm.optim.lars")
+    timm_lars = timm_optim("lars")
     w0, b0, grads = _problem()
     expected = _torch_run(
         torch, lambda p: timm_lars.Lars(p, lr=LRS[0], momentum=0.9, weight_decay=1e-4,

@@ -12,9 +12,18 @@ torch, state_dict round trips, loading torch's state_dict, error messages, defau
 module subclasses it with the optimizer's NAME, CONFIGS, GROUP1 and ERRORS, and where the
 standard problem does not fit, its SHAPES and gradient (Muon takes 2-D params only; Rprop needs
 exact zeros), FOREACH = False for an optimizer torch has no foreach implementation of, F32_ULPS
-and STATE_RTOL for its tolerances.
+and STATE_RTOL for its tolerances. :func:`matches_torch_test` and :func:`csr_matches_torch_test`
+make the test of a table of cases (Adam, Adagrad, ...).
+
+torch is optional: without it ``torch`` is None and every test that runs torch is marked
+:data:`needs_torch` (skipped), so the tests of npoptim alone (round trips, atomic steps, CSR
+refusals) still run. :func:`timm_optim` loads timm's optimizer files.
 """
 import copy
+import importlib
+import importlib.util
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -30,6 +39,28 @@ except ImportError:  # the tests that do not compare with torch still run
 #: The mark of a test that runs torch: skipped where torch is not installed (and, with
 #: NPOPTIM_REQUIRE_TORCH=1 as in CI, the session fails instead: see conftest.py).
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def timm_optim(name):
+    """timm's optimizer file ``timm/optim/<name>.py`` (``"lamb"``, ``"lars"``), loaded alone.
+
+    timm's own dependencies would upgrade torch, so CI installs it with ``pip install --no-deps``
+    and the file is loaded without running timm's package ``__init__`` (which imports its
+    model zoo): ``timm/optim`` becomes a bare package whose modules import only torch. Skips
+    where torch or timm is not installed.
+    """
+    if torch is None:
+        pytest.skip("torch is not installed")
+    spec = importlib.util.find_spec("timm")
+    if spec is None:
+        pytest.skip("timm is not installed (pip install --no-deps timm)")
+    package = "_timm_optim_alone"
+    if package not in sys.modules:
+        module = types.ModuleType(package)
+        module.__path__ = [f"{spec.submodule_search_locations[0]}/optim"]
+        sys.modules[package] = module
+    return importlib.import_module(f"{package}.{name}")
+
 
 SHAPES = [(5,), (3, 4), (2, 3, 4), (1,)]
 STEPS = 24
@@ -53,6 +84,23 @@ def make_problem(dtype, seed=0, shapes=SHAPES, gradient=standard_gradient):
     grads = [[gradient(rng, t, i, shape, dtype) for i, shape in enumerate(shapes)]
              for t in range(STEPS)]
     return params, grads
+
+
+def make_row_sparse_problem(dtype, seed=0):
+    """The standard problem with about 40% of the rows of each gradient zero, as CSR gradients
+    (rows = the param's first axis) that store the nonzero entries."""
+    rng = np.random.default_rng(seed + 100)
+    params, grads = make_problem(dtype, seed)
+    sparse = []
+    for step in grads:
+        sparse.append([])
+        for g in step:
+            if g is not None:
+                g = g.copy()
+                g[rng.random(g.shape[0]) < 0.4] = 0  # some untouched rows
+                g = scipy.sparse.csr_array(g.reshape(g.shape[0], -1))
+            sparse[-1].append(g)
+    return params, sparse
 
 
 def np_kwargs(kwargs):
@@ -248,6 +296,39 @@ def check_against_torch(name, kwargs, group1, dtype, seed=0, foreach=True, min_e
                                min_move, params, f"{name} {kwargs} {group1}")
     assert exact >= min_exact
     return exact
+
+
+#: torch's vectorized sqrt is not always correctly rounded, so no case of Adam, AdamW, Adagrad
+#: or Adadelta is bit-exact throughout (the lowest, Adadelta with maximize, is at 91.6%): a
+#: floor with some margin
+MIN_EXACT_FLOAT64 = 0.8
+
+
+def matches_torch_test(cases):
+    """A test of each ``(name, options, group 1 overrides)`` of ``cases`` against torch on the
+    standard problem, in both dtypes (float64 at least :data:`MIN_EXACT_FLOAT64` bit-exact)."""
+    @needs_torch
+    @pytest.mark.parametrize("name,options,overrides", cases,
+                             ids=[f"{c[0]}-{i}" for i, c in enumerate(cases)])
+    @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+    def test_matches_torch(name, options, overrides, dtype):
+        check_against_torch(name, options, overrides, dtype,
+                            min_exact=MIN_EXACT_FLOAT64 if dtype == np.float64 else 0.0)
+    return test_matches_torch
+
+
+def csr_matches_torch_test(cases):
+    """A test of each case of ``cases`` with CSR gradients (:func:`make_row_sparse_problem`)
+    against torch's sparse COO ones, state (SparseAdam's int step counter, None steps
+    included) and all. torch has no foreach for them: float32 to 2 ulps."""
+    @needs_torch
+    @pytest.mark.parametrize("name,options,overrides", cases,
+                             ids=[f"{c[0]}-{i}" for i, c in enumerate(cases)])
+    @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+    def test_csr_gradients_match_torch_sparse(name, options, overrides, dtype):
+        check_against_torch(name, options, overrides, dtype, foreach=False,
+                            problem=make_row_sparse_problem(dtype))
+    return test_csr_gradients_match_torch_sparse
 
 
 def check_round_trip(name, kwargs, group1, dtype, problem=None, foreach=True):

@@ -1,4 +1,5 @@
-"""The benchmark workloads (``npoptim bench --cases``). Each adds rows (a timing, its ratios) and targets to a :class:`Report`.
+"""The benchmark workloads (``npoptim bench --cases``). Each adds rows (a timing, its ratios)
+and targets to a :class:`Report`.
 
 * :func:`sparse` -- an embedding table with a fraction of its rows touched: npoptim's
   SparseAdam and Adagrad steps from a ready CSR row gradient, building that gradient from raw

@@ -5,10 +5,11 @@ An update rule is a small scalar function compiled by Numba::
     rule(p, g, s, h) -> (new_p, new_s)
 
 ``p`` and ``g`` are one element of the parameter and of its gradient, ``s`` is a tuple with the
-same element of each state array (``exp_avg``, ``exp_avg_sq``, ...), and ``h`` is a tuple of
-hyperparameters already cast to the parameter's dtype (so float32 parameters are updated in
-float32 arithmetic, as torch does). The rule returns the new parameter value and the new state
-tuple; the driver writes both back.
+same element of each state array (``exp_avg``, ``exp_avg_sq``, ...), which the rule unpacks by
+name on its first line, and ``h`` is the family's hyperparameter record (a
+``typing.NamedTuple``, read by field name: ``h.eps``), every field already cast to the
+parameter's dtype (so float32 parameters are updated in float32 arithmetic, as torch does).
+The rule returns the new parameter value and the new state tuple; the driver writes both back.
 
 Each optimizer module binds its rule to a driver in a two-line ``@kernel`` function, e.g.::
 

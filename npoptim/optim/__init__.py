@@ -1,2 +1,4 @@
 """The optimizers: one module per family, each reading top-down (docstring with the algorithm,
-the per-element rule, the class). The shared API is :mod:`npoptim.optim.optimizer`."""
+the hyperparameter record and the per-element rule reading it by name, the class). The shared
+API is :mod:`npoptim.optim.optimizer`; :mod:`npoptim.optim.variants` is the named-variant
+machinery LAMB and LARS share."""

@@ -20,17 +20,17 @@ array is written, so a step either completes or raises leaving parameters and st
 
 Subclasses provide ``_check_group`` (hyperparameter checks, torch's ``ValueError`` messages),
 ``_state_names`` (the array state a group creates), ``_init_state`` and ``_update``; the
-update itself is a per-element rule bound to a driver (:mod:`npoptim.kernels.drivers`).
+update itself is a per-element rule bound to a driver (:mod:`npoptim.kernels.drivers`), given
+the family's hyperparameter record built by :func:`typed_record`.
 """
 import copy
 import math
 import numbers
 
 import numpy as np
-import scipy.sparse
 
 from npoptim.kernels.jit import kernel
-from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr
+from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr, is_sparse
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -191,7 +191,7 @@ class Optimizer:
         """A flat contiguous dense gradient, a :class:`RowGradient`, or None."""
         if grad is None:
             return None
-        if scipy.sparse.issparse(grad):
+        if is_sparse(grad):
             if self.sparse_kind == "dense-only":
                 raise TypeError(f"{where}: {type(self).__name__} does not accept sparse (CSR) "
                                 "gradients; pass a dense array, or use an optimizer that "

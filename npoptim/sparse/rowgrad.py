@@ -134,14 +134,19 @@ def _touched_rows(indptr):
     return rows, row_ptr
 
 
-def is_csr(grad):
-    """True for a ``scipy.sparse`` CSR matrix or array.
+def is_sparse(grad):
+    """True for any ``scipy.sparse`` matrix or array.
 
     scipy.sparse is imported on first use only (it is a fifth of ``import npoptim``): an
     object can only be a scipy sparse array once scipy.sparse has been imported.
     """
     sparse = sys.modules.get("scipy.sparse")
-    return sparse is not None and sparse.issparse(grad) and grad.format == "csr"
+    return sparse is not None and sparse.issparse(grad)
+
+
+def is_csr(grad):
+    """True for a ``scipy.sparse`` CSR matrix or array (see :func:`is_sparse`)."""
+    return is_sparse(grad) and grad.format == "csr"
 
 
 def as_row_gradient(grad, param_shape, dtype, where="grad"):
