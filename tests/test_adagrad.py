@@ -3,7 +3,8 @@
 The standard problem of :mod:`torch_compare` (24 steps, two param groups with different
 hyperparameters, some None gradients): float64 to 1e-12 of the parameters' scale, float32 no
 further from torch than torch's own foreach-vs-single spread plus 2 float32 ulps; the state
-agrees too, under torch's names. CSR gradients (about 40% of the rows untouched) against torch's sparse COO ones.
+agrees too, under torch's names. CSR gradients (about 40% of the rows untouched) against
+torch's sparse COO ones.
 """
 from torch_compare import csr_matches_torch_test, matches_torch_test
 

@@ -428,7 +428,8 @@ OBJECTIVE_KINDS = {"separable-quartic": ("center", "h", "q")}
 
 
 def _parse_objective(c, raw, params, dtype):
-    """``None``, or the objective with its arrays decoded (see ``npoptim.golden.inputs.OBJECTIVES``)."""
+    """``None``, or the objective with its arrays decoded (see
+    ``npoptim.golden.inputs.OBJECTIVES``)."""
     if raw is None:
         return None
     c.obj(raw, "objective", ("kind",))

@@ -93,6 +93,7 @@ from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, t
 from npoptim.optim.variants import (VARIANT_DEFAULT, check_bounds, check_choice, check_flag,
                                     check_no_variant, is_real, resolve_variant)
 
+
 # -------------------------------------------------------------------------------- the rules
 class LAMBHyper(NamedTuple):
     """One step's hyperparameters of the LAMB rules (built by ``LAMB._hyper``)."""

@@ -36,6 +36,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 
+
 class RMSpropHyper(NamedTuple):
     """One step's hyperparameters of the RMSprop rules (built by ``RMSprop._update``)."""
 

@@ -53,6 +53,7 @@ from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
 from npoptim.sparse.rowgrad import RowGradient
 
+
 class SGDHyper(NamedTuple):
     """One step's hyperparameters of the SGD rules (built by ``SGD._update``)."""
 
