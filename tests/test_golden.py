@@ -187,7 +187,8 @@ STRUCTURAL_DEFECTS = {
     "unknown kind": lambda d: d.__setitem__("kind", "trajectories"),
     "schema_version 2": lambda d: d.__setitem__("schema_version", 2),
     "case without id": lambda d: d["cases"][0].pop("id"),
-    "hyper not an object": lambda d: d["cases"][0].__setitem__("hyper", [0.1]),
+    "hyperparameters not an object": lambda d: d["cases"][0].__setitem__("hyperparameters",
+                                                                          [0.1]),
     "shape not a list": lambda d: d["cases"][0]["params"][0].__setitem__("shape", "16x4"),
 }
 
