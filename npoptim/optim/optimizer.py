@@ -29,6 +29,7 @@ import scipy.sparse
 
 from npoptim.kernels.jit import kernel
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr
+from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -160,7 +161,7 @@ class Optimizer:
         if grads is None:
             raise TypeError("step() needs grads: a sequence with one gradient (or None) per "
                             "parameter")
-        if isinstance(grads, np.ndarray) or is_csr(grads):
+        if isinstance(grads, (np.ndarray, RowSparseGrad)) or is_csr(grads):
             grads = [grads]
         grads = list(grads)
         if len(grads) != len(params):
@@ -189,11 +190,13 @@ class Optimizer:
         """A flat contiguous dense gradient, a :class:`RowGradient`, or None."""
         if grad is None:
             return None
-        if scipy.sparse.issparse(grad):
+        if scipy.sparse.issparse(grad) or isinstance(grad, RowSparseGrad):
             if self.sparse_kind == "dense-only":
                 raise TypeError(f"{where}: {type(self).__name__} does not accept sparse (CSR) "
                                 "gradients; pass a dense array, or use an optimizer that "
                                 "takes them (SparseAdam, Adagrad, SGD)")
+            if isinstance(grad, RowSparseGrad):
+                return as_rows_gradient(grad, param, where)
             return as_row_gradient(grad, param.shape, param.dtype, where)
         if not isinstance(grad, np.ndarray):
             raise TypeError(f"{where}: expected a NumPy array, a scipy.sparse CSR gradient or "
@@ -412,8 +415,8 @@ def _first_nonfinite_grad(prepared):
         if isinstance(grad, RowGradient):
             k = _first_nonfinite(grad.data)
             if k >= 0:
-                row = int(np.searchsorted(grad.indptr, k, side="right")) - 1
-                return index, f"row {row}, column {int(grad.indices[k])}"
+                j = int(np.searchsorted(grad.row_ptr, k, side="right")) - 1
+                return index, f"row {int(grad.rows[j])}, column {int(grad.indices[k])}"
         else:
             k = _first_nonfinite(grad)
             if k >= 0:

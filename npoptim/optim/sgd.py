@@ -119,7 +119,7 @@ def _densify(grad, dtype):
     """The flat dense array of a canonical :class:`RowGradient` (missing entries zero)."""
     nrows, ncols = grad.shape
     dense = np.zeros(nrows * ncols, dtype)
-    rows = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(grad.indptr))
+    rows = np.repeat(grad.rows, np.diff(grad.row_ptr))
     dense[rows * ncols + grad.indices] = grad.data
     return dense
 

@@ -37,7 +37,7 @@ class RowGradient(NamedTuple):
     ``indices`` and ``data`` (``row_ptr[0] == 0``).
     """
 
-    indptr: np.ndarray
+    indptr: np.ndarray  # None for a row-sparse gradient (npoptim.sparse.rowsparse)
     indices: np.ndarray
     data: np.ndarray
     shape: tuple
@@ -46,7 +46,7 @@ class RowGradient(NamedTuple):
 
     @property
     def nnz(self):
-        return int(self.indptr[-1])
+        return int(self.row_ptr[-1])
 
 
 def row_shape(param_shape):
