@@ -26,6 +26,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import prefetch, prefetch_span
 from npoptim.kernels.jit import kernel
+from npoptim.sparse.csrscan import scan_canonical
 
 
 class RowGradient(NamedTuple):
@@ -181,6 +182,12 @@ def as_row_gradient(grad, param_shape, dtype, where="grad"):
         indptr = indptr.astype(np.int64)
     if indices.dtype.kind == "u" or not indices.dtype.isnative or indices.dtype.itemsize < 4:
         indices = indices.astype(np.int64)
+    stored = min(indices.size, data.size)
+    touched = scan_canonical(indptr, indices, expected[1], stored)
+    if touched is not None:  # valid and canonical, found in one pass over indptr
+        nnz = int(indptr[-1])
+        return RowGradient(indptr, indices[:nnz], data[:nnz], expected,
+                           *(_read_only(a) for a in touched))
     code, at = _csr_check(indptr, indices, expected[1], min(indices.size, data.size))
     if code == _BAD_START:
         raise ValueError(f"{where}: CSR indptr[0] is {indptr[0]}, must be 0")
