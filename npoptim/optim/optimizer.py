@@ -53,7 +53,7 @@ class Optimizer:
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
 
-    def __init__(self, params, defaults):
+    def __init__(self, params, defaults, state_arrays=None):
         if isinstance(params, np.ndarray) or isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"arrays or dicts, but got {type(params).__name__}")
@@ -63,6 +63,8 @@ class Optimizer:
         self._check_group(self.defaults)
         self.param_groups = []
         self.state = {}
+        #: Where state arrays are created (see :meth:`_new_state_array`); None: in RAM.
+        self.state_arrays = state_arrays
         self._nonfinite = "propagate"
         self.skipped_steps = 0
         groups = list(params)
@@ -237,8 +239,26 @@ class Optimizer:
         """A new state dict: ``step`` 0 and zero arrays of each state's shape."""
         state = {} if self.step_in_state_dict is None else {"step": 0}
         for name, shape in self._state_shapes(param, group).items():
-            state[name] = np.zeros(shape, param.dtype)
+            state[name] = self._new_state_array(param, name, shape)
         return state
+
+    def _new_state_array(self, param, name, shape, fill=0):
+        """A new state array of the parameter's dtype holding ``fill``: in RAM, or from the
+        constructor's ``state_arrays(index, name, shape, dtype, fill)`` (e.g. a
+        :class:`npoptim.storage.MemmapStore`), which returns a writeable C-contiguous array
+        (an ``np.memmap`` or an ndarray) holding the initial state, used without a copy."""
+        if self.state_arrays is None:
+            if fill == 0:
+                return np.zeros(shape, param.dtype)
+            return np.full(shape, fill, param.dtype)
+        index = next(i for i, p in enumerate(self.params) if p is param)
+        arr = self.state_arrays(index, name, tuple(shape), param.dtype, fill)
+        if (not isinstance(arr, np.ndarray) or type(arr) not in _ARRAY_TYPES
+                or arr.shape != tuple(shape) or arr.dtype != param.dtype
+                or not arr.flags.c_contiguous or not arr.flags.writeable):
+            raise ValueError(f"state_arrays returned no writeable C-contiguous {param.dtype} "
+                             f"array of shape {tuple(shape)} for state[{index}]['{name}']")
+        return arr
 
     def _check_state(self, state, param, group, where):
         """Raise ``ValueError`` if a parameter's state does not fit its group's options.
@@ -257,7 +277,7 @@ class Optimizer:
                                  "after this parameter's state was created (torch fails the "
                                  "same way); use a new optimizer or load a state_dict made "
                                  "with these options")
-            if (type(value) is not np.ndarray or value.shape != tuple(shape)
+            if (type(value) not in _ARRAY_TYPES or value.shape != tuple(shape)
                     or not value.flags.c_contiguous or value.dtype.kind != "f"
                     or (name in kernel_states and value.dtype != param.dtype)):
                 raise ValueError(f"{where}['{name}'] must be a C-contiguous float array of "
@@ -266,7 +286,7 @@ class Optimizer:
 
     def _flat_states(self, state, group):
         """The group's array states as a tuple of flat views, in ``_state_names`` order."""
-        return tuple(state[name].reshape(-1) for name in self._state_names(group))
+        return tuple(np.asarray(state[name]).reshape(-1) for name in self._state_names(group))
 
     def _update(self, param, grad, state, group):
         """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient."""
@@ -286,7 +306,11 @@ class Optimizer:
     def state_dict(self):
         """torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [...]}]}``.
 
-        Arrays are copies with the parameter's shape; ``step`` is stored as torch stores it.
+        Arrays are copies with the parameter's shape, except state held in memory-mapped files
+        (``np.memmap``, e.g. from ``state_arrays``): those are read-only views of the files
+        (torch's state_dict holds references too), so a table larger than memory is never
+        copied into RAM; they change with every later step. ``step`` is stored as torch
+        stores it.
         """
         groups, index = [], 0
         for group in self.param_groups:
@@ -301,6 +325,9 @@ class Optimizer:
                 if name == "step":
                     out[name] = (np.array(value, np.float32)
                                  if self.step_in_state_dict == "tensor" else int(value))
+                elif isinstance(value, np.memmap):
+                    out[name] = np.asarray(value).view()
+                    out[name].flags.writeable = False
                 else:
                     out[name] = copy.deepcopy(value)
             state[i] = out
@@ -381,10 +408,15 @@ class Optimizer:
 
 
 # --------------------------------------------------------------------------------- helpers
+#: The array types parameters and state may have: ndarrays (views included) and memory-mapped
+#: files, which the kernels see as plain ndarrays (see flat_view); no other subclass.
+_ARRAY_TYPES = (np.ndarray, np.memmap)
+
+
 def _check_param(p, where):
-    if type(p) is not np.ndarray:
-        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays (not subclasses "
-                        f"such as np.matrix), got {type(p).__name__}")
+    if type(p) not in _ARRAY_TYPES:
+        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays or np.memmap "
+                        f"(not other subclasses such as np.matrix), got {type(p).__name__}")
     if p.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{where}: parameters must be float32 or float64 arrays, got {p.dtype}")
     if not p.flags.writeable:
@@ -427,8 +459,9 @@ def _first_nonfinite_grad(prepared):
 class flat_view:
     """Context manager giving a flat 1-D array that writes through to ``param``.
 
-    A C-contiguous parameter is reshaped (a view, no copy); any other view is copied in and
-    written back on exit, so the caller's array sees the update either way.
+    A C-contiguous parameter is reshaped (a view, no copy; an ``np.memmap`` becomes a plain
+    ndarray view of the same pages); any other view is copied in and written back on exit, so
+    the caller's array sees the update either way.
     """
 
     def __init__(self, param):
@@ -436,9 +469,9 @@ class flat_view:
 
     def __enter__(self):
         if self.param.flags.c_contiguous:
-            self.flat = self.param.reshape(-1)
+            self.flat = np.asarray(self.param).reshape(-1)
         else:
-            self.flat = self.param.ravel(order="C").copy()
+            self.flat = np.asarray(self.param).ravel(order="C").copy()
         return self.flat
 
     def __exit__(self, *exc):

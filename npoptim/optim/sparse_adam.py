@@ -63,8 +63,10 @@ class SparseAdam(Optimizer):
     sparse_kind = "lazy"
     step_in_state_dict = "int"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False, *,
+                 state_arrays=None):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize),
+                         state_arrays=state_arrays)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps")
