@@ -205,3 +205,69 @@ def test_sigkill_at_random_moments_leaves_a_recoverable_table(tmp_path):
         recoveries += store.recovered
     # the kills landed at different moments; not asserted, as that depends on timing
     print(f"{last} steps in 5 runs, {recoveries} kills rolled a half-done step back")
+
+
+def test_save_and_load_of_a_memmapped_table_stream_and_load_in_place(tmp_path, monkeypatch):
+    import npoptim.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "_MMAP_BYTES", 1)  # memory-map every member on load
+    store = MemmapStore(tmp_path / "a")
+    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64, init=start_values(t))
+              for t in range(2)]
+    opt = make("SparseAdam", params, state_arrays=store)
+    for step in range(1, 4):
+        store.step(opt, batch(step))
+    npoptim.save(tmp_path / "run.npz", opt)
+    manifest, arrays = checkpoint._read(str(tmp_path / "run.npz"))
+    assert any(isinstance(a, np.memmap) for a in arrays.values())
+    # a second table, elsewhere, loads the checkpoint into its own memmapped state in place
+    other = MemmapStore(tmp_path / "b")
+    params_b = [other.param(f"t{t}", (ROWS, WIDTH), np.float64) for t in range(2)]
+    opt_b = make("SparseAdam", params_b, state_arrays=other)
+    other.step(opt_b, batch(1))
+    exp_avg = opt_b.state[0]["exp_avg"]
+    npoptim.load(tmp_path / "run.npz", opt_b)
+    assert opt_b.state[0]["exp_avg"] is exp_avg  # the same file, written in place
+    assert isinstance(opt_b.state[1]["exp_avg"], np.memmap)
+    for step in range(4, 7):
+        store.step(opt, batch(step))
+        other.step(opt_b, batch(step))
+    ref_params, ref_opt = in_ram_run("SparseAdam", 6)
+    assert_same_run(params_b, opt_b, ref_params, ref_opt)
+    assert_same_run(params, opt, ref_params, ref_opt)
+
+
+def test_a_save_removes_the_temporary_files_of_killed_saves(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".run.npz.{dead.pid}.0badf00d.tmp"
+    stale.write_bytes(b"x" * 1000)
+    running = tmp_path / f".run.npz.{os.getppid()}.0badf00d.tmp"  # a live process's save
+    running.write_bytes(b"x")
+    unrelated = tmp_path / f".other.npz.{dead.pid}.0badf00d.tmp"
+    unrelated.write_bytes(b"x")
+    p = np.ones((4, 2))
+    npoptim.save(tmp_path / "run.npz", npoptim.SGD([p], lr=0.1))
+    assert not stale.exists()
+    assert running.exists() and unrelated.exists()
+
+
+def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
+    script = tmp_path / "saver.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {ROOT!r})
+        import numpy as np, npoptim, npoptim.checkpoint as c
+        write = c._write_npz
+        def dying_write(f, members):
+            f.write(b"partial")
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        c._write_npz = dying_write
+        npoptim.save(sys.argv[1], npoptim.SGD([np.ones(3)], lr=0.1))
+    """))
+    target = tmp_path / "run.npz"
+    subprocess.run([sys.executable, str(script), str(target)], timeout=120)
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    npoptim.save(target, npoptim.SGD([np.ones(3)], lr=0.1))
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]

@@ -377,10 +377,30 @@ class Optimizer:
                                  "lists")
             i = id_map[saved_id]
             new_state[i] = self._load_param_state(entry, params[i], group_of[i], f"state[{i}]")
+        if self.state_arrays is not None:
+            self._place_loaded_state(new_state)
         for group, new in zip(self.param_groups, new_groups):
             group.clear()
             group.update(new)
         self.state = new_state
+
+    def _place_loaded_state(self, new_state):
+        """Copy loaded state arrays into the optimizer's state arrays (those it has, else new
+        ones from ``state_arrays``), in chunks: a table larger than memory is never held in
+        RAM whole."""
+        params = self.params
+        for index, entry in new_state.items():
+            current = self.state.get(index, {})
+            for name, value in entry.items():
+                if not isinstance(value, np.ndarray) or value.ndim == 0:
+                    continue
+                target = current.get(name)
+                if (type(target) not in _ARRAY_TYPES or target.shape != value.shape
+                        or target.dtype != params[index].dtype or not target.flags.writeable):
+                    target = self._new_state_array(params[index], name, value.shape)
+                if not np.shares_memory(target, value):
+                    _copy_in_chunks(target, value)
+                entry[name] = target
 
     def _load_param_state(self, entry, param, group, where):
         if not isinstance(entry, dict):
@@ -403,7 +423,10 @@ class Optimizer:
                                  f"{tuple(shapes[name])}")
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"{where}['{name}'] must be real numbers, got {arr.dtype}")
-            out[name] = np.array(arr, dtype=param.dtype, order="C")  # kernels need C order
+            if self.state_arrays is not None and arr.ndim:
+                out[name] = arr  # copied into the state arrays once all is checked
+            else:
+                out[name] = np.array(arr, dtype=param.dtype, order="C")  # kernels need C order
         return out
 
 
@@ -422,6 +445,15 @@ def _check_param(p, where):
     if not p.flags.writeable:
         raise ValueError(f"{where}: the parameter array is read-only; the optimizer updates "
                          "parameters in place")
+
+
+def _copy_in_chunks(target, source, chunk_bytes=1 << 24):
+    """``target[...] = source`` (cast to ``target``'s dtype) a block of rows at a time."""
+    rows = target.reshape(target.shape[0], -1)
+    source = source.reshape(source.shape[0], -1)
+    step = max(1, chunk_bytes // max(1, rows.shape[1] * rows.itemsize))
+    for start in range(0, rows.shape[0], step):
+        rows[start:start + step] = source[start:start + step]
 
 
 def _as_step(value, where):
