@@ -13,7 +13,7 @@ takes a CSR gradient (SparseAdam, Adagrad, SGD) takes it, with results bit-ident
 equivalent CSR gradient (both are walked by the same touched-rows kernel).
 
 :func:`row_sparse_grad` builds one from embedding lookups ``(row_ids, row_values, num_rows)``
-(repeated ids allowed) by a stable sort of the ids, in O(lookups log lookups): rows of a
+(repeated ids allowed) by a stable sort of the lookups, in O(lookups log lookups): rows of a
 repeated id are summed in lookup order onto zeros, exactly as :func:`embedding_row_grad` sums
 them, so the two are bit-identical.
 
@@ -102,19 +102,34 @@ class RowSparseGrad:
 
 
 @kernel
+def _lookup_order(ids, num_rows):
+    """The lookups sorted by id, repeats of one id in lookup order (a stable argsort).
+
+    Each lookup is packed into one key ``id * n + position``, unique, so an unstable sort of
+    the keys (Numba's quicksort, 2.5x faster than its mergesort here) gives the stable order;
+    when the keys could overflow, a mergesort of the ids."""
+    n = ids.size
+    if n == 0 or num_rows <= (1 << 62) // n:
+        keys = ids * n + np.arange(n)
+        keys.sort()
+        return keys % n
+    return np.argsort(ids, kind="mergesort")
+
+
+@kernel
 def _coalesce_sorted(ids, values, width, num_rows):
     """Sum the rows of ``values`` (flat, ``width`` per lookup) by id, in O(n log n).
 
     Returns ``(bad, rows, data)``: ``bad`` is the position of the first out-of-range id or
-    -1, ``rows`` the distinct ids in increasing order, ``data`` their summed rows (flat). A
-    stable sort keeps the lookups of one id in lookup order, and they are added onto zeros in
-    that order (as :func:`npoptim.sparse.rowgrad.embedding_row_grad` adds them).
+    -1, ``rows`` the distinct ids in increasing order, ``data`` their summed rows (flat). The
+    lookups of one id are added onto zeros in lookup order (as
+    :func:`npoptim.sparse.rowgrad.embedding_row_grad` adds them).
     """
     n = ids.size
     for k in range(n):
         if ids[k] < 0 or ids[k] >= num_rows:
             return k, np.zeros(0, np.int64), np.zeros(0, values.dtype)
-    order = np.argsort(ids, kind="mergesort")
+    order = _lookup_order(ids, num_rows)
     count = 0
     previous = -1
     for k in range(n):
