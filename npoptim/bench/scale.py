@@ -20,7 +20,8 @@ Each (framework, optimizer, size) runs in a process of its own (``python -m
 npoptim.bench.scale --worker ...``): at 100M x 16 torch's SparseAdam state alone is 12.8 GB,
 so two frameworks' tables do not fit beside each other in 24 GiB. Candidates of one process
 are timed interleaved (medians); ratios between processes compare medians of runs made one
-after the other. npoptim's tables are ``np.zeros`` (pages appear as rows are touched); torch
+after the other. npoptim's tables are ``np.zeros`` on 4 KiB pages (pages appear as rows are
+touched; see :func:`_small_pages`), one table per process that every candidate steps; torch
 allocates and zero-fills its state up front. The npoptim process also reports how much
 anonymous memory (``RssAnon``) the timed steps added: a per-step allocation proportional to
 the table would show here (resident file pages would not, which is why not peak RSS).
@@ -67,6 +68,19 @@ def rss_anon_mb():
     return None
 
 
+def _small_pages():
+    """Back this process's new large arrays with 4 KiB pages. NumPy asks the kernel for
+    transparent huge pages for large arrays; a scattered touch then faults in 2 MiB, and at
+    100M rows the touched rows make the whole table resident (19 GB for SparseAdam at D=16),
+    which this 24 GiB machine cannot give. The floor runs on the same arrays, so it has the
+    same backing."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:
+        return
+    _set_madvise_hugepage(False)
+
+
 def _cycle(fn, items):
     state = {"k": 0}
 
@@ -83,9 +97,13 @@ def _npoptim_worker(optimizer, nrows, width, rounds):
     from npoptim.bench.floors import rows_floor
     from npoptim.bench.timing import interleaved
 
+    _small_pages()
     data = batches(nrows, width)
-    params = {k: np.zeros((nrows, width), np.float32) for k in ("rs", "csr", "ready", "scipy")}
-    opts = {k: getattr(npoptim, optimizer)([p], lr=1e-2) for k, p in params.items()}
+    # one table for every candidate (the values do not change the cost; four tables would
+    # not fit at 100M rows)
+    param = np.zeros((nrows, width), np.float32)
+    opt = getattr(npoptim, optimizer)([param], lr=1e-2)
+    opts = dict.fromkeys(("rs", "csr", "ready", "scipy"), opt)
     # ready CSR gradients hold an O(rows) indptr each: a few of them at the largest sizes
     ready = [npoptim.embedding_row_grad(ids, v, nrows)
              for ids, v in data[:BATCHES if nrows <= WIDE_MAX_ROWS else 4]]
@@ -95,7 +113,7 @@ def _npoptim_worker(optimizer, nrows, width, rounds):
     # a floor over the same arrays as a step: the parameter and its state, touched rows
     opts["rs"].step([row_sparse[0]])
     states = [s for k, s in opts["rs"].state[0].items() if k != "step"]
-    floors = [(rows_floor(params["rs"], states, g.rows, g.values, width, parallel))
+    floors = [(rows_floor(param, states, g.rows, g.values, width, parallel))
               for g in row_sparse for parallel in (False, True)]
     fns = {
         "row-sparse build + step": _cycle(
