@@ -51,6 +51,14 @@ def bits(a):
     return np.asarray(a).view(np.uint64)
 
 
+def new_tables(store, name, init=True):
+    """Two memmapped tables of ``store`` (created from start_values, or reopened) and an
+    optimizer over them with its state in the store."""
+    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64,
+                          init=start_values(t) if init else None) for t in range(2)]
+    return params, make(name, params, state_arrays=store)
+
+
 def assert_same_run(params, opt, ref_params, ref_opt):
     for p, q in zip(params, ref_params):
         np.testing.assert_array_equal(bits(p), bits(q))
@@ -67,9 +75,7 @@ def assert_same_run(params, opt, ref_params, ref_opt):
 @pytest.mark.parametrize("name", ["SparseAdam", "Adagrad", "SGD"])
 def test_memmapped_run_is_bit_identical_to_in_ram(tmp_path, name):
     store = MemmapStore(tmp_path)
-    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64, init=start_values(t))
-              for t in range(2)]
-    opt = make(name, params, state_arrays=store)
+    params, opt = new_tables(store, name)
     for step in range(1, 9):
         store.step(opt, batch(step))
     for entry in opt.state.values():
@@ -110,16 +116,13 @@ def test_state_dict_of_memmapped_state_holds_read_only_views(tmp_path):
 @pytest.mark.parametrize("name", ["SparseAdam", "Adagrad", "SGD"])
 def test_reopened_store_resumes_exactly(tmp_path, name):
     store = MemmapStore(tmp_path)
-    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64, init=start_values(t))
-              for t in range(2)]
-    opt = make(name, params, state_arrays=store)
+    params, opt = new_tables(store, name)
     for step in range(1, 5):
         store.step(opt, batch(step))
     del store, params, opt
     store = MemmapStore(tmp_path)
     assert not store.recovered and store.meta["completed"] == 4
-    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64) for t in range(2)]
-    opt = make(name, params, state_arrays=store)
+    params, opt = new_tables(store, name, init=False)
     store.restore(opt)
     for step in range(5, 10):
         store.step(opt, batch(step))
@@ -167,8 +170,7 @@ def _child(tmp_path, name, directory, kill_at):
 def _check_recovered_table(directory, name):
     store = MemmapStore(directory)
     completed = store.meta["completed"]
-    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64) for t in range(2)]
-    opt = make(name, params, state_arrays=store)
+    params, opt = new_tables(store, name, init=False)
     store.restore(opt)
     assert_same_run(params, opt, *in_ram_run(name, completed))
     return store, completed
@@ -212,9 +214,7 @@ def test_save_and_load_of_a_memmapped_table_stream_and_load_in_place(tmp_path, m
 
     monkeypatch.setattr(checkpoint, "_MMAP_BYTES", 1)  # memory-map every member on load
     store = MemmapStore(tmp_path / "a")
-    params = [store.param(f"t{t}", (ROWS, WIDTH), np.float64, init=start_values(t))
-              for t in range(2)]
-    opt = make("SparseAdam", params, state_arrays=store)
+    params, opt = new_tables(store, "SparseAdam")
     for step in range(1, 4):
         store.step(opt, batch(step))
     npoptim.save(tmp_path / "run.npz", opt)
@@ -222,8 +222,7 @@ def test_save_and_load_of_a_memmapped_table_stream_and_load_in_place(tmp_path, m
     assert any(isinstance(a, np.memmap) for a in arrays.values())
     # a second table, elsewhere, loads the checkpoint into its own memmapped state in place
     other = MemmapStore(tmp_path / "b")
-    params_b = [other.param(f"t{t}", (ROWS, WIDTH), np.float64) for t in range(2)]
-    opt_b = make("SparseAdam", params_b, state_arrays=other)
+    params_b, opt_b = new_tables(other, "SparseAdam", init=False)
     other.step(opt_b, batch(1))
     exp_avg = opt_b.state[0]["exp_avg"]
     npoptim.load(tmp_path / "run.npz", opt_b)

@@ -16,7 +16,10 @@ float32, sixteen such batches in turn. For SparseAdam and Adagrad at each table 
 * the touch-only floor: one read and write of the touched rows of the parameter and state
   (:func:`npoptim.bench.floors.rows_floor`), serial and parallel, the faster.
 
-Each (framework, optimizer, size) runs in a process of its own (``python -m
+Every framework runs on one thread: npoptim's steps here are below its parallel threshold, so
+serial, and torch's OpenMP threads, on this shared 2-core machine, made its times swing by 30x
+from one table size to the next (a thread that another process holds stalls each parallel
+region). Each (framework, optimizer, size) runs in a process of its own (``python -m
 npoptim.bench.scale --worker ...``): at 100M x 16 torch's SparseAdam state alone is 12.8 GB,
 so two frameworks' tables do not fit beside each other in 24 GiB. Candidates of one process
 are timed interleaved (medians); ratios between processes compare medians of runs made one
@@ -146,6 +149,7 @@ def _torch_worker(optimizer, nrows, width, rounds):
     torch = torch_ref.load()
     if torch is None:
         return {}
+    torch.set_num_threads(1)
     data = batches(nrows, width)
     p = torch.from_numpy(np.zeros((nrows, width), np.float32))  # pages appear when touched
     opt = getattr(torch.optim, optimizer)([p], lr=1e-2)
@@ -171,6 +175,7 @@ def _fbgemm_worker(optimizer, nrows, width, rounds):
             ComputeDevice, OptimType, SplitTableBatchedEmbeddingBagsCodegen)
     except Exception:  # not installed, or built for another torch
         return {}
+    torch.set_num_threads(1)
     data = batches(nrows, width)
     emb = SplitTableBatchedEmbeddingBagsCodegen(
         embedding_specs=[(nrows, width, EmbeddingLocation.HOST, ComputeDevice.CPU)],

@@ -50,7 +50,12 @@ def _adagrad_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
 
 
 class Adagrad(Optimizer):
-    """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring)."""
+    """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring).
+
+    ``state_arrays``: where the state arrays are created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
+    in RAM.
+    """
 
     sparse_kind = "exact"
 

@@ -128,7 +128,9 @@ class SGD(Optimizer):
     """SGD, matching ``torch.optim.SGD`` option for option (see the module docstring).
 
     ``foreach``, ``fused`` and ``differentiable`` choose torch implementations and are accepted
-    for compatibility only.
+    for compatibility only. ``state_arrays``: where the momentum buffer is created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default in
+    RAM.
     """
 
     sparse_kind = "exact"

@@ -58,7 +58,12 @@ def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper)
 
 
 class SparseAdam(Optimizer):
-    """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring)."""
+    """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring).
+
+    ``state_arrays``: where the state arrays are created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
+    in RAM.
+    """
 
     sparse_kind = "lazy"
     step_in_state_dict = "int"

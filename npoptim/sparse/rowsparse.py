@@ -31,7 +31,7 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.sparse.rowgrad import (RowGradient, _columns, _index_dtype, _read_only,
-                                    as_row_gradient, row_shape)
+                                    as_row_gradient, check_lookups, row_shape)
 
 __all__ = ["RowSparseGrad", "row_sparse_grad", "as_rows_gradient"]
 
@@ -185,24 +185,11 @@ def row_sparse_grad(row_ids, row_values, num_rows):
 
     ``row_ids`` (length n, repeats allowed) are the looked-up rows, ``row_values`` (shape
     ``(n, *row_shape)``) the gradient of each lookup. Rows of repeated ids are summed in
-    lookup order, bit-identically to :func:`npoptim.embedding_row_grad`. The cost is
-    O(n), independent of ``num_rows`` (a radix sort with a fixed number of passes). Returns a :class:`RowSparseGrad`.
+    lookup order, bit-identically to :func:`npoptim.embedding_row_grad`. The cost is O(n),
+    independent of ``num_rows`` (a radix sort with a fixed number of passes). Returns a
+    :class:`RowSparseGrad`.
     """
-    ids = np.asarray(row_ids)
-    if ids.size == 0:
-        ids = ids.astype(np.int64)
-    values = np.asarray(row_values)
-    if ids.ndim != 1 or ids.dtype.kind not in "iu":
-        raise ValueError("row_ids must be a 1-D integer array")
-    if values.ndim < 1 or values.shape[0] != ids.size:
-        raise ValueError(f"row_values must have one row per id: {ids.size} ids, values of "
-                         f"shape {values.shape}")
-    if values.dtype not in (np.float32, np.float64):
-        raise ValueError(f"row_values must be float32 or float64, got {values.dtype}")
-    num_rows = int(num_rows)
-    if num_rows < 0:
-        raise ValueError(f"num_rows must be >= 0, got {num_rows}")
-    width = int(np.prod(values.shape[1:], dtype=np.int64))
+    ids, values, num_rows, width = check_lookups(row_ids, row_values, num_rows)
     flat = np.ascontiguousarray(values).reshape(-1)
     bad, rows, data = _coalesce_sorted(ids.astype(np.int64, copy=False), flat, width, num_rows)
     if bad >= 0:
