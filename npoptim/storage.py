@@ -85,7 +85,8 @@ def _jsonable(value):
 class MemmapStore:
     """A directory of memory-mapped parameters and state with an undo journal (see the module
     docstring). Opening it recovers from a step that a killed process left unfinished;
-    :attr:`recovered` says whether one was rolled back."""
+    :attr:`recovered` says whether one was rolled back. One process uses a store at a time
+    (opening it removes the temporary files of writes that were cut short)."""
 
     def __init__(self, directory, sync=False):
         self.directory = os.path.abspath(os.fspath(directory))
