@@ -109,11 +109,11 @@ def run(args):
     print(format_targets(report.targets, quick=args.quick))
     result = {"environment": env, "quick": bool(args.quick), "rows": report.rows,
               "targets": report.targets}
+    if getattr(report, "scale", None):
+        result["scale"] = report.scale
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1, default=float)
-    if getattr(report, "scale", None):
-        result["scale"] = report.scale
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(result))
