@@ -45,6 +45,8 @@ import secrets
 
 import numpy as np
 
+from npoptim.checkpoint import _fsync_directory
+
 __all__ = ["MemmapStore"]
 
 _META = "meta.json"
@@ -73,6 +75,8 @@ def _write_atomic(path, write, sync):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    if sync:
+        _fsync_directory(os.path.dirname(path))  # the rename itself survives a power loss
 
 
 def _jsonable(value):

@@ -270,3 +270,12 @@ def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
     npoptim.save(target, npoptim.SGD([np.ones(3)], lr=0.1))
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_sync_store_gives_the_same_run(tmp_path):
+    store = MemmapStore(tmp_path, sync=True)  # fsyncs journal, tables and metadata each step
+    params, opt = new_tables(store, "Adagrad")
+    for step in range(1, 4):
+        store.step(opt, batch(step))
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp") or n == "journal.npz"]
+    assert_same_run(params, opt, *in_ram_run("Adagrad", 3))

@@ -19,8 +19,8 @@ them, so the two are bit-identical.
 
 Conversion: ``grad.tocsr()`` gives the ``scipy.sparse.csr_array`` (O(num_rows): a CSR
 ``indptr`` has ``num_rows + 1`` entries) and :meth:`RowSparseGrad.from_csr` the row-sparse
-form of a CSR gradient whose touched rows are full (O(num_rows) to validate the CSR, O(entries)
-to copy nothing: ``values`` views the CSR's ``data`` when it is canonical).
+form of a CSR gradient whose touched rows are full (O(num_rows) to validate the CSR;
+``values`` views the CSR's ``data`` when it is canonical).
 
 A step checks a row-sparse gradient in O(touched rows) before anything is written: ``rows``
 must be a 1-D integer array, strictly increasing and in range, ``values`` an array of the
@@ -81,9 +81,9 @@ class RowSparseGrad:
         return scipy.sparse.csr_array((data, indices, indptr), shape=(self.num_rows, width))
 
     @classmethod
-    def from_csr(cls, grad, row_shape_=None):
+    def from_csr(cls, grad, row_shape=None):
         """The row-sparse form of a CSR gradient whose touched rows are all full (every column
-        stored); ``row_shape_`` (default ``(ncols,)``) is the shape of one row of ``values``.
+        stored); ``row_shape`` (default ``(ncols,)``) is the shape of one row of ``values``.
 
         Validates the CSR as a step does (duplicates summed, columns sorted). A CSR with a
         touched row that lacks some column has no row-sparse form: ``ValueError``.
@@ -91,7 +91,7 @@ class RowSparseGrad:
         shape = tuple(grad.shape)
         data = getattr(grad, "data", None)
         dtype = data.dtype if isinstance(data, np.ndarray) else np.float64
-        target = (shape[0], *((shape[1],) if row_shape_ is None else tuple(row_shape_)))
+        target = (shape[0], *((shape[1],) if row_shape is None else tuple(row_shape)))
         canonical = as_row_gradient(grad, target, dtype, "from_csr")
         ncols = canonical.shape[1]
         if np.any(np.diff(canonical.row_ptr) != ncols):
