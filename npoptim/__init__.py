@@ -1,15 +1,17 @@
 """npoptim: deep-learning optimizers in NumPy/SciPy/Numba, agreeing with ``torch.optim``.
 
-Optimizers update NumPy arrays in place from dense gradients or ``scipy.sparse`` CSR row
-gradients::
+Optimizers update NumPy arrays in place from dense gradients, row-sparse gradients (touched
+rows and their gradient rows, O(touched rows) whatever the table's size) or ``scipy.sparse``
+CSR row gradients::
 
     import numpy as np, npoptim
     w = np.zeros((1000, 16), np.float32)
     opt = npoptim.SparseAdam([w], lr=1e-2)
-    opt.step([npoptim.embedding_row_grad([3, 7, 3], np.ones((3, 16), np.float32), 1000)])
+    opt.step([npoptim.row_sparse_grad([3, 7, 3], np.ones((3, 16), np.float32), 1000)])
 
 Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (imported on first
-use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`embedding_row_grad`, the
+use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`row_sparse_grad` and
+:class:`RowSparseGrad`, :func:`embedding_row_grad` (the CSR form), the
 checkpoint functions :func:`save` and :func:`load`, and :func:`set_parallel_threshold`.
 """
 import importlib
@@ -19,9 +21,11 @@ from npoptim.checkpoint import load, save
 from npoptim.kernels.parallel import get_parallel_threshold, set_parallel_threshold
 from npoptim.optim.optimizer import Optimizer
 from npoptim.sparse.rowgrad import embedding_row_grad
+from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad
 
 __version__ = "0.1.0"
-__all__ = ["Optimizer", "embedding_row_grad", "lr_scheduler", "save", "load",
+__all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",
+           "save", "load",
            "set_parallel_threshold", "get_parallel_threshold", *registry.OPTIMIZERS]
 
 

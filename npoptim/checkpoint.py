@@ -23,7 +23,16 @@ is stored beside it.
 
 Writing is atomic: the archive goes to a temporary file in the target's directory, is flushed
 and ``fsync``-ed, then renamed over ``path`` (and the directory is ``fsync``-ed), so a crash or
-a full disk mid-write leaves the previous checkpoint in place, never a half-written file.
+a full disk mid-write leaves the previous checkpoint in place, never a half-written file. The
+temporary files that killed saves of the same ``path`` left behind (their process no longer
+runs) are removed by the next save.
+
+Tables larger than memory (``np.memmap`` parameters and state, see :mod:`npoptim.storage`):
+``save`` streams every array to the archive (``state_dict()`` holds views of memmapped state,
+and NumPy writes an array to a zip member in 16 MiB chunks), so it needs the archive's space
+on disk but no RAM in proportion to the table; ``load`` memory-maps the archive's large
+members instead of reading them, and ``load_state_dict`` of an optimizer built with
+``state_arrays`` copies loaded state into its state arrays in chunks.
 
 Loading checks everything before anything changes: the archive's structure, every array
 header against the manifest, the digest (a truncated or tampered file fails here), the format
@@ -79,6 +88,7 @@ def save(path, optimizer, scheduler=None):
     members = {_MANIFEST: np.frombuffer(blob, np.uint8),
                _DIGEST: np.frombuffer(digest, np.uint8), **arrays}
     directory = os.path.dirname(os.path.abspath(path))
+    _remove_stale_temporaries(directory, os.path.basename(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}."
                                   f"{secrets.token_hex(4)}.tmp")
     # os.open with 0o666 lets the umask decide the mode, as for any new file
@@ -96,6 +106,38 @@ def save(path, optimizer, scheduler=None):
             pass
         raise
     _fsync_directory(directory)
+
+
+def _remove_stale_temporaries(directory, basename):
+    """Remove the temporary files that saves of ``basename`` killed mid-write left behind:
+    ``.{basename}.{pid}.{hex}.tmp`` whose process no longer runs."""
+    prefix = f".{basename}."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        parts = name[len(prefix):].split(".")
+        if not (name.startswith(prefix) and len(parts) == 3 and parts[2] == "tmp"
+                and parts[0].isdigit()):
+            continue
+        pid = int(parts[0])
+        if pid == os.getpid() or _process_exists(pid):
+            continue  # a save that may still be running
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
+
+
+def _process_exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def _build(optimizer, scheduler):
@@ -328,7 +370,7 @@ def _read(path):
     where = f"checkpoint {path!r}"
     with open(path, "rb") as file:  # a missing or unreadable file raises OSError as usual
         try:
-            manifest, blob, digest, table, arrays = _read_archive(file, where)
+            manifest, blob, digest, table, arrays = _read_archive(file, where, path)
         except CheckpointError:
             raise
         except Exception as exc:  # whatever a damaged archive makes zipfile or NumPy raise
@@ -340,7 +382,7 @@ def _read(path):
     return manifest, arrays
 
 
-def _read_archive(file, where):
+def _read_archive(file, where, path=None):
     """Parse the archive: members, manifest, array headers; the arrays themselves."""
     with zipfile.ZipFile(file) as zf:
         members = {}
@@ -369,12 +411,28 @@ def _read_archive(file, where):
                                       f"{name!r}") from None
             if dtype.kind not in _ARRAY_KINDS:
                 raise CheckpointError(f"{where}: array {name!r} has dtype {dtype}")
-            arrays[name] = _read_member(zf, members[name], dtype, shape, where)
+            arrays[name] = _read_member(zf, members[name], dtype, shape, where, path)
     return manifest, blob, digest, table, arrays
 
 
-def _read_member(zf, info, dtype, shape, where):
-    """Read one ``.npy`` member after checking its header against the expected dtype/shape."""
+#: Members of at least this many bytes, stored uncompressed, are memory-mapped by ``load``
+#: (read-only) rather than read into memory.
+_MMAP_BYTES = 1 << 26
+
+
+def _member_data_offset(zf, info):
+    """Where a stored member's bytes start in the archive file (after its local header)."""
+    zf.fp.seek(info.header_offset)
+    local = zf.fp.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise CheckpointError(f"bad local header for member {info.filename!r}")
+    return (info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+            + int.from_bytes(local[28:30], "little"))
+
+
+def _read_member(zf, info, dtype, shape, where, path=None):
+    """Read one ``.npy`` member after checking its header against the expected dtype/shape;
+    a large stored member of the file ``path`` is memory-mapped instead (see _MMAP_BYTES)."""
     name = info.filename
     with zf.open(info) as f:
         version = np.lib.format.read_magic(f)
@@ -393,6 +451,10 @@ def _read_member(zf, info, dtype, shape, where):
     if info.file_size != header_size + nbytes:
         raise CheckpointError(f"{where}: member {name!r} has {info.file_size} bytes, its "
                               f"header needs {header_size + nbytes}")
+    if (path is not None and not fortran and nbytes >= _MMAP_BYTES and nbytes > 0
+            and info.compress_type == zipfile.ZIP_STORED):
+        offset = _member_data_offset(zf, info) + header_size
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(found_shape))
     with zf.open(info) as f:
         arr = np.lib.format.read_array(f, allow_pickle=False)
     return np.ascontiguousarray(arr) if fortran else arr

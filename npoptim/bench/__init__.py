@@ -10,6 +10,8 @@ writes the same bytes as the update and does no math, the speed of memory on thi
 * :mod:`npoptim.bench.torch_ref` -- the torch side of each comparison.
 * :mod:`npoptim.bench.workloads` -- the workloads (``--cases``): sparse steps, end to end from
   raw lookups, dense steps, threads, start-up.
+* :mod:`npoptim.bench.scale` -- the ``scale`` case: tables of 1M to 100M rows, a process per
+  framework and size (run by name: ``--cases scale``).
 * :mod:`npoptim.bench.runner` -- command line, tables, targets, JSON and Markdown output.
 
 These are benchmarks, not tests: CI runs only ``--quick`` (tiny sizes, seconds).

@@ -10,13 +10,20 @@ import sys
 
 import numba
 
-CASES = ("sparse", "dense", "threads", "startup")
+CASES = ("sparse", "dense", "threads", "startup", "scale")
+#: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
+#: many minutes and up to 20 GB: run it by name
+DEFAULT_CASES = ("sparse", "dense", "threads", "startup")
 
 
 def add_arguments(parser):
-    parser.add_argument("--cases", default=",".join(CASES),
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
                         help=f"comma-separated cases to run, from {', '.join(CASES)} "
-                             "(default: all)")
+                             f"(default: {','.join(DEFAULT_CASES)})")
+    parser.add_argument("--scale-rows", default="1000000,10000000,100000000",
+                        help="scale case: table sizes (rows)")
+    parser.add_argument("--scale-widths", default="16,64",
+                        help="scale case: embedding widths (64 only up to 10M rows)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and few rounds: a smoke run, not a measurement")
     parser.add_argument("--rows", type=int, default=1_000_000, help="embedding table rows")
@@ -82,6 +89,16 @@ def run(args):
                       gap=0.005 if args.quick else 0.05, table=(rows, width),
                       densities=densities[:2])
         _print_group(report, report.rows[-1]["group"])
+    if "scale" in wanted:
+        from npoptim.bench import scale
+
+        if args.quick:
+            scale_rows, scale_widths = (2_000, 20_000), (8,)
+        else:
+            scale_rows = tuple(int(n) for n in args.scale_rows.split(","))
+            scale_widths = tuple(int(n) for n in args.scale_widths.split(","))
+        scale.scale(report, scale_rows, scale_widths, rounds=rounds or 15,
+                    use_torch=use_torch)
     if "startup" in wanted:
         optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if args.quick
                       else workloads.STARTUP_OPTIMIZERS)
@@ -93,6 +110,8 @@ def run(args):
     print(format_targets(report.targets, quick=args.quick))
     result = {"environment": env, "quick": bool(args.quick), "rows": report.rows,
               "targets": report.targets}
+    if getattr(report, "scale", None):
+        result["scale"] = report.scale
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1, default=float)
@@ -186,4 +205,8 @@ def markdown(result):
         value = "" if t["value"] is None else _num(t["value"])
         out.append(f"| {t['target']} | {t['what']} | {value} | {t['goal']} | "
                    f"{_verdict(t['met'])} | {t['note']} |")
+    if result.get("scale"):
+        from npoptim.bench.scale import markdown_table
+
+        out += ["", markdown_table(result["scale"])]
     return "\n".join(out) + "\n"

@@ -3,7 +3,7 @@
 A 200,000-row item embedding table (and a smaller user table) is fitted to synthetic ratings
 ``r = <u, v> + noise`` with Zipf-distributed item popularity, three ways:
 
-1. SparseAdam on CSR row gradients: each batch touches a few thousand item rows, and only
+1. SparseAdam on row-sparse gradients: each batch touches a few thousand item rows, and only
    those rows (and their moments) are read and written;
 2. dense Adam: the same gradients scattered into full-size arrays, every row updated;
 3. dense AdamW with linear warmup then cosine decay (``SequentialLR``), the usual recipe.
@@ -63,13 +63,14 @@ def loss_and_row_grads(user_table, item_table, user, item, rating):
 
 
 def batch_grads(problem, users, items, batch, sparse):
-    """The two tables' gradients: CSR row gradients, or the same rows scattered densely."""
+    """The two tables' gradients: row-sparse gradients (O(touched rows), whatever the table's
+    size), or the same rows scattered densely."""
     user, item, rating = batch
     _, user_rows, item_rows = loss_and_row_grads(users, items, user, item, rating)
     start = time.perf_counter()
     if sparse:
-        grads = [npoptim.embedding_row_grad(user, user_rows, problem.users),
-                 npoptim.embedding_row_grad(item, item_rows, problem.items)]
+        grads = [npoptim.row_sparse_grad(user, user_rows, problem.users),
+                 npoptim.row_sparse_grad(item, item_rows, problem.items)]
     else:
         grads = [np.zeros_like(users), np.zeros_like(items)]
         np.add.at(grads[0], user, user_rows)
@@ -80,7 +81,7 @@ def batch_grads(problem, users, items, batch, sparse):
 def train(problem, name, make_optimizer, sparse, epochs, batches, batch_size, quiet=False):
     """Train both tables from the problem's initial values.
 
-    Returns the fastest epoch's update time: building the gradient (CSR or dense) plus the
+    Returns the fastest epoch's update time: building the gradient (row-sparse or dense) plus the
     optimizer step, the part that differs between the runs.
     """
     users, items = problem.init_users.copy(), problem.init_items.copy()
@@ -132,7 +133,7 @@ def run(args):
     tiny = Problem(100, 10, args.dim, 0)
     for name, make, sparse in runs:
         train(tiny, name, make, sparse, 1, 2, 8, quiet=True)
-    print("SparseAdam: CSR row gradients, only touched rows move (lazy)\n"
+    print("SparseAdam: row-sparse gradients, only touched rows move (lazy)\n"
           "Adam: dense gradients, every row updated\n"
           "AdamW+cosine: dense, linear warmup then cosine decay")
     t_sparse, t_dense, t_cos = (

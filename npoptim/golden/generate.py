@@ -21,8 +21,9 @@ from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.schema import SCHEMA_NAME, SCHEMA_VERSION
 
-#: Constructor options that choose an implementation in torch and never change the math.
-IMPLEMENTATION_OPTIONS = ("foreach", "fused", "capturable", "differentiable")
+#: Constructor options that choose an implementation in torch, or where npoptim keeps its
+#: state (``state_arrays``), and never change the math.
+IMPLEMENTATION_OPTIONS = ("foreach", "fused", "capturable", "differentiable", "state_arrays")
 
 HEADER = [
     "Golden trajectories of npoptim (NumPy/SciPy/Numba reference of torch.optim 2.13).",

@@ -62,17 +62,24 @@ def _adagrad_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
 
 
 class Adagrad(Optimizer):
-    """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring)."""
+    """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring).
+
+    ``state_arrays``: where the state arrays are created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
+    in RAM.
+    """
 
     sparse_kind = "exact"
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
-                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None,
+                 state_arrays=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
                                       weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
-                                      differentiable=differentiable, fused=fused))
+                                      differentiable=differentiable, fused=fused),
+                         state_arrays=state_arrays)
         # As torch: state is created here, from the constructor's initial_accumulator_value
         # even where a param group overrides it.
         for index, param in enumerate(self.params):
@@ -89,8 +96,8 @@ class Adagrad(Optimizer):
 
     def _init_state(self, param, group):
         # torch's value, for a param group added later too: the constructor's
-        return {"step": 0, "sum": np.full(param.shape, self.defaults["initial_accumulator_value"],
-                                          param.dtype)}
+        return {"step": 0, "sum": self._new_state_array(
+            param, "sum", param.shape, self.defaults["initial_accumulator_value"])}
 
     def _prepare_grad(self, grad, param, group, where):
         prepared = super()._prepare_grad(grad, param, group, where)

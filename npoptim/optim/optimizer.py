@@ -31,6 +31,7 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr, is_sparse
+from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -54,7 +55,7 @@ class Optimizer:
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
 
-    def __init__(self, params, defaults):
+    def __init__(self, params, defaults, state_arrays=None):
         if isinstance(params, np.ndarray) or isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"arrays or dicts, but got {type(params).__name__}")
@@ -64,6 +65,8 @@ class Optimizer:
         self._check_group(self.defaults)
         self.param_groups = []
         self.state = {}
+        #: Where state arrays are created (see :meth:`_new_state_array`); None: in RAM.
+        self.state_arrays = state_arrays
         self._nonfinite = "propagate"
         self.skipped_steps = 0
         groups = list(params)
@@ -162,7 +165,7 @@ class Optimizer:
         if grads is None:
             raise TypeError("step() needs grads: a sequence with one gradient (or None) per "
                             "parameter")
-        if isinstance(grads, np.ndarray) or is_csr(grads):
+        if isinstance(grads, (np.ndarray, RowSparseGrad)) or is_csr(grads):
             grads = [grads]
         grads = list(grads)
         if len(grads) != len(params):
@@ -191,11 +194,13 @@ class Optimizer:
         """A flat contiguous dense gradient, a :class:`RowGradient`, or None."""
         if grad is None:
             return None
-        if is_sparse(grad):
+        if is_sparse(grad) or isinstance(grad, RowSparseGrad):
             if self.sparse_kind == "dense-only":
                 raise TypeError(f"{where}: {type(self).__name__} does not accept sparse (CSR) "
                                 "gradients; pass a dense array, or use an optimizer that "
                                 "takes them (SparseAdam, Adagrad, SGD)")
+            if isinstance(grad, RowSparseGrad):
+                return as_rows_gradient(grad, param, where)
             return as_row_gradient(grad, param.shape, param.dtype, where)
         if not isinstance(grad, np.ndarray):
             raise TypeError(f"{where}: expected a NumPy array, a scipy.sparse CSR gradient or "
@@ -236,8 +241,26 @@ class Optimizer:
         """A new state dict: ``step`` 0 and zero arrays of each state's shape."""
         state = {} if self.step_in_state_dict is None else {"step": 0}
         for name, shape in self._state_shapes(param, group).items():
-            state[name] = np.zeros(shape, param.dtype)
+            state[name] = self._new_state_array(param, name, shape)
         return state
+
+    def _new_state_array(self, param, name, shape, fill=0):
+        """A new state array of the parameter's dtype holding ``fill``: in RAM, or from the
+        constructor's ``state_arrays(index, name, shape, dtype, fill)`` (e.g. a
+        :class:`npoptim.storage.MemmapStore`), which returns a writeable C-contiguous array
+        (an ``np.memmap`` or an ndarray) holding the initial state, used without a copy."""
+        if self.state_arrays is None:
+            if fill == 0:
+                return np.zeros(shape, param.dtype)
+            return np.full(shape, fill, param.dtype)
+        index = next(i for i, p in enumerate(self.params) if p is param)
+        arr = self.state_arrays(index, name, tuple(shape), param.dtype, fill)
+        if (not isinstance(arr, np.ndarray) or type(arr) not in _ARRAY_TYPES
+                or arr.shape != tuple(shape) or arr.dtype != param.dtype
+                or not arr.flags.c_contiguous or not arr.flags.writeable):
+            raise ValueError(f"state_arrays returned no writeable C-contiguous {param.dtype} "
+                             f"array of shape {tuple(shape)} for state[{index}]['{name}']")
+        return arr
 
     def _check_state(self, state, param, group, where):
         """Raise ``ValueError`` if a parameter's state does not fit its group's options.
@@ -256,7 +279,7 @@ class Optimizer:
                                  "after this parameter's state was created (torch fails the "
                                  "same way); use a new optimizer or load a state_dict made "
                                  "with these options")
-            if (type(value) is not np.ndarray or value.shape != tuple(shape)
+            if (type(value) not in _ARRAY_TYPES or value.shape != tuple(shape)
                     or not value.flags.c_contiguous or value.dtype.kind != "f"
                     or (name in kernel_states and value.dtype != param.dtype)):
                 raise ValueError(f"{where}['{name}'] must be a C-contiguous float array of "
@@ -265,7 +288,7 @@ class Optimizer:
 
     def _flat_states(self, state, group):
         """The group's array states as a tuple of flat views, in ``_state_names`` order."""
-        return tuple(state[name].reshape(-1) for name in self._state_names(group))
+        return tuple(np.asarray(state[name]).reshape(-1) for name in self._state_names(group))
 
     def _update(self, param, grad, state, group):
         """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient."""
@@ -285,7 +308,11 @@ class Optimizer:
     def state_dict(self):
         """torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [...]}]}``.
 
-        Arrays are copies with the parameter's shape; ``step`` is stored as torch stores it.
+        Arrays are copies with the parameter's shape, except state held in memory-mapped files
+        (``np.memmap``, e.g. from ``state_arrays``): those are read-only views of the files
+        (torch's state_dict holds references too), so a table larger than memory is never
+        copied into RAM; they change with every later step. ``step`` is stored as torch
+        stores it.
         """
         groups, index = [], 0
         for group in self.param_groups:
@@ -300,6 +327,9 @@ class Optimizer:
                 if name == "step":
                     out[name] = (np.array(value, np.float32)
                                  if self.step_in_state_dict == "tensor" else int(value))
+                elif isinstance(value, np.memmap):
+                    out[name] = np.asarray(value).view()
+                    out[name].flags.writeable = False
                 else:
                     out[name] = copy.deepcopy(value)
             state[i] = out
@@ -349,10 +379,30 @@ class Optimizer:
                                  "lists")
             i = id_map[saved_id]
             new_state[i] = self._load_param_state(entry, params[i], group_of[i], f"state[{i}]")
+        if self.state_arrays is not None:
+            self._place_loaded_state(new_state)
         for group, new in zip(self.param_groups, new_groups):
             group.clear()
             group.update(new)
         self.state = new_state
+
+    def _place_loaded_state(self, new_state):
+        """Copy loaded state arrays into the optimizer's state arrays (those it has, else new
+        ones from ``state_arrays``), in chunks: a table larger than memory is never held in
+        RAM whole."""
+        params = self.params
+        for index, entry in new_state.items():
+            current = self.state.get(index, {})
+            for name, value in entry.items():
+                if not isinstance(value, np.ndarray) or value.ndim == 0:
+                    continue
+                target = current.get(name)
+                if (type(target) not in _ARRAY_TYPES or target.shape != value.shape
+                        or target.dtype != params[index].dtype or not target.flags.writeable):
+                    target = self._new_state_array(params[index], name, value.shape)
+                if not np.shares_memory(target, value):
+                    _copy_in_chunks(target, value)
+                entry[name] = target
 
     def _load_param_state(self, entry, param, group, where):
         if not isinstance(entry, dict):
@@ -375,20 +425,37 @@ class Optimizer:
                                  f"{tuple(shapes[name])}")
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"{where}['{name}'] must be real numbers, got {arr.dtype}")
-            out[name] = np.array(arr, dtype=param.dtype, order="C")  # kernels need C order
+            if self.state_arrays is not None and arr.ndim:
+                out[name] = arr  # copied into the state arrays once all is checked
+            else:
+                out[name] = np.array(arr, dtype=param.dtype, order="C")  # kernels need C order
         return out
 
 
 # --------------------------------------------------------------------------------- helpers
+#: The array types parameters and state may have: ndarrays (views included) and memory-mapped
+#: files, which the kernels see as plain ndarrays (see flat_view); no other subclass.
+_ARRAY_TYPES = (np.ndarray, np.memmap)
+
+
 def _check_param(p, where):
-    if type(p) is not np.ndarray:
-        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays (not subclasses "
-                        f"such as np.matrix), got {type(p).__name__}")
+    if type(p) not in _ARRAY_TYPES:
+        raise TypeError(f"{where}: optimizer can only optimize NumPy arrays or np.memmap "
+                        f"(not other subclasses such as np.matrix), got {type(p).__name__}")
     if p.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{where}: parameters must be float32 or float64 arrays, got {p.dtype}")
     if not p.flags.writeable:
         raise ValueError(f"{where}: the parameter array is read-only; the optimizer updates "
                          "parameters in place")
+
+
+def _copy_in_chunks(target, source, chunk_bytes=1 << 24):
+    """``target[...] = source`` (cast to ``target``'s dtype) a block of rows at a time."""
+    rows = target.reshape(target.shape[0], -1)
+    source = source.reshape(source.shape[0], -1)
+    step = max(1, chunk_bytes // max(1, rows.shape[1] * rows.itemsize))
+    for start in range(0, rows.shape[0], step):
+        rows[start:start + step] = source[start:start + step]
 
 
 def _as_step(value, where):
@@ -414,8 +481,8 @@ def _first_nonfinite_grad(prepared):
         if isinstance(grad, RowGradient):
             k = _first_nonfinite(grad.data)
             if k >= 0:
-                row = int(np.searchsorted(grad.indptr, k, side="right")) - 1
-                return index, f"row {row}, column {int(grad.indices[k])}"
+                j = int(np.searchsorted(grad.row_ptr, k, side="right")) - 1
+                return index, f"row {int(grad.rows[j])}, column {int(grad.indices[k])}"
         else:
             k = _first_nonfinite(grad)
             if k >= 0:
@@ -426,8 +493,9 @@ def _first_nonfinite_grad(prepared):
 class flat_view:
     """Context manager giving a flat 1-D array that writes through to ``param``.
 
-    A C-contiguous parameter is reshaped (a view, no copy); any other view is copied in and
-    written back on exit, so the caller's array sees the update either way.
+    A C-contiguous parameter is reshaped (a view, no copy; an ``np.memmap`` becomes a plain
+    ndarray view of the same pages); any other view is copied in and written back on exit, so
+    the caller's array sees the update either way.
     """
 
     def __init__(self, param):
@@ -435,9 +503,9 @@ class flat_view:
 
     def __enter__(self):
         if self.param.flags.c_contiguous:
-            self.flat = self.param.reshape(-1)
+            self.flat = np.asarray(self.param).reshape(-1)
         else:
-            self.flat = self.param.ravel(order="C").copy()
+            self.flat = np.asarray(self.param).ravel(order="C").copy()
         return self.flat
 
     def __exit__(self, *exc):

@@ -132,7 +132,7 @@ def _densify(grad, dtype):
     """The flat dense array of a canonical :class:`RowGradient` (missing entries zero)."""
     nrows, ncols = grad.shape
     dense = np.zeros(nrows * ncols, dtype)
-    rows = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(grad.indptr))
+    rows = np.repeat(grad.rows, np.diff(grad.row_ptr))
     dense[rows * ncols + grad.indices] = grad.data
     return dense
 
@@ -141,7 +141,9 @@ class SGD(Optimizer):
     """SGD, matching ``torch.optim.SGD`` option for option (see the module docstring).
 
     ``foreach``, ``fused`` and ``differentiable`` choose torch implementations and are accepted
-    for compatibility only.
+    for compatibility only. ``state_arrays``: where the momentum buffer is created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default in
+    RAM.
     """
 
     sparse_kind = "exact"
@@ -150,11 +152,12 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None):
+                 fused=None, state_arrays=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
-                                      differentiable=differentiable, fused=fused))
+                                      differentiable=differentiable, fused=fused),
+                         state_arrays=state_arrays)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "momentum", "weight_decay")
@@ -174,7 +177,11 @@ class SGD(Optimizer):
             state = self.state.get(index, {})
             first = group["momentum"] != 0 and "momentum_buffer" not in state
             if first:
-                state["momentum_buffer"] = np.empty(param.shape, param.dtype)
+                # uninitialised until the first step writes it (no fill needed in RAM)
+                state["momentum_buffer"] = (np.empty(param.shape, param.dtype)
+                                            if self.state_arrays is None else
+                                            self._new_state_array(param, "momentum_buffer",
+                                                                  param.shape))
             if state:
                 self.state[index] = state
             with flat_view(param) as flat:

@@ -69,13 +69,20 @@ def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper)
 
 
 class SparseAdam(Optimizer):
-    """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring)."""
+    """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring).
+
+    ``state_arrays``: where the state arrays are created, e.g. a
+    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
+    in RAM.
+    """
 
     sparse_kind = "lazy"
     step_in_state_dict = "int"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False, *,
+                 state_arrays=None):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize),
+                         state_arrays=state_arrays)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps")

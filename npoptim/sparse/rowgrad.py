@@ -26,6 +26,7 @@ import numpy as np
 
 from npoptim.kernels.drivers import prefetch, prefetch_span
 from npoptim.kernels.jit import kernel
+from npoptim.sparse.csrscan import scan_canonical
 
 
 class RowGradient(NamedTuple):
@@ -37,7 +38,7 @@ class RowGradient(NamedTuple):
     ``indices`` and ``data`` (``row_ptr[0] == 0``).
     """
 
-    indptr: np.ndarray
+    indptr: np.ndarray  # None for a row-sparse gradient (npoptim.sparse.rowsparse)
     indices: np.ndarray
     data: np.ndarray
     shape: tuple
@@ -46,7 +47,7 @@ class RowGradient(NamedTuple):
 
     @property
     def nnz(self):
-        return int(self.indptr[-1])
+        return int(self.row_ptr[-1])
 
 
 def row_shape(param_shape):
@@ -186,6 +187,12 @@ def as_row_gradient(grad, param_shape, dtype, where="grad"):
         indptr = indptr.astype(np.int64)
     if indices.dtype.kind == "u" or not indices.dtype.isnative or indices.dtype.itemsize < 4:
         indices = indices.astype(np.int64)
+    stored = min(indices.size, data.size)
+    touched = scan_canonical(indptr, indices, expected[1], stored)
+    if touched is not None:  # valid and canonical, found in one pass over indptr
+        nnz = int(indptr[-1])
+        return RowGradient(indptr, indices[:nnz], data[:nnz], expected,
+                           *(_read_only(a) for a in touched))
     code, at = _csr_check(indptr, indices, expected[1], min(indices.size, data.size))
     if code == _BAD_START:
         raise ValueError(f"{where}: CSR indptr[0] is {indptr[0]}, must be 0")
@@ -323,6 +330,26 @@ def _trusted_rows(indptr, indices, ncols):
     return None
 
 
+def check_lookups(row_ids, row_values, num_rows):
+    """``(ids, values, num_rows, width)`` of embedding lookups, checked: 1-D integer ids, one
+    float32/float64 row of values per id, ``num_rows >= 0``; ``ValueError`` otherwise."""
+    ids = np.asarray(row_ids)
+    if ids.size == 0:
+        ids = ids.astype(np.int64)  # np.asarray([]) is float64: a batch with no lookups
+    values = np.asarray(row_values)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise ValueError("row_ids must be a 1-D integer array")
+    if values.ndim < 1 or values.shape[0] != ids.size:
+        raise ValueError(f"row_values must have one row per id: {ids.size} ids, values of "
+                         f"shape {values.shape}")
+    if values.dtype not in (np.float32, np.float64):
+        raise ValueError(f"row_values must be float32 or float64, got {values.dtype}")
+    num_rows = int(num_rows)
+    if num_rows < 0:
+        raise ValueError(f"num_rows must be >= 0, got {num_rows}")
+    return ids, values, num_rows, int(np.prod(values.shape[1:], dtype=np.int64))
+
+
 def embedding_row_grad(row_ids, row_values, num_rows):
     """The CSR gradient of an embedding table from per-lookup gradient rows.
 
@@ -342,21 +369,7 @@ def embedding_row_grad(row_ids, row_values, num_rows):
     arrays are int32 when every index and the entry count fit, as scipy itself chooses, else
     int64.
     """
-    ids = np.asarray(row_ids)
-    if ids.size == 0:
-        ids = ids.astype(np.int64)  # np.asarray([]) is float64: a batch with no lookups
-    values = np.asarray(row_values)
-    if ids.ndim != 1 or ids.dtype.kind not in "iu":
-        raise ValueError("row_ids must be a 1-D integer array")
-    if values.ndim < 1 or values.shape[0] != ids.size:
-        raise ValueError(f"row_values must have one row per id: {ids.size} ids, values of "
-                         f"shape {values.shape}")
-    if values.dtype not in (np.float32, np.float64):
-        raise ValueError(f"row_values must be float32 or float64, got {values.dtype}")
-    num_rows = int(num_rows)
-    if num_rows < 0:
-        raise ValueError(f"num_rows must be >= 0, got {num_rows}")
-    width = int(np.prod(values.shape[1:], dtype=np.int64))
+    ids, values, num_rows, width = check_lookups(row_ids, row_values, num_rows)
     values = np.ascontiguousarray(values).reshape(-1)
     index_dtype = _index_dtype(num_rows, ids.size, width)
     indptr = np.zeros(num_rows + 1, index_dtype)
