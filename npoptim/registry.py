@@ -25,6 +25,8 @@ OPTIMIZERS = {
     "LBFGS": ("npoptim.optim.lbfgs", "LBFGS"),
     "LAMB": ("npoptim.optim.lamb", None),
     "LARS": ("npoptim.optim.lars", None),
+    "Ftrl": ("npoptim.optim.ftrl", None),
+    "RowWiseAdagrad": ("npoptim.optim.rowwise_adagrad", None),
 }
 
 

@@ -12,7 +12,12 @@ cross-check ran:
   timm is installed with ``--no-deps`` and its files are loaded alone, see
   ``torch_compare.timm_optim``);
 * ``NPOPTIM_REQUIRE_JSONSCHEMA``: jsonschema (the JSON Schema against the golden files and the
-  procedural checker).
+  procedural checker);
+* ``NPOPTIM_REQUIRE_KERAS``: keras (FTRL's trajectories against ``keras.optimizers.Ftrl`` on
+  the JAX backend; tests/test_ftrl.py selects the backend before importing keras, so the check
+  here only locates it);
+* ``NPOPTIM_REQUIRE_FBGEMM``: fbgemm_gpu (row-wise Adagrad against FBGEMM's
+  ``EXACT_ROWWISE_ADAGRAD`` on the CPU).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -30,12 +35,15 @@ REQUIRED = {
     "PYTORCH_OPTIMIZER": ("pytorch_optimizer",),
     "TIMM": ("timm",),
     "JSONSCHEMA": ("jsonschema",),
+    "KERAS": ("keras",),
+    "FBGEMM": ("fbgemm_gpu",),
 }
 
 
 def _importable(module):
-    if module == "timm":  # only located: its package __init__ is never run (see above)
-        return importlib.util.find_spec("timm") is not None
+    if module in ("timm", "keras"):  # only located: importing them here would run timm's
+        # package __init__ (see above) or fix keras's backend before a test chooses it
+        return importlib.util.find_spec(module) is not None
     importlib.import_module(module)
     return True
 

@@ -28,6 +28,9 @@ CONFIGS = {
     "Adafactor": [dict(lr=0.01)],
     "Muon": [dict(lr=0.01)],
     "LBFGS": [dict(lr=0.5, history_size=3, max_iter=4)],
+    "Ftrl": [dict(lr=0.1, l1=0.01, l2=0.1, l2_shrinkage=0.05, beta=0.1,
+                  learning_rate_power=-0.6)],
+    "RowWiseAdagrad": [dict(lr=0.1), dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2")],
 }
 
 

@@ -247,6 +247,12 @@ def states(opt):
             if isinstance(v, np.ndarray) and v.ndim > 0}
 
 
+def by_row(state, rows):
+    """A state array as ``(rows, per-row values)``: an element-wise state has the parameter's
+    columns, a row-wise one (RowWiseAdagrad's ``momentum1``) one value per row."""
+    return state.reshape(rows, state.size // rows if rows else 0)
+
+
 def sparse_and_dense_twins(case):
     """``case``'s rng, dtype, shape, rows and columns (of the CSR view), and two optimizers
     over equal params: one for CSR gradients, one for their dense twins."""
@@ -326,14 +332,14 @@ def test_rows_without_stored_entries_stay_bit_identical(case):
         stored = np.zeros((rows, cols), bool)
         for row in range(rows):
             stored[row, grad.indices[grad.indptr[row]:grad.indptr[row + 1]]] = True
-        before = flat.copy(), {k: v.reshape(rows, cols).copy() for k, v in states(opt).items()}
+        before = flat.copy(), {k: by_row(v, rows).copy() for k, v in states(opt).items()}
         opt.step([grad])
         same_bits(flat[untouched], before[0][untouched], "param rows")
         if CLASSES[case["name"]].sparse_kind == "lazy":   # not even an unstored column moves
             same_bits(flat[~stored], before[0][~stored], "unstored entries")
         for k, v in states(opt).items():
             if k in before[1]:
-                same_bits(v.reshape(rows, cols)[untouched], before[1][k][untouched], k)
+                same_bits(by_row(v, rows)[untouched], before[1][k][untouched], k)
 
 
 # ----------------------------------------------------------- compiled vs interpreted, threads

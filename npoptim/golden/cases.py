@@ -167,6 +167,10 @@ LBFGS_TOLERANCE = {
               "measured up to 1.4e-11 of the scale from these cases; 1e-10 still fails a "
               "wrong two-loop recursion or step length by orders of magnitude."}
 
+FTRL_DENSE = ("keras.optimizers.Ftrl 3.15.1 (JAX backend, float64)", "TF ApplyFtrlV2")
+FTRL_SPARSE = ("TF SparseApplyFtrlV2 (duplicates summed first, as Keras)",)
+FBGEMM_ROWWISE = ("FBGEMM EXACT_ROWWISE_ADAGRAD (fbgemm-gpu-cpu 1.8.0 scalar CPU kernel)",)
+
 #: THE table. One entry per optimizer.
 TABLE = {
     "Adam": _common_dense("Adam", 1e-2, extra=[
@@ -394,6 +398,73 @@ TABLE = {
             "2 iterations per step.", dict(lr=0.5, max_iter=2, history_size=2),
             shapes=((6,),), objective="separable-quartic", dtypes=("float64",),
             tolerance=LBFGS_TOLERANCE),
+    ],
+    "Ftrl": [
+        Row("Ftrl", "defaults", "Keras 3's defaults (lr 1e-3, initial_accumulator_value 0.1, "
+            "learning_rate_power -0.5).", {}, matches=FTRL_DENSE),
+        Row("Ftrl", "l1-l2", "l1 large enough to zero some weights (|z| <= l1), and l2.",
+            dict(lr=0.1, l1=0.05, l2=0.1), matches=FTRL_DENSE),
+        Row("Ftrl", "shrinkage-power", "l2_shrinkage, learning_rate_power -0.7 (a pow, not "
+            "a square root) and initial_accumulator_value 0.5.",
+            dict(lr=0.1, l2_shrinkage=0.1, learning_rate_power=-0.7,
+                 initial_accumulator_value=0.5), matches=FTRL_DENSE),
+        Row("Ftrl", "beta-lr-schedule", "beta under warmup + cosine: l2 + beta / (2 lr) and "
+            "sigma / lr follow the per-step lr.", dict(lr=0.1, beta=0.5), steps=16,
+            schedule="warmup-cosine", matches=FTRL_DENSE),
+        Row("Ftrl", "null-and-zero-grads", "Missing and all-zero dense gradients with "
+            "l2_shrinkage: a zero gradient recomputes w from z and n and shrinks z; a missing "
+            "one changes nothing.", dict(lr=0.1, l2_shrinkage=0.1), shapes=MIXED,
+            grads="dense-none-zero", matches=FTRL_DENSE),
+        Row("Ftrl", "csr-embedding", "A 32x4 table updated by lookups with repeated ids "
+            "(summed first, as Keras does before the kernel), with l1.", dict(lr=0.1, l1=0.01),
+            shapes=((32, 4),), grads="csr-embedding", density=0.2, steps=10,
+            matches=FTRL_SPARSE),
+        Row("Ftrl", "csr-duplicates", "Duplicate (row, column) entries and unsorted columns.",
+            dict(lr=0.1), shapes=TABLE_SMALL, grads="csr-duplicates", matches=FTRL_SPARSE),
+        Row("Ftrl", "csr-explicit-zeros", "Explicit zeros are updated (w recomputed, z "
+            "shrunk); unstored entries are not.", dict(lr=0.1, l2_shrinkage=0.1),
+            shapes=TABLE_SMALL, grads="csr-zeros", matches=FTRL_SPARSE),
+        Row("Ftrl", "csr-late-row-shrinkage", "Lazy: with l2_shrinkage, rows without a "
+            "gradient are neither recomputed nor shrunk; a row first touched late.",
+            dict(lr=0.1, l2_shrinkage=0.1), shapes=TABLE_SMALL, grads="csr-late",
+            matches=FTRL_SPARSE),
+    ],
+    "RowWiseAdagrad": [
+        Row("RowWiseAdagrad", "defaults", "FBGEMM's defaults (lr 0.01, eps 1e-8); a dense "
+            "gradient updates every row.", {}, matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "weight-decay-l2", "weight_decay_mode l2: lambda w enters the "
+            "accumulator's mean and the step.",
+            dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2"), matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "decouple-lr-schedule", "weight_decay_mode decouple (1 - lr "
+            "lambda) under warmup + cosine.",
+            dict(lr=0.1, weight_decay=0.1, weight_decay_mode="decouple"), steps=16,
+            schedule="warmup-cosine", matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "eps-dominated", "Tiny gradients: eps is comparable to the root "
+            "of the row's accumulator.", dict(lr=0.1, eps=1e-3), grad_scale=1e-4,
+            flags=("eps-dominated",), matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "null-and-zero-grads", "Three parameters (1-D ones have rows of "
+            "one element); missing and all-zero gradients: decoupled decay still applies on a "
+            "zero gradient, not on a missing one.",
+            dict(lr=0.1, weight_decay=0.1, weight_decay_mode="decouple"), shapes=MIXED,
+            grads="dense-none-zero", matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "csr-embedding", "A 64x8 table updated by lookups with repeated "
+            "ids (summed first: FBGEMM's exact mode).", dict(lr=0.1), shapes=EMBEDDING,
+            grads="csr-embedding", density=0.2, steps=10, matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "csr-embedding-l2", "Lookups with weight_decay_mode l2: only the "
+            "touched rows decay (a 32x4 table).",
+            dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2"),
+            shapes=((32, 4),), grads="csr-embedding", density=0.2, steps=10,
+            matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "csr-explicit-zeros", "Explicit zeros and partially stored rows "
+            "(a touched row is updated whole, its unstored columns as zero gradients) with "
+            "decoupled decay.", dict(lr=0.1, weight_decay=0.1, weight_decay_mode="decouple"),
+            shapes=TABLE_SMALL, grads="csr-zeros", matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "csr-late-row", "A row first touched late and a row never "
+            "touched, with l2 decay.", dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2"),
+            shapes=TABLE_SMALL, grads="csr-late", matches=FBGEMM_ROWWISE),
+        Row("RowWiseAdagrad", "csr-3d", "A (4, 3, 2) parameter: rows of 6 elements.",
+            dict(lr=0.1), shapes=((4, 3, 2),), grads="csr-embedding", density=0.5,
+            matches=FBGEMM_ROWWISE),
     ],
 }
 

@@ -24,6 +24,7 @@ The drivers are element-wise: every element's result depends only on that elemen
 output is bit-identical whatever the order or the thread count. Large updates run on several
 threads (see :mod:`npoptim.kernels.parallel` for the threshold and how to set it).
 """
+import numpy as np
 from llvmlite import ir
 from numba import prange
 from numba.core import cgutils, types
@@ -287,3 +288,85 @@ def apply_from_states(rule, param, states, hyper):
     else:
         for i in range(n):
             param[i] = rule(param[i], load_state(states, i), hyper)
+
+
+# ------------------------------------------------------------------------------ row rules
+# A row rule updates one whole row of a table at once, for rules with a per-row reduction
+# (FBGEMM's row-wise Adagrad: one accumulator per row, fed by the mean of the row's squared
+# gradients)::
+#
+#     row_rule(p, g, s, h) -> new_s
+#
+# ``p`` and ``g`` are one row of the parameter (written in place) and of its gradient (read
+# only), ``s`` the tuple of the row's scalar states (``row_states[k][row]``), ``h`` the
+# hyperparameter record. Each row depends on itself only, so the result is bit-identical
+# whatever the order or the thread count.
+
+
+@driver
+def _row_rule_on(row_rule, param, ncols, row, g, row_states, hyper):
+    base = row * ncols
+    values = row_rule(param[base:base + ncols], g, load_state(row_states, row), hyper)
+    store_state(row_states, row, values)
+
+
+@driver(parallel=True)
+def apply_row_rule_dense(row_rule, param, ncols, grad, row_states, hyper):
+    """Apply ``row_rule`` to every row of the flat ``(nrows, ncols)`` arrays ``param`` and
+    ``grad``; ``row_states`` are flat arrays of ``nrows``."""
+    if ncols == 0:
+        return
+    nrows = param.size // ncols
+    if param.size >= parallel_threshold():
+        for row in prange(nrows):
+            _row_rule_on(row_rule, param, ncols, row, grad[row * ncols:(row + 1) * ncols],
+                         row_states, hyper)
+    else:
+        for row in range(nrows):
+            _row_rule_on(row_rule, param, ncols, row, grad[row * ncols:(row + 1) * ncols],
+                         row_states, hyper)
+
+
+@driver
+def _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states, hyper,
+                   first, last):
+    """``row_rule`` on the touched rows ``rows[first:last]``; a row whose columns are not all
+    stored is spread into a zeroed row first (its missing columns are zero gradients)."""
+    scratch = np.zeros(ncols, data.dtype)
+    for j in range(first, min(last, first + PREFETCH_ROWS)):
+        prefetch_span(param, rows[j] * ncols, ncols)
+    for j in range(first, last):
+        if j + PREFETCH_ROWS < last:
+            prefetch_span(param, rows[j + PREFETCH_ROWS] * ncols, ncols)
+            prefetch_states(row_states, rows[j + PREFETCH_ROWS], 1)
+        start = row_ptr[j]
+        stop = row_ptr[j + 1]
+        if stop - start == ncols:
+            _row_rule_on(row_rule, param, ncols, rows[j], data[start:stop], row_states, hyper)
+        else:
+            for k in range(start, stop):
+                scratch[indices[k]] = data[k]
+            _row_rule_on(row_rule, param, ncols, rows[j], scratch, row_states, hyper)
+            for k in range(start, stop):
+                scratch[indices[k]] = 0
+
+
+@driver(parallel=True)
+def apply_row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states,
+                        hyper):
+    """Apply ``row_rule`` to the touched rows of a canonical CSR gradient (the arguments of
+    :func:`apply_rows`, with ``row_states`` indexed by row). O(touched rows x ncols)."""
+    n = rows.size
+    if n == 0 or ncols == 0:
+        return
+    nnz = row_ptr[n]
+    if nnz >= parallel_threshold() and nnz > ROWS_BLOCK:
+        blocks = (nnz + ROWS_BLOCK - 1) // ROWS_BLOCK
+        for block in prange(blocks):
+            first = _lower_bound(row_ptr, block * ROWS_BLOCK)
+            last = _lower_bound(row_ptr, (block + 1) * ROWS_BLOCK) if block + 1 < blocks else n
+            _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states,
+                           hyper, first, last)
+    else:
+        _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states,
+                       hyper, 0, n)
