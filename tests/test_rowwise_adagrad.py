@@ -168,3 +168,87 @@ def test_trajectory_matches_fbgemm_simd_kernel(width):
     worst, moved = run_against_fbgemm("none", 0.0, width, shared=False)
     assert moved > 0.1
     assert max(worst) <= 1e-5, worst
+
+
+# ---------------------------------------------------------------------- threads, bad input
+@pytest.mark.parametrize("mode,wd", [("none", 0.0), ("l2", 0.1)])
+def test_parallel_and_serial_paths_agree_bit_for_bit(mode, wd):
+    """Above the threshold rows are split into blocks over threads (dense: rows; CSR: blocks
+    of stored entries); partially stored rows included."""
+    from npoptim.kernels.parallel import parallel_threshold_set
+
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((3000, 16))
+    dense = rng.standard_normal((3000, 16))
+    dense[rng.random(3000) < 0.3] = 0
+    dense[rng.random((3000, 16)) < 0.1] = 0  # partial rows in the CSR form
+    grads = [dense, scipy.sparse.csr_array(dense)]
+    results = []
+    for threshold in (None, 0):
+        with parallel_threshold_set(threshold):
+            param = w0.copy()
+            opt = RowWiseAdagrad([param], lr=0.1, weight_decay=wd, weight_decay_mode=mode)
+            for grad in grads:
+                opt.step([grad])
+            results.append((param.tobytes(), opt.state[0]["momentum1"].tobytes()))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("kw", [dict(lr=-0.1), dict(lr=float("nan")), dict(eps=-1.0),
+                                dict(weight_decay=-0.1, weight_decay_mode="l2"),
+                                dict(weight_decay=float("inf"), weight_decay_mode="l2"),
+                                dict(weight_decay_mode="L2"), dict(weight_decay_mode=1),
+                                dict(weight_decay_mode="decouple_global"),
+                                dict(weight_decay=0.1)])  # a decay the mode would ignore
+def test_bad_hyperparameters_raise(kw):
+    with pytest.raises(ValueError):
+        RowWiseAdagrad([np.ones((2, 2))], **kw)
+
+
+def test_bad_input_changes_nothing():
+    param = np.ones((4, 2))
+    opt = RowWiseAdagrad([param], lr=0.1)
+    opt.step([np.ones((4, 2))])
+    before = param.copy(), opt.state[0]["momentum1"].copy()
+    opt.param_groups[0]["weight_decay_mode"] = "l3"
+    with pytest.raises(ValueError):
+        opt.step([np.ones((4, 2))])
+    opt.param_groups[0]["weight_decay_mode"] = "none"
+    bad_column = scipy.sparse.csr_array((np.ones(1), np.array([5]), np.array([0, 1, 1, 1, 1])),
+                                        shape=(4, 2))
+    for grad in (np.ones((4, 3)), np.ones((4, 2), np.float32), bad_column,
+                 scipy.sparse.csr_array(np.ones((4, 3)))):
+        with pytest.raises(ValueError):
+            opt.step([grad])
+    opt.state[0]["momentum1"] = np.zeros((4, 2))  # a state of the wrong shape
+    with pytest.raises(ValueError):
+        opt.step([np.ones((4, 2))])
+    opt.state[0]["momentum1"] = before[1].copy()
+    assert param.tobytes() == before[0].tobytes()
+
+
+def test_state_dict_round_trip_continues_bit_for_bit():
+    rng = np.random.default_rng(1)
+    grads = [embedding_row_grad(rng.choice(6, 4), rng.standard_normal((4, 3)), 6)
+             for _ in range(6)]
+    a = np.ones((6, 3))
+    opt = RowWiseAdagrad([a], lr=0.1, weight_decay=0.01, weight_decay_mode="decouple")
+    for g in grads[:3]:
+        opt.step([g])
+    b = a.copy()
+    other = RowWiseAdagrad([b], lr=0.1, weight_decay=0.01, weight_decay_mode="decouple")
+    other.load_state_dict(opt.state_dict())
+    assert other.state[0]["momentum1"].shape == (6,)
+    for g in grads[3:]:
+        opt.step([g])
+        other.step([g])
+    assert a.tobytes() == b.tobytes()
+
+
+def test_zero_size_and_one_element_parameters():
+    empty_rows, empty_cols, scalar = np.ones((0, 3)), np.ones((3, 0)), np.array(2.0)
+    opt = RowWiseAdagrad([empty_rows, empty_cols, scalar], lr=0.5, eps=0.0)
+    opt.step([np.ones((0, 3)), np.ones((3, 0)), np.array(2.0)])
+    # a 0-d parameter is one row of one element: G = 4, m = 0.5 / 2
+    assert scalar == 2.0 - 0.25 * 2.0
+    assert opt.state[2]["momentum1"].shape == () and opt.state[2]["momentum1"] == 4.0

@@ -21,7 +21,9 @@ so that Numba caches one compiled loop per (rule, dtype) on disk: a dispatcher p
 argument of a cached function would otherwise be recompiled in every process.
 
 The drivers are element-wise: every element's result depends only on that element, so the
-output is bit-identical whatever the order or the thread count. Large updates run on several
+output is bit-identical whatever the order or the thread count. Rules with a per-row reduction
+(row-wise Adagrad) are *row rules*, applied a whole row at a time by
+:func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below). Large updates run on several
 threads (see :mod:`npoptim.kernels.parallel` for the threshold and how to set it).
 """
 import numpy as np
@@ -211,6 +213,15 @@ def _lower_bound(sorted_values, value):
     return low
 
 
+@kernel
+def _block_rows(row_ptr, n, blocks, block):
+    """The touched rows ``[first, last)`` that start in parallel block ``block`` of
+    ``ROWS_BLOCK`` stored entries (of ``blocks``; ``n`` touched rows in all)."""
+    first = _lower_bound(row_ptr, block * ROWS_BLOCK)
+    last = _lower_bound(row_ptr, (block + 1) * ROWS_BLOCK) if block + 1 < blocks else n
+    return first, last
+
+
 @driver
 def _update_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, first, last):
     """Apply ``rule`` to the touched rows ``rows[first:last]``.
@@ -267,8 +278,7 @@ def apply_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper):
     if nnz >= parallel_threshold() and nnz > ROWS_BLOCK:
         blocks = (nnz + ROWS_BLOCK - 1) // ROWS_BLOCK
         for block in prange(blocks):
-            first = _lower_bound(row_ptr, block * ROWS_BLOCK)
-            last = _lower_bound(row_ptr, (block + 1) * ROWS_BLOCK) if block + 1 < blocks else n
+            first, last = _block_rows(row_ptr, n, blocks, block)
             _update_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper,
                          first, last)
     else:
@@ -363,8 +373,7 @@ def apply_row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, ro
     if nnz >= parallel_threshold() and nnz > ROWS_BLOCK:
         blocks = (nnz + ROWS_BLOCK - 1) // ROWS_BLOCK
         for block in prange(blocks):
-            first = _lower_bound(row_ptr, block * ROWS_BLOCK)
-            last = _lower_bound(row_ptr, (block + 1) * ROWS_BLOCK) if block + 1 < blocks else n
+            first, last = _block_rows(row_ptr, n, blocks, block)
             _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states,
                            hyper, first, last)
     else:
