@@ -24,7 +24,7 @@ form of keras-team/keras ``keras/src/optimizers/ftrl.py`` (``Ftrl.update_step``)
 With :math:`p = -1/2` this is the paper's :math:`w = -(z - \operatorname{sgn}(z)\lambda_1) /
 ((\beta + \sqrt n)/\alpha + \lambda_2)` with the paper's :math:`\lambda_2` twice TF's ``l2``.
 TF evaluates :math:`n^{1/2}` as a square root for :math:`p = -1/2`, and so does npoptim;
-Keras writes ``power(n, 0.5)`` (equal to a float64 ulp).
+Keras writes ``power(n, 0.5)`` (the two agree to within a float64 ulp).
 
 Note that :math:`\theta` is *recomputed* from :math:`(z, n)` at every step; the incoming
 :math:`\theta` only enters through :math:`\sigma\theta` and the shrinkage term. So a **dense**

@@ -1,10 +1,10 @@
 r"""Row-wise Adagrad, as FBGEMM's ``EXACT_ROWWISE_ADAGRAD`` (the torchrec/DLRM table default).
 
-One accumulator per *row* of the table (Gupta et al., "Training Recommender Systems at Scale",
-2020, and FBGEMM's table-batched embeddings), in the form of pytorch/FBGEMM
-``fbgemm_gpu/codegen/genscript/optimizers.py`` (``rowwise_adagrad()``, whose
-``split_weight_update_cpu`` is the CPU kernel; ``WeightDecayMode`` in
-``fbgemm_gpu/fbgemm_gpu/split_embedding_configs.py``). For each updated row :math:`r` of width
+Adagrad (Duchi, Hazan & Singer, 2011) with one accumulator per *row* of an embedding table
+instead of one per element. It has no paper of its own: FBGEMM's source defines it,
+pytorch/FBGEMM ``fbgemm_gpu/codegen/genscript/optimizers.py`` (``rowwise_adagrad()``, whose
+``split_weight_update_cpu`` is the CPU kernel), with ``WeightDecayMode`` in
+``fbgemm_gpu/fbgemm_gpu/tbe/config/optimizer_config.py``. For each updated row :math:`r` of width
 :math:`D`, with gradient row :math:`g` (duplicate lookups summed first: FBGEMM's "exact"),
 accumulator :math:`G_r` (state ``momentum1``, FBGEMM's name, one value per row, starts at 0),
 learning rate :math:`\gamma` and weight decay :math:`\lambda`:
@@ -28,10 +28,10 @@ table follows FBGEMM 1.8.0's scalar CPU kernel bit for bit (tests/test_rowwise_a
 FBGEMM sends an unshared float32 table to another CPU kernel, fbgemm's JIT
 ``GenerateSparseAdaGrad(rowwise=true)``, which sums the squares in SIMD lanes (float32
 rounding apart from this order) and is called with ``weight_decay=0``: in FBGEMM 1.8.0 every
-weight decay mode is ignored on that path. FBGEMM's ``DECOUPLE_GLOBAL`` (mode 5) is ``"decouple"`` in its CPU kernel; its GPU
-form, which catches up on the iterations a row missed, and ``max_norm`` (GPU only; the CPU
-kernel ignores it) are not offered, nor the counter-based modes (another optimizer,
-``rowwise_adagrad_with_counter``).
+weight decay mode is ignored on that path. FBGEMM's ``DECOUPLE_GLOBAL`` (mode 5) is
+``"decouple"`` in its CPU kernel; its GPU form, which catches up on the iterations a row
+missed, and ``max_norm`` (GPU only; the CPU kernel ignores it) are not offered, nor the
+counter-based modes (another optimizer, ``rowwise_adagrad_with_counter``).
 
 Rows are the parameter's first axis (a parameter of shape ``(n, *rest)`` has ``n`` rows of
 width ``prod(rest)``; a 0-d parameter is one row of one element). A dense gradient updates
