@@ -23,8 +23,9 @@ argument of a cached function would otherwise be recompiled in every process.
 The drivers are element-wise: every element's result depends only on that element, so the
 output is bit-identical whatever the order or the thread count. Rules with a per-row reduction
 (row-wise Adagrad) are *row rules*, applied a whole row at a time by
-:func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below). Large updates run on several
-threads (see :mod:`npoptim.kernels.parallel` for the threshold and how to set it).
+:func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below). Large
+updates run on several threads (see :mod:`npoptim.kernels.parallel` for the threshold and how
+to set it).
 """
 import numpy as np
 from llvmlite import ir
