@@ -132,7 +132,7 @@ def test_checkpoint_mid_run_and_reshard_from_two_to_three_workers(client, tmp_pa
     table.close()
 
 
-def test_the_csr_gradient_form_and_empty_batches(client):
+def test_the_row_sparse_and_csr_gradient_forms_and_empty_batches(client):
     name = "SparseAdam"
     table = ShardedTable(client, 10_000, DIM, name, OPTIONS[name], initializer=initial_rows,
                          workers=workers(client, 2))
@@ -142,9 +142,9 @@ def test_the_csr_gradient_form_and_empty_batches(client):
     for step in range(6):
         n = 0 if step == 2 else 300  # an empty batch still advances the step counts
         ids = rng.integers(0, 10_000, n)
-        grad = npoptim.embedding_row_grad(ids, rng.standard_normal((n, DIM)).astype(np.float32),
-                                          10_000)
-        table.step(grad)
+        values = rng.standard_normal((n, DIM)).astype(np.float32)
+        grad = npoptim.embedding_row_grad(ids, values, 10_000)
+        table.step(grad if step % 2 else npoptim.row_sparse_grad(ids, values, 10_000))
         ref.step([grad])
     params, state = table.to_numpy()
     np.testing.assert_array_equal(params, ref_table)

@@ -12,7 +12,7 @@ import numpy as np
 
 from npoptim import checkpoint, registry
 from npoptim.distributed.partition import Partition
-from npoptim.sparse.rowgrad import embedding_row_grad
+from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad
 
 
 class TableShard:
@@ -52,14 +52,19 @@ class TableShard:
         """Build and validate this shard's gradient for the next step; change nothing.
 
         ``payload`` is ``("lookups", ids, values)`` (global ids of this shard, in lookup
-        order, and their gradient rows: summed here exactly as :func:`embedding_row_grad`
-        sums them in one process) or ``("rows", ids, counts, indices, data)`` (the stored
-        entries of the CSR rows ``ids`` of this shard, increasing).
+        order, and their gradient rows: summed here by :func:`row_sparse_grad`, in lookup
+        order, exactly as one process sums them), ``("row_block", ids, values)`` (a row-sparse
+        gradient's increasing rows of this shard and their block) or ``("rows", ids, counts,
+        indices, data)`` (the stored entries of the CSR rows ``ids`` of this shard,
+        increasing). The first two cost O(touched rows); the CSR form O(local rows).
         """
         kind = payload[0]
         if kind == "lookups":
             _, ids, values = payload
-            grad = embedding_row_grad(self._to_local(ids), values, self.num_rows())
+            grad = row_sparse_grad(self._to_local(ids), values, self.num_rows())
+        elif kind == "row_block":
+            _, ids, values = payload
+            grad = RowSparseGrad(self._to_local(ids), values, self.num_rows())
         elif kind == "rows":
             import scipy.sparse
             _, ids, counts, indices, data = payload

@@ -12,6 +12,7 @@ from npoptim import registry
 from npoptim.distributed.partition import Partition
 from npoptim.distributed.shard import TableShard
 from npoptim.sparse.rowgrad import is_csr
+from npoptim.sparse.rowsparse import RowSparseGrad
 
 MANIFEST = "manifest.json"
 FORMAT = "npoptim-sharded-table"
@@ -96,10 +97,13 @@ class ShardedTable:
     def step(self, grad):
         """One optimizer step on every shard.
 
-        ``grad`` is either ``(row_ids, row_values)``, the raw gradient of a batch of lookups
+        ``grad`` is ``(row_ids, row_values)``, the raw gradient of a batch of lookups
         (repeated ids allowed; rows of repeated ids are summed in lookup order, exactly as
-        :func:`npoptim.embedding_row_grad` does), or a ``scipy.sparse`` CSR gradient of shape
-        ``(num_rows, dim)``. Every shard steps, those with no rows in the batch too, so
+        :func:`npoptim.row_sparse_grad` and :func:`npoptim.embedding_row_grad` do), a
+        :class:`~npoptim.sparse.rowsparse.RowSparseGrad` of ``num_rows`` rows, or a
+        ``scipy.sparse`` CSR gradient of shape ``(num_rows, dim)``. The first two cost
+        O(touched rows) on every shard; a CSR costs O(rows of the shard) there, as its
+        ``indptr`` does. Every shard steps, those with no rows in the batch too, so
         per-tensor step counts advance as in one process. All shards validate their part
         first; only then does any shard change. If a worker fails meanwhile,
         :class:`ShardLostError` is raised and the table must be restored with :meth:`load`.
@@ -218,6 +222,8 @@ class ShardedTable:
         n = len(self.shards)
         if is_csr(grad):
             return self._split_csr(grad)
+        if isinstance(grad, RowSparseGrad):
+            return self._split_row_block(grad)
         if not (isinstance(grad, tuple) and len(grad) == 2):
             raise TypeError("grad must be (row_ids, row_values) or a scipy.sparse CSR "
                             f"gradient, got {type(grad).__name__}")
@@ -236,6 +242,23 @@ class ShardedTable:
             pos = order[bounds[k]:bounds[k + 1]]
             payloads.append(("lookups", ids[pos], np.ascontiguousarray(values[pos])))
             self.bytes_sent += ids[pos].nbytes + values[pos].nbytes
+        return payloads
+
+    def _split_row_block(self, grad):
+        if grad.num_rows != self.num_rows:
+            raise ValueError(f"the gradient has {grad.num_rows} rows, the table {self.num_rows}")
+        rows, values = self._check_ids(grad.rows), np.asarray(grad.values)
+        if rows.ndim != 1 or rows.size > 1 and np.any(np.diff(rows) <= 0):
+            raise ValueError("a row-sparse gradient's rows must be strictly increasing")
+        if values.shape != (rows.size, self.dim) or values.dtype != self.dtype:
+            raise ValueError(f"the gradient's block must be {self.dtype} of shape "
+                             f"({rows.size}, {self.dim}), got {values.dtype} {values.shape}")
+        shards = self.partition.shard_of(rows)
+        payloads = []
+        for k in range(len(self.shards)):
+            mine = np.flatnonzero(shards == k)
+            payloads.append(("row_block", rows[mine], np.ascontiguousarray(values[mine])))
+            self.bytes_sent += rows[mine].nbytes + values[mine].nbytes
         return payloads
 
     def _split_csr(self, grad):
