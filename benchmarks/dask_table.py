@@ -32,11 +32,11 @@ def one_process(num_rows, steps):
     batches = stream(num_rows)
     for _ in range(5):
         ids, g = next(batches)
-        opt.step([npoptim.embedding_row_grad(ids, g + table[ids], num_rows)])
+        opt.step([npoptim.row_sparse_grad(ids, g + table[ids], num_rows)])
     start = time.perf_counter()
     for _ in range(steps):
         ids, g = next(batches)
-        opt.step([npoptim.embedding_row_grad(ids, g + table[ids], num_rows)])
+        opt.step([npoptim.row_sparse_grad(ids, g + table[ids], num_rows)])
     return steps / (time.perf_counter() - start)
 
 

@@ -86,7 +86,7 @@ class ShardedTable:
         flat = ids.reshape(-1)
         order, bounds = self.partition.split(flat)
         calls = [(k, order[bounds[k]:bounds[k + 1]]) for k in range(len(self.shards))]
-        futures = [(k, pos, self.shards[k].lookup(flat[pos])) for k, pos in calls if pos.size]
+        futures = [(k, pos, self._call(k, "lookup", flat[pos])) for k, pos in calls if pos.size]
         out = np.empty((flat.size, self.dim), self.dtype)
         for k, pos, fut in futures:
             out[pos] = self._result(fut, k, "lookup")
@@ -112,15 +112,15 @@ class ShardedTable:
         payloads = self._split_grad(grad)
         prepared = []
         try:
-            futures = [self.shards[k].prepare(p) for k, p in enumerate(payloads)]
+            futures = [self._call(k, "prepare", p) for k, p in enumerate(payloads)]
             for k, fut in enumerate(futures):
                 self._result(fut, k, "prepare", lost_only=False)
                 prepared.append(k)
         except Exception:
             for k in prepared:
-                self.shards[k].abort().result()
+                self._call(k, "abort").result()
             raise
-        futures = [self.shards[k].commit() for k in range(len(self.shards))]
+        futures = [self._call(k, "commit") for k in range(len(self.shards))]
         for k, fut in enumerate(futures):
             self._result(fut, k, "commit")
 
@@ -134,7 +134,7 @@ class ShardedTable:
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         files = [f"shard-{k:05d}-of-{len(self.shards):05d}.npz" for k in range(len(self.shards))]
-        futures = [s.save(os.path.join(directory, f)) for s, f in zip(self.shards, files)]
+        futures = [self._call(k, "save", os.path.join(directory, f)) for k, f in enumerate(files)]
         for k, fut in enumerate(futures):
             self._result(fut, k, "save")
         manifest = {"format": FORMAT, "version": VERSION, "num_rows": self.num_rows,
@@ -167,11 +167,11 @@ class ShardedTable:
         same = (len(table.shards) == manifest["num_shards"]
                 and table.partition.kind == manifest["partition"])
         if same:
-            futures = [s.load(p) for s, p in zip(table.shards, paths)]
+            futures = [table._call(k, "load", p) for k, p in enumerate(paths)]
         else:
             sources = [(p, manifest["partition"], manifest["num_shards"], k)
                        for k, p in enumerate(paths)]
-            futures = [s.reshard_from(sources) for s in table.shards]
+            futures = [table._call(k, "reshard_from", sources) for k in range(len(table.shards))]
         for k, fut in enumerate(futures):
             table._result(fut, k, "load", lost_only=False)
         return table
@@ -182,8 +182,8 @@ class ShardedTable:
         order, per-tensor state as one value (gathered to the client: small tables only)."""
         table = np.empty((self.num_rows, self.dim), self.dtype)
         state = {}
-        for k, shard in enumerate(self.shards):
-            ids, rows, entry = self._result(shard.contents(), k, "contents")
+        for k in range(len(self.shards)):
+            ids, rows, entry = self._result(self._call(k, "contents"), k, "contents")
             table[ids] = rows
             for name, value in entry.items():
                 if isinstance(value, np.ndarray) and value.shape == rows.shape:
@@ -280,6 +280,15 @@ class ShardedTable:
             self.bytes_sent += rows[mine].nbytes + counts[mine].nbytes + \
                 rg.indices[entries].nbytes + rg.data[entries].nbytes
         return payloads
+
+    def _call(self, shard, method, *args):
+        """Call ``method`` of shard ``shard``'s actor; a worker already known to be lost (the
+        proxy refuses the call) marks the table broken and raises :class:`ShardLostError`."""
+        try:
+            return getattr(self.shards[shard], method)(*args)
+        except Exception as exc:
+            self._broken = self._lost_message(shard, method, exc)
+            raise ShardLostError(self._broken) from exc
 
     def _result(self, future, shard, what, lost_only=True):
         """The future's result; a failure of the worker (not of the input) marks the table
