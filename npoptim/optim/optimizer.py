@@ -564,6 +564,12 @@ def typed(param, *values):
 
 def typed_record(record, param, **values):
     """The hyperparameter record ``record(**values)`` (a ``typing.NamedTuple`` class), every
-    field a scalar of the parameter's dtype, as rules read them (a flag is 1 or 0)."""
+    field a scalar of the parameter's dtype, as rules read them (a flag is 1 or 0).
+
+    Built field by field (``values[name]`` for each of the record's fields, in its order) and
+    without ``record.__new__``'s keyword parsing: this runs once per parameter and step."""
+    if len(values) != len(record._fields):
+        raise TypeError(f"{record.__name__} has the fields {', '.join(record._fields)}; got "
+                        f"{', '.join(values)}")
     cast = param.dtype.type
-    return record(**{name: cast(value) for name, value in values.items()})
+    return tuple.__new__(record, [cast(values[name]) for name in record._fields])
