@@ -15,10 +15,12 @@ Each optimizer module binds its rule to a driver in a two-line ``@kernel`` funct
 
     @kernel
     def adam_dense(param, grad, states, hyper):
-        apply_dense(adam_rule, param, grad, states, hyper)
+        apply_dense(adam_rule, param, grad, states, AdamHyper(*hyper))
 
 so that Numba caches one compiled loop per (rule, dtype) on disk: a dispatcher passed as an
-argument of a cached function would otherwise be recompiled in every process.
+argument of a cached function would otherwise be recompiled in every process. ``hyper``
+arrives as a plain tuple of the record's fields (see
+:func:`npoptim.optim.optimizer.typed_record`) and the kernel rebuilds the record.
 
 The drivers are element-wise: every element's result depends only on that element, so the
 output is bit-identical whatever the order or the thread count. Rules with a per-row reduction

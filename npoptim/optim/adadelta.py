@@ -49,7 +49,7 @@ def adadelta_rule(p, g, s, h):
 
 @kernel
 def _adadelta_dense(param, grad, states, hyper):
-    apply_dense(adadelta_rule, param, grad, states, hyper)
+    apply_dense(adadelta_rule, param, grad, states, AdadeltaHyper(*hyper))
 
 
 class Adadelta(Optimizer):

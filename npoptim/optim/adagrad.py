@@ -53,12 +53,13 @@ def adagrad_rule(p, g, s, h):
 
 @kernel
 def _adagrad_dense(param, grad, states, hyper):
-    apply_dense(adagrad_rule, param, grad, states, hyper)
+    apply_dense(adagrad_rule, param, grad, states, AdagradHyper(*hyper))
 
 
 @kernel
 def _adagrad_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
-    apply_rows(adagrad_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
+    apply_rows(adagrad_rule, param, ncols, rows, row_ptr, indices, data, states,
+               AdagradHyper(*hyper))
 
 
 class Adagrad(Optimizer):

@@ -102,12 +102,12 @@ def amsgrad_rule(p, g, s, h):
 
 @kernel
 def _adam_dense(param, grad, states, hyper):
-    apply_dense(adam_rule, param, grad, states, hyper)
+    apply_dense(adam_rule, param, grad, states, AdamHyper(*hyper))
 
 
 @kernel
 def _amsgrad_dense(param, grad, states, hyper):
-    apply_dense(amsgrad_rule, param, grad, states, hyper)
+    apply_dense(amsgrad_rule, param, grad, states, AdamHyper(*hyper))
 
 
 class Adam(Optimizer):

@@ -52,7 +52,7 @@ def adamax_rule(p, g, s, h):
 
 @kernel
 def _adamax_dense(param, grad, states, hyper):
-    apply_dense(adamax_rule, param, grad, states, hyper)
+    apply_dense(adamax_rule, param, grad, states, AdamaxHyper(*hyper))
 
 
 class Adamax(Optimizer):

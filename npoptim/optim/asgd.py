@@ -64,7 +64,7 @@ def asgd_rule(p, g, s, h):
 
 @kernel
 def _asgd_dense(param, grad, states, hyper):
-    apply_dense(asgd_rule, param, grad, states, hyper)
+    apply_dense(asgd_rule, param, grad, states, ASGDHyper(*hyper))
 
 
 class ASGD(Optimizer):

@@ -94,12 +94,13 @@ def ftrl_rule(p, g, s, h):
 
 @kernel
 def _ftrl_dense(param, grad, states, hyper):
-    apply_dense(ftrl_rule, param, grad, states, hyper)
+    apply_dense(ftrl_rule, param, grad, states, FtrlHyper(*hyper))
 
 
 @kernel
 def _ftrl_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
-    apply_rows(ftrl_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
+    apply_rows(ftrl_rule, param, ncols, rows, row_ptr, indices, data, states,
+               FtrlHyper(*hyper))
 
 
 class Ftrl(Optimizer):

@@ -154,12 +154,12 @@ def lamb_update_rule(p, s, h):
 
 @kernel
 def _lamb_moments_norms(param, grad, states, hyper):
-    return sumsq_pair(lamb_moments_rule, param, grad, states, hyper)
+    return sumsq_pair(lamb_moments_rule, param, grad, states, LAMBHyper(*hyper))
 
 
 @kernel
 def _lamb_update(param, states, hyper):
-    apply_from_states(lamb_update_rule, param, states, hyper)
+    apply_from_states(lamb_update_rule, param, states, LAMBHyper(*hyper))
 
 
 # ----------------------------------------------------------------------------- the variants

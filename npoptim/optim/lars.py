@@ -100,7 +100,7 @@ def lars_norm_terms(p, g, s, h):
 
 @kernel
 def _lars_norms(param, grad, states, hyper):
-    return sumsq_pair(lars_norm_terms, param, grad, states, hyper)
+    return sumsq_pair(lars_norm_terms, param, grad, states, LARSNormHyper(*hyper))
 
 
 class LARSHyper(NamedTuple):
@@ -138,7 +138,7 @@ def lars_rule(p, g, s, h):
 
 @kernel
 def _lars_dense(param, grad, states, hyper):
-    apply_dense(lars_rule, param, grad, states, hyper)
+    apply_dense(lars_rule, param, grad, states, LARSHyper(*hyper))
 
 
 _PAPER = dict(momentum_convention="paper", trust_denominator="sum", trust_coefficient=1e-3,

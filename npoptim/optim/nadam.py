@@ -70,7 +70,7 @@ def nadam_rule(p, g, s, h):
 
 @kernel
 def _nadam_dense(param, grad, states, hyper):
-    apply_dense(nadam_rule, param, grad, states, hyper)
+    apply_dense(nadam_rule, param, grad, states, NAdamHyper(*hyper))
 
 
 class NAdam(Optimizer):

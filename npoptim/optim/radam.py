@@ -76,12 +76,12 @@ def unrectified_rule(p, g, s, h):
 
 @kernel
 def _radam_dense(param, grad, states, hyper):
-    apply_dense(radam_rule, param, grad, states, hyper)
+    apply_dense(radam_rule, param, grad, states, RAdamHyper(*hyper))
 
 
 @kernel
 def _unrectified_dense(param, grad, states, hyper):
-    apply_dense(unrectified_rule, param, grad, states, hyper)
+    apply_dense(unrectified_rule, param, grad, states, RAdamHyper(*hyper))
 
 
 class RAdam(Optimizer):

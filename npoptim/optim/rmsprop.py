@@ -115,22 +115,22 @@ def centered_momentum_rule(p, g, s, h):
 
 @kernel
 def _rmsprop_dense(param, grad, states, hyper):
-    apply_dense(rmsprop_rule, param, grad, states, hyper)
+    apply_dense(rmsprop_rule, param, grad, states, RMSpropHyper(*hyper))
 
 
 @kernel
 def _centered_dense(param, grad, states, hyper):
-    apply_dense(centered_rule, param, grad, states, hyper)
+    apply_dense(centered_rule, param, grad, states, RMSpropHyper(*hyper))
 
 
 @kernel
 def _momentum_dense(param, grad, states, hyper):
-    apply_dense(momentum_rule, param, grad, states, hyper)
+    apply_dense(momentum_rule, param, grad, states, RMSpropHyper(*hyper))
 
 
 @kernel
 def _centered_momentum_dense(param, grad, states, hyper):
-    apply_dense(centered_momentum_rule, param, grad, states, hyper)
+    apply_dense(centered_momentum_rule, param, grad, states, RMSpropHyper(*hyper))
 
 
 # (momentum > 0, centered) -> kernel

@@ -95,13 +95,14 @@ def rowwise_adagrad_rule(p, g, s, h):
 
 @kernel
 def _rowwise_adagrad_dense(param, ncols, grad, row_states, hyper):
-    apply_row_rule_dense(rowwise_adagrad_rule, param, ncols, grad, row_states, hyper)
+    apply_row_rule_dense(rowwise_adagrad_rule, param, ncols, grad, row_states,
+                         RowWiseAdagradHyper(*hyper))
 
 
 @kernel
 def _rowwise_adagrad_rows(param, ncols, rows, row_ptr, indices, data, row_states, hyper):
     apply_row_rule_rows(rowwise_adagrad_rule, param, ncols, rows, row_ptr, indices, data,
-                        row_states, hyper)
+                        row_states, RowWiseAdagradHyper(*hyper))
 
 
 class RowWiseAdagrad(Optimizer):

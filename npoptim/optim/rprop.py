@@ -76,7 +76,7 @@ def rprop_rule(p, g, s, h):
 
 @kernel
 def _rprop_dense(param, grad, states, hyper):
-    apply_dense(rprop_rule, param, grad, states, hyper)
+    apply_dense(rprop_rule, param, grad, states, RpropHyper(*hyper))
 
 
 class Rprop(Optimizer):

@@ -110,22 +110,23 @@ def momentum_rule(p, g, s, h):
 
 @kernel
 def _sgd_dense(param, grad, states, hyper):
-    apply_dense(sgd_rule, param, grad, states, hyper)
+    apply_dense(sgd_rule, param, grad, states, SGDHyper(*hyper))
 
 
 @kernel
 def _sgd_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
-    apply_rows(sgd_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
+    apply_rows(sgd_rule, param, ncols, rows, row_ptr, indices, data, states,
+               SGDHyper(*hyper))
 
 
 @kernel
 def _momentum_first_dense(param, grad, states, hyper):
-    apply_dense(momentum_first_rule, param, grad, states, hyper)
+    apply_dense(momentum_first_rule, param, grad, states, SGDHyper(*hyper))
 
 
 @kernel
 def _momentum_dense(param, grad, states, hyper):
-    apply_dense(momentum_rule, param, grad, states, hyper)
+    apply_dense(momentum_rule, param, grad, states, SGDHyper(*hyper))
 
 
 def _densify(grad, dtype):

@@ -60,12 +60,13 @@ def sparse_adam_rule(p, g, s, h):
 
 @kernel
 def _sparse_adam_dense(param, grad, states, hyper):
-    apply_dense(sparse_adam_rule, param, grad, states, hyper)
+    apply_dense(sparse_adam_rule, param, grad, states, SparseAdamHyper(*hyper))
 
 
 @kernel
 def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
-    apply_rows(sparse_adam_rule, param, ncols, rows, row_ptr, indices, data, states, hyper)
+    apply_rows(sparse_adam_rule, param, ncols, rows, row_ptr, indices, data, states,
+               SparseAdamHyper(*hyper))
 
 
 class SparseAdam(Optimizer):
