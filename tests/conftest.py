@@ -18,6 +18,7 @@ cross-check ran:
   here only locates it);
 * ``NPOPTIM_REQUIRE_FBGEMM``: fbgemm_gpu (row-wise Adagrad against FBGEMM's
   ``EXACT_ROWWISE_ADAGRAD`` on the CPU).
+* ``NPOPTIM_REQUIRE_ML_DTYPES``: ml_dtypes (bfloat16 arrays of npoptim.precision).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -37,6 +38,7 @@ REQUIRED = {
     "JSONSCHEMA": ("jsonschema",),
     "KERAS": ("keras",),
     "FBGEMM": ("fbgemm_gpu",),
+    "ML_DTYPES": ("ml_dtypes",),
 }
 
 

@@ -99,7 +99,7 @@ class Optimizer:
         existing = self.params
         for i, p in enumerate(params):
             where = f"param group {len(self.param_groups)}, params[{i}]"
-            _check_param(p, where)
+            self._check_param(p, where)
             for q in existing + params[:i]:
                 if q is p or np.shares_memory(p, q):
                     raise ValueError(f"{where}: the same array (or overlapping memory) appears "
@@ -181,7 +181,7 @@ class Optimizer:
         for group in self.param_groups:
             for param in group["params"]:
                 where = f"grads[{index}]"
-                _check_param(param, f"params[{index}]")
+                self._check_param(param, f"params[{index}]")
                 if index in self.state:
                     self._check_state(self.state[index], param, group, f"state[{index}]")
                 grad = self._prepare_grad(grads[index], param, group, where)
@@ -226,6 +226,11 @@ class Optimizer:
                 self._update(flat, grad, state, group)
 
     # -------------------------------------------------------------------- subclass hooks
+    def _check_param(self, param, where):
+        """Raise for an array this optimizer cannot update (float32 or float64 arrays here;
+        :mod:`npoptim.precision` takes 16-bit ones)."""
+        _check_param(param, where)
+
     def _check_group(self, group):
         """Raise ``ValueError`` for an invalid hyperparameter (torch's messages)."""
 

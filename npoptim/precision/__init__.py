@@ -1,0 +1,5 @@
+"""Low precision as GPU kernels run it (see the README table): 16-bit formats and optimizers."""
+from npoptim.precision.adam import Adam, AdamW
+from npoptim.precision.sgd import SGD
+
+__all__ = ["Adam", "AdamW", "SGD"]

@@ -1,0 +1,238 @@
+r"""Adam and AdamW on bfloat16/float16 params, grads and state, rounded as torch 2.13's CPU code.
+
+The math is :mod:`npoptim.optim.adam`'s; what changes is where results are rounded to the
+16-bit format (:math:`R`). Every operation computes in float32 from float32 (or 16-bit) inputs;
+scalars are float32, except an ``add``'s ``alpha``, which torch rounds to the 16-bit format.
+
+``rounding="per-op"``: torch's single-tensor path (its CPU default), one rounding per tensor op
+(torch's foreach path on CPU rounds differently and is not reproduced):
+
+.. math::
+
+    \theta &\leftarrow R(\theta\,(1-\gamma\lambda))                 &&\text{AdamW}\\
+    g &\leftarrow R(\mathrm{fma}(R(\lambda), \theta, g))            &&\text{Adam (L2)}\\
+    m &\leftarrow R(\mathrm{lerp}(m, g, 1-\beta_1))\\
+    v &\leftarrow R(\mathrm{fma}((1-\beta_2)\,g,\; g,\; R(\beta_2 v)))\\
+    \hat v &\leftarrow \max(\hat v, v)                              &&\text{amsgrad}\\
+    d &\leftarrow R(R(R(\sqrt{\hat v}) / \sqrt{b_2}) + \epsilon)\\
+    \theta &\leftarrow R(\theta + (-\tfrac{\gamma}{b_1} m) / d)
+
+``rounding="fused"``: torch's ``fused=True`` CPU kernel (``_fused_adam(w)_``, compiled with
+floating-point contraction, so its products-then-sums are fused multiply-adds): the step in
+float32 from the stored values; ``m``, ``v`` (and ``max_exp_avg_sq``) and the parameter are
+rounded once when stored, and the step uses the unrounded float32 ``m`` and ``v``:
+
+.. math::
+
+    g &\leftarrow \mathrm{fma}(\theta, \lambda, g) \quad\text{(Adam)};\qquad
+        \theta \leftarrow \theta\,(1-\gamma\lambda) \quad\text{(AdamW)}\\
+    m &\leftarrow \mathrm{lerp}(m, g, 1-\beta_1),\qquad
+        v \leftarrow \mathrm{fma}((1-\beta_2) g,\; g,\; \beta_2 v)\\
+    \theta &\leftarrow R\big(\theta + (-\tfrac{\gamma}{b_1} m) / (\sqrt{\hat v}/\sqrt{b_2}
+        + \epsilon)\big),\qquad m, v, \hat v \text{ stored as } R(\cdot)
+
+torch's CPU kernels run the last ``n % lanes`` elements of a tensor through scalar code
+(``lanes`` = 32 16-bit lanes with AVX-512, 16 with AVX2; option ``torch_cpu_lanes``, default
+None: no such tail, as on a GPU). There the per-op ``add(.., alpha)`` rounds the product
+first, :math:`R(g + R(\lambda\theta))`; every other operation, and the whole fused kernel,
+rounds there as in the vector loop. Above 32768 elements torch splits each per-op operation
+between its threads, each part with its own tail: npoptim matches it bit for bit with
+``torch.set_num_threads(1)`` (or below that size).
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma, lerp, maximum
+from npoptim.optim import adam
+from npoptim.precision.drivers import apply_dense16
+from npoptim.precision.formats import from_float32_array, round_to, to_float32_array
+from npoptim.precision.optimizer import LowPrecision
+
+
+class Adam16Hyper(NamedTuple):
+    """One step's hyperparameters of the 16-bit Adam rules (float32, and the format code)."""
+
+    code: int                     # the 16-bit format (npoptim.precision.formats)
+    tail_start: int               # first element of torch's scalar remainder loop
+    decay_factor: float           # 1 - lr * weight_decay (AdamW), else 1
+    l2: float                     # weight_decay (Adam; per-op: rounded to the format), else 0
+    one_minus_beta1: float
+    beta2: float
+    one_minus_beta2: float
+    maximize: float               # 1 or 0
+    bias_correction2_sqrt: float
+    eps: float
+    neg_step_size: float          # -lr / b1
+
+
+# ------------------------------------------------------------------------------- per-op
+@kernel
+def add_alpha(a, alpha, b, code, tail):
+    """torch's 16-bit ``a.add(b, alpha=alpha)`` (``alpha`` already in the format): one fused
+    multiply-add in the vector loop, the product rounded first in the scalar tail."""
+    if tail:
+        return round_to(a + round_to(alpha * b, code), code)
+    return round_to(fma(alpha, b, a), code)
+
+
+@kernel
+def _per_op_moments(p, g, m, v, h, tail):
+    if h.maximize != 0:
+        g = -g
+    p = round_to(p * h.decay_factor, h.code)
+    if h.l2 != 0:
+        g = add_alpha(g, h.l2, p, h.code, tail)
+    m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
+    v = round_to(v * h.beta2, h.code)
+    v = round_to(fma(h.one_minus_beta2 * g, g, v), h.code)
+    return p, m, v
+
+
+@kernel
+def _per_op_param(p, m, v_hat, h):
+    denom = round_to(np.sqrt(v_hat), h.code)
+    denom = round_to(denom / h.bias_correction2_sqrt, h.code)
+    denom = round_to(denom + h.eps, h.code)
+    return round_to(p + h.neg_step_size * m / denom, h.code)
+
+
+@kernel
+def adam_per_op_rule(p, g, s, h, tail):
+    """One element of Adam/AdamW, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
+    exp_avg, exp_avg_sq = s
+    p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
+    return _per_op_param(p, m, v, h), (m, v)
+
+
+@kernel
+def amsgrad_per_op_rule(p, g, s, h, tail):
+    """As :func:`adam_per_op_rule` with ``max_exp_avg_sq`` (a maximum: no rounding)."""
+    exp_avg, exp_avg_sq, max_exp_avg_sq = s
+    p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
+    v_hat = maximum(max_exp_avg_sq, v)
+    return _per_op_param(p, m, v_hat, h), (m, v, v_hat)
+
+
+# -------------------------------------------------------------------------------- fused
+@kernel
+def _fused_moments(p, g, m, v, h):
+    if h.maximize != 0:
+        g = -g
+    if h.l2 != 0:
+        g = fma(p, h.l2, g)
+    p = p * h.decay_factor
+    m = lerp(m, g, h.one_minus_beta1)
+    v = fma(h.one_minus_beta2 * g, g, v * h.beta2)
+    return p, m, v
+
+
+@kernel
+def _fused_param(p, m, v_hat, h):
+    denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
+    return p + h.neg_step_size * m / denom
+
+
+@kernel
+def adam_fused_rule(p, g, s, h, tail):
+    """One element of fused Adam/AdamW in float32 (the driver rounds what it stores; the fused
+    kernel has no different tail)."""
+    exp_avg, exp_avg_sq = s
+    p, m, v = _fused_moments(p, g, exp_avg, exp_avg_sq, h)
+    return _fused_param(p, m, v, h), (m, v)
+
+
+@kernel
+def amsgrad_fused_rule(p, g, s, h, tail):
+    exp_avg, exp_avg_sq, max_exp_avg_sq = s
+    p, m, v = _fused_moments(p, g, exp_avg, exp_avg_sq, h)
+    v_hat = maximum(max_exp_avg_sq, v)
+    return _fused_param(p, m, v_hat, h), (m, v, v_hat)
+
+
+@kernel
+def _adam_per_op_dense(param, grad, states, hyper):
+    apply_dense16(adam_per_op_rule, param, grad, states, hyper)
+
+
+@kernel
+def _amsgrad_per_op_dense(param, grad, states, hyper):
+    apply_dense16(amsgrad_per_op_rule, param, grad, states, hyper)
+
+
+@kernel
+def _adam_fused_dense(param, grad, states, hyper):
+    apply_dense16(adam_fused_rule, param, grad, states, hyper)
+
+
+@kernel
+def _amsgrad_fused_dense(param, grad, states, hyper):
+    apply_dense16(amsgrad_fused_rule, param, grad, states, hyper)
+
+
+KERNELS = {("per-op", False): _adam_per_op_dense, ("per-op", True): _amsgrad_per_op_dense,
+           ("fused", False): _adam_fused_dense, ("fused", True): _amsgrad_fused_dense}
+
+
+def rounded_scalar(value, code):
+    """``value`` as torch turns a scalar into a 16-bit tensor's: to float32, then the format."""
+    bits = from_float32_array(np.float32(value), format=("bfloat16", "float16")[code])
+    return float(to_float32_array(bits, ("bfloat16", "float16")[code]))
+
+
+def tail_start(param, group):
+    """The first element of torch's scalar remainder loop (``param.size`` without one)."""
+    lanes = group["torch_cpu_lanes"]
+    return param.size if lanes is None else param.size - param.size % lanes
+
+
+def record16(record, param, group, **values):
+    """The record ``record(**values)`` of a step on ``param``: every value a float32 (a flag
+    1 or 0), with the format code and the start of torch's scalar tail."""
+    return record(code=np.int64(LowPrecision._code(param, group)),
+                  tail_start=np.int64(tail_start(param, group)),
+                  **{name: np.float32(value) for name, value in values.items()})
+
+
+class Adam(LowPrecision, adam.Adam):
+    """``torch.optim.Adam`` on bfloat16/float16 arrays (see the module docstring), with
+    ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
+    (``fused=True``). ``format`` names the format of raw ``uint16`` arrays."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
+                 maximize=False, decoupled_weight_decay=False, **torch_options):
+        self._low_precision_defaults = dict(rounding=rounding, format=format,
+                                            torch_cpu_lanes=torch_cpu_lanes)
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize,
+                         decoupled_weight_decay=decoupled_weight_decay, **torch_options)
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        code = self._code(param, group)
+        beta1, beta2 = group["betas"]
+        moments = adam.moment_hyper(group)
+        if group["rounding"] == "per-op" and moments["l2"] != 0:
+            moments["l2"] = rounded_scalar(moments["l2"], code)
+        hyper = record16(Adam16Hyper, param, group, **moments,
+                         bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
+                         neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
+        KERNELS[group["rounding"], bool(group["amsgrad"])](
+            param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)
+
+
+class AdamW(Adam):
+    """``torch.optim.AdamW`` on bfloat16/float16 arrays: :class:`Adam` with decoupled decay."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
+                 maximize=False, **torch_options):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, rounding=rounding, format=format,
+                         torch_cpu_lanes=torch_cpu_lanes, maximize=maximize,
+                         decoupled_weight_decay=True, **torch_options)
+
+    load_state_dict = adam.AdamW.load_state_dict

@@ -1,0 +1,212 @@
+r"""The 16-bit storage formats, bfloat16 and float16, and their conversions to and from float32.
+
+Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and written through
+``uint16`` views of their bits, and the kernels compute in float32 with the conversions below
+(written out with integer operations, so they are the same compiled and under
+``NUMBA_DISABLE_JIT=1``).
+
+bfloat16 (code 0): 1 sign bit, 8 exponent bits, 7 mantissa bits, the top half of a float32.
+
+* to float32: exact, ``bits << 16``.
+* from float32: round to nearest, ties to even: ``(u + 0x7FFF + ((u >> 16) & 1)) >> 16`` of the
+  float32 bits ``u``, as torch's ``c10::BFloat16`` and ``ml_dtypes`` do. Subnormals are kept
+  (bfloat16 has float32's exponent range); a value beyond the largest bfloat16 rounds to inf.
+  Any NaN becomes ``0x7FC0`` (the canonical quiet NaN, as ``c10::BFloat16``'s scalar
+  conversion; torch's AVX2/AVX-512 vector conversion writes ``0xFFFF``, also a NaN).
+
+float16 (code 1): IEEE binary16, 1 sign, 5 exponent, 10 mantissa bits.
+
+* to float32: exact (subnormals included).
+* from float32: round to nearest, ties to even, with gradual underflow to float16's subnormals
+  (steps of 2**-24) and overflow to inf from 65520 on, as the F16C instruction ``vcvtps2ph``,
+  NumPy's ``astype(float16)`` and torch do. A NaN keeps its sign and the top 10 bits of its
+  payload, with the quiet bit set.
+
+Arrays: a bfloat16 array is an ``ml_dtypes.bfloat16`` array (the optional extra
+``npoptim[bf16]``), a float16 array a NumPy ``float16`` one; a raw ``uint16`` array holds either
+format's bits, and the format is then named by the caller (``format="bfloat16"``).
+"""
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, overload
+
+from npoptim.kernels.jit import JIT_OPTIONS, kernel
+
+BFLOAT16 = 0
+FLOAT16 = 1
+#: format name -> code (the ``code`` field of a rule's record)
+FORMATS = {"bfloat16": BFLOAT16, "float16": FLOAT16}
+
+
+def bfloat16_dtype():
+    """``ml_dtypes.bfloat16`` as a NumPy dtype; a clear error without the extra."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ImportError("bfloat16 arrays need ml_dtypes: pip install 'npoptim[bf16]' "
+                          "(or pass the bits as a uint16 array with format='bfloat16')") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def format_of(array, format=None):
+    """The format name of a 16-bit array: its dtype's, or ``format`` for a raw uint16 array.
+
+    Raises ``TypeError`` for any other dtype, a uint16 array without a format, or a format that
+    contradicts the dtype; ``ValueError`` for an unknown format name.
+    """
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"format must be 'bfloat16' or 'float16', got {format!r}")
+    dtype = array.dtype
+    if dtype == np.uint16:
+        if format is None:
+            raise TypeError("a uint16 array holds raw 16-bit values: name their format "
+                            "(format='bfloat16' or 'float16')")
+        return format
+    if dtype == np.float16:
+        name = "float16"
+    elif dtype.name == "bfloat16":
+        name = "bfloat16"
+    else:
+        raise TypeError(f"expected a bfloat16, float16 or uint16 array, got {dtype}")
+    if format is not None and format != name:
+        raise TypeError(f"the array is {name}, but format={format!r} was given")
+    return name
+
+
+def bits_of(array):
+    """The ``uint16`` view of a 16-bit array (the array itself when it is uint16)."""
+    return array if array.dtype == np.uint16 else array.view(np.uint16)
+
+
+def to_float32_array(array, format=None):
+    """A float32 copy of a 16-bit array's values (exact)."""
+    code = FORMATS[format_of(array, format)]
+    bits = np.ascontiguousarray(bits_of(array)).reshape(-1)
+    out = np.empty(bits.size, np.float32)
+    _decode_flat(bits, code, out)
+    return out.reshape(array.shape)
+
+
+def from_float32_array(values, format):
+    """The bits (a ``uint16`` array) of float32 ``values`` rounded to ``format``."""
+    code = FORMATS[format_of(np.empty(0, np.uint16), format)]
+    flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    out = np.empty(flat.size, np.uint16)
+    _encode_flat(flat, code, out)
+    return out.reshape(np.shape(values))
+
+
+# ------------------------------------------------------------------ bit casts (float32 <-> u32)
+def float32_bits(x):
+    """The bits of the float32 ``x`` as an integer."""
+    return int(np.float32(x).view(np.uint32))
+
+
+def bits_float32(u):
+    """The float32 whose bits are the integer ``u`` (0 <= u < 2**32)."""
+    return np.uint32(u).view(np.float32)
+
+
+@intrinsic
+def _f32_to_u32(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _u32_to_f32(typingctx, u):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
+
+
+@overload(float32_bits, jit_options=JIT_OPTIONS)
+def _float32_bits_jit(x):
+    return lambda x: np.int64(_f32_to_u32(np.float32(x)))
+
+
+@overload(bits_float32, jit_options=JIT_OPTIONS)
+def _bits_float32_jit(u):
+    return lambda u: _u32_to_f32(np.uint32(u))
+
+
+# ------------------------------------------------------------------------ scalar conversions
+@kernel
+def bfloat16_to_float32(bits):
+    return bits_float32(np.int64(bits) << 16)
+
+
+@kernel
+def float32_to_bfloat16(x):
+    u = float32_bits(x)
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return np.uint16(0x7FC0)
+    return np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+
+@kernel
+def float16_to_float32(bits):
+    h = np.int64(bits)
+    sign = (h & 0x8000) << 16
+    exponent = (h >> 10) & 0x1F
+    mantissa = h & 0x3FF
+    if exponent == 0x1F:
+        return bits_float32(sign | 0x7F800000 | (mantissa << 13))
+    if exponent == 0:  # zero or subnormal: mantissa * 2**-24, exact in float32
+        magnitude = np.float32(mantissa) * bits_float32(0x33800000)
+        return -magnitude if sign != 0 else magnitude
+    return bits_float32(sign | ((exponent + 112) << 23) | (mantissa << 13))
+
+
+@kernel
+def float32_to_float16(x):
+    u = float32_bits(x)
+    sign = (u >> 16) & 0x8000
+    a = u & 0x7FFFFFFF
+    if a > 0x7F800000:  # NaN: quiet, top of the payload kept
+        return np.uint16(sign | 0x7E00 | ((a >> 13) & 0x3FF))
+    if a >= 0x477FF000:  # 65520 and above (and inf) round to inf
+        return np.uint16(sign | 0x7C00)
+    if a < 0x38800000:  # below 2**-14: a float16 subnormal or zero
+        # adding 0.5 puts the value's 2**-24 units in the low mantissa bits, float32's own
+        # addition rounding them to nearest even; 0.5's bits are then subtracted
+        shifted = bits_float32(a) + bits_float32(0x3F000000)
+        return np.uint16(sign | (float32_bits(shifted) - 0x3F000000))
+    odd = (a >> 13) & 1
+    return np.uint16(sign | ((a - (112 << 23) + 0xFFF + odd) >> 13))
+
+
+@kernel
+def to_float32(bits, code):
+    """The float32 value of 16-bit ``bits`` of the format ``code`` (exact)."""
+    if code == BFLOAT16:
+        return bfloat16_to_float32(bits)
+    return float16_to_float32(bits)
+
+
+@kernel
+def from_float32(x, code):
+    """The 16-bit bits of the float32 ``x`` rounded to the format ``code``."""
+    if code == BFLOAT16:
+        return float32_to_bfloat16(x)
+    return float32_to_float16(x)
+
+
+@kernel
+def round_to(x, code):
+    """The float32 ``x`` rounded to the format ``code``, as a float32 (exact in that format)."""
+    return to_float32(from_float32(x, code), code)
+
+
+@kernel
+def _decode_flat(bits, code, out):
+    for i in range(bits.size):
+        out[i] = to_float32(bits[i], code)
+
+
+@kernel
+def _encode_flat(values, code, out):
+    for i in range(values.size):
+        out[i] = from_float32(values[i], code)

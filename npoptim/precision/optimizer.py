@@ -1,0 +1,106 @@
+"""What the 16-bit optimizers share: 16-bit params, grads and state, and the rounding mode.
+
+A 16-bit optimizer (``npoptim.precision.Adam``, ``AdamW``, ``SGD``) takes the float32
+optimizer's options plus two:
+
+* ``rounding``: ``"per-op"`` rounds the result of every tensor operation of torch's
+  single-tensor implementation (its CPU default) to the 16-bit format, as torch does for bfloat16
+  and float16 tensors on CPU (each operation computes in float32 and rounds once);
+  ``"fused"`` computes the whole step in float32 from the stored 16-bit values and rounds the
+  new parameter and state once, as torch's ``fused=True`` kernels ("opmath") do.
+* ``format``: ``"bfloat16"`` or ``"float16"``, needed only for raw ``uint16`` arrays (the bits);
+  ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their format.
+* ``torch_cpu_lanes``: None (default), or the number of 16-bit lanes of torch's CPU vectors
+  (32 with AVX-512, 16 with AVX2) to reproduce the different rounding of torch's scalar
+  remainder loop on the last ``n % lanes`` elements of each tensor.
+
+Params, grads and state all have the param's dtype (torch's ``zeros_like(param)`` state); a
+gradient of another dtype (a float16 grad for a bfloat16 param) is refused before anything
+changes, as is an unknown rounding mode or format.
+"""
+import numpy as np
+
+from npoptim.precision.formats import FORMATS, bits_of, format_of
+
+ROUNDINGS = ("per-op", "fused")
+
+
+def check_rounding(group, roundings=ROUNDINGS):
+    """``ValueError`` for a rounding mode or format name the optimizer does not have."""
+    if group.get("rounding") not in roundings:
+        raise ValueError(f"rounding must be one of {', '.join(map(repr, roundings))}, got "
+                         f"{group.get('rounding')!r}")
+    if group.get("format") is not None and group["format"] not in FORMATS:
+        raise ValueError(f"format must be 'bfloat16' or 'float16', got {group['format']!r}")
+    lanes = group.get("torch_cpu_lanes")
+    if lanes is not None and (not isinstance(lanes, int) or isinstance(lanes, bool)
+                              or lanes < 1):
+        raise ValueError(f"torch_cpu_lanes must be None or a positive int, got {lanes!r}")
+
+
+class LowPrecision:
+    """Mixin before a float32 optimizer class: 16-bit arrays in, the same torch API out.
+
+    The subclass's ``__init__`` sets ``self._low_precision_defaults = dict(rounding=...,
+    format=...)`` before calling the float optimizer's. The subclass's ``_update`` gets flat 16-bit arrays; :meth:`_code` and :func:`bits_of` give
+    the format code and the ``uint16`` views its kernels take.
+    """
+
+    sparse_kind = "dense-only"
+    roundings = ROUNDINGS
+
+    def _check_param(self, param, where):
+        if type(param) is not np.ndarray:
+            raise TypeError(f"{where}: optimizer can only optimize NumPy arrays, got "
+                            f"{type(param).__name__}")
+        if not (param.dtype in (np.float16, np.uint16) or param.dtype.name == "bfloat16"):
+            raise TypeError(f"{where}: {type(self).__name__} of npoptim.precision takes "
+                            f"bfloat16, float16 or uint16 (raw bits) arrays, got {param.dtype}")
+        if not param.flags.writeable:
+            raise ValueError(f"{where}: the parameter array is read-only; the optimizer "
+                             "updates parameters in place")
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for i, param in enumerate(group["params"]):
+            try:
+                format_of(param, group["format"])
+            except (TypeError, ValueError) as exc:
+                del self.param_groups[-1]
+                raise type(exc)(f"param group {len(self.param_groups)}, params[{i}]: "
+                                f"{exc}") from None
+
+    def _check_group(self, group):
+        if "rounding" not in group:
+            # the defaults being built by the float optimizer's __init__, which does not know
+            # these two options: the subclass's __init__ set them aside
+            group.update(self._low_precision_defaults)
+        check_rounding(group, self.roundings)
+        super()._check_group(group)
+
+    def _prepare_grad(self, grad, param, group, where):
+        format_of(param, group["format"])  # the group's format may have been edited
+        return super()._prepare_grad(grad, param, group, where)
+
+    def _check_state(self, state, param, group, where):
+        for name in self._state_names(group):
+            value = state.get(name)
+            if value is None:
+                if self.creates_missing_state:
+                    continue
+                raise ValueError(f"{where} has no '{name}': the param group's options changed "
+                                 "after this parameter's state was created")
+            if (type(value) is not np.ndarray or value.shape != param.shape
+                    or not value.flags.c_contiguous or value.dtype != param.dtype):
+                raise ValueError(f"{where}['{name}'] must be a C-contiguous array of shape "
+                                 f"{param.shape} and dtype {param.dtype}")
+
+    @staticmethod
+    def _code(param, group):
+        """The format code (:data:`npoptim.precision.formats.FORMATS`) of ``param``."""
+        return FORMATS[format_of(param, group["format"])]
+
+    def _flat_bits(self, state, group):
+        """The group's array states as flat ``uint16`` views, in ``_state_names`` order."""
+        return tuple(bits_of(state[name].reshape(-1)) for name in self._state_names(group))

@@ -1,0 +1,130 @@
+"""npoptim.precision without torch: the 16-bit conversions, bad input, determinism.
+
+The conversions are checked against ml_dtypes (bfloat16) and NumPy (float16) on every 16-bit
+pattern and on a spread of float32 patterns (every 4099th one, ~1M values with all exponents,
+ties, subnormals, infinities and NaNs).
+"""
+import numpy as np
+import pytest
+
+import npoptim.precision as precision
+from npoptim.kernels.parallel import parallel_threshold_set
+from npoptim.precision import formats
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def reference_dtype(format):
+    return BF16 if format == "bfloat16" else np.dtype(np.float16)
+
+
+@pytest.mark.parametrize("format", ["bfloat16", "float16"])
+def test_decoding_every_16_bit_pattern_is_exact(format):
+    bits = np.arange(1 << 16, dtype=np.uint64).astype(np.uint16)
+    ours = formats.to_float32_array(bits, format)
+    theirs = bits.view(reference_dtype(format)).astype(np.float32)
+    nan = np.isnan(theirs)
+    assert np.array_equal(np.isnan(ours), nan)
+    assert np.array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("format", ["bfloat16", "float16"])
+def test_rounding_float32_matches_ml_dtypes_and_numpy(format):
+    patterns = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32)
+    ties = np.array([0x3F808000, 0x3F818000, 0x33000000, 0x33000001, 0x477FF000, 0x477FEFFF,
+                     0x387FE000, 0x00000001, 0x807FFFFF], np.uint32)  # halfway cases
+    values = np.concatenate([patterns, ties]).view(np.float32)
+    ours = formats.from_float32_array(values, format)
+    with np.errstate(all="ignore"):
+        theirs = values.astype(reference_dtype(format)).view(np.uint16)
+    nan = np.isnan(values)
+    assert np.array_equal(ours[~nan], theirs[~nan])
+    decoded = formats.to_float32_array(ours[nan], format)
+    assert np.isnan(decoded).all()
+    if format == "bfloat16":
+        assert (ours[nan] == 0x7FC0).all()  # the documented canonical NaN
+
+
+def test_float16_nan_keeps_sign_and_payload():
+    nan = np.array([0xFFC02000], np.uint32).view(np.float32)  # negative quiet NaN, payload
+    assert formats.from_float32_array(nan, "float16")[0] == 0xFE01
+
+
+def _problem(dtype, n=50, steps=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n).astype(np.float32).astype(dtype),
+            [rng.standard_normal(n).astype(np.float32).astype(dtype) for _ in range(steps)])
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD"])
+def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
+    kwargs = dict(momentum=0.9) if name == "SGD" else {}
+    param, grads = _problem(BF16)
+    other = param.copy()
+    opt = getattr(precision, name)([param, other], lr=0.1, **kwargs)
+    opt.step([grads[0], grads[1]])
+    before = (param.copy(), other.copy(), {k: {n: np.copy(v) for n, v in s.items()}
+                                           for k, s in opt.state.items()})
+    with pytest.raises(ValueError, match="dtype float16"):
+        opt.step([grads[2], grads[2].astype(np.float32).astype(np.float16)])
+    assert np.array_equal(param.view(np.uint16), before[0].view(np.uint16))
+    assert np.array_equal(other.view(np.uint16), before[1].view(np.uint16))
+    for k, s in opt.state.items():
+        for n, v in s.items():
+            assert np.asarray(v).tobytes() == np.asarray(before[2][k][n]).tobytes(), (k, n)
+
+
+def test_bad_options_and_arrays_are_refused():
+    param, _ = _problem(BF16)
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        precision.AdamW([param], rounding="stochastic-ish")
+    with pytest.raises(ValueError, match="rounding must be one of 'per-op'"):
+        precision.SGD([param], rounding="fused")
+    with pytest.raises(ValueError, match="format must be"):
+        precision.Adam([param.view(np.uint16)], format="float8")
+    with pytest.raises(TypeError, match="name their format"):
+        precision.Adam([param.view(np.uint16)])
+    with pytest.raises(TypeError, match="the array is bfloat16"):
+        precision.Adam([param], format="float16")
+    with pytest.raises(TypeError, match="takes bfloat16, float16 or uint16"):
+        precision.Adam([param.astype(np.float32)])
+    with pytest.raises(ValueError, match="torch_cpu_lanes"):
+        precision.Adam([param], torch_cpu_lanes=0)
+    opt = precision.Adam([param])
+    opt.param_groups[0]["rounding"] = "exact"
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        opt.step([param.copy()])
+    assert 0 not in opt.state
+
+
+@pytest.mark.parametrize("rounding", ["per-op", "fused"])
+def test_results_do_not_depend_on_the_thread_count(rounding):
+    param, grads = _problem(np.float16, n=20000)
+    results = []
+    for threshold in (0, 1 << 40):  # every update on threads, and none
+        p = param.copy()
+        opt = precision.AdamW([p], lr=1e-2, rounding=rounding)
+        with parallel_threshold_set(threshold):
+            for g in grads:
+                opt.step([g])
+        results.append(p.view(np.uint16).copy())
+    assert np.array_equal(results[0], results[1])
+
+
+def test_bfloat16_needs_ml_dtypes_only_for_typed_arrays(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_ml_dtypes(name, *args, **kwargs):
+        if name == "ml_dtypes":
+            raise ImportError("no ml_dtypes")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ml_dtypes)
+    with pytest.raises(ImportError, match=r"npoptim\[bf16\]"):
+        formats.bfloat16_dtype()
+    bits = np.array([0x3F80], np.uint16)
+    opt = precision.SGD([bits], lr=0.5, format="bfloat16")
+    opt.step([bits.copy()])
+    assert bits[0] == 0x3F00  # 1 - 0.5 * 1
