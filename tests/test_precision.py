@@ -128,3 +128,38 @@ def test_bfloat16_needs_ml_dtypes_only_for_typed_arrays(monkeypatch):
     opt = precision.SGD([bits], lr=0.5, format="bfloat16")
     opt.step([bits.copy()])
     assert bits[0] == 0x3F00  # 1 - 0.5 * 1
+
+
+def test_master_weights_copy_is_the_rounded_master_and_bad_grads_change_nothing():
+    import npoptim
+
+    model = [np.array([1.0, -2.0, 3.0], BF16), np.array([0.5, 0.25], np.float16)]
+    master = precision.MasterWeights(model, lambda ps: npoptim.SGD(ps, lr=1e-3))
+    master.step([np.array([1.0, 1.0, 1.0], BF16), np.array([1.0, -1.0], np.float16)])
+    assert master.params[0].dtype == np.float32
+    assert np.array_equal(master.params[0], np.float32([1.0, -2.0, 3.0]) - np.float32(1e-3))
+    # the copy is the master rounded to nearest: 0.999 in bfloat16 is 1.0 (spacing 2**-8)
+    assert np.array_equal(model[0].astype(np.float32), [1.0, -2.0, 3.0])
+    assert np.array_equal(model[1], np.float16([0.499, 0.251]))
+    before = [m.copy() for m in master.params]
+    with pytest.raises(ValueError, match="grads\\[1\\]"):
+        master.step([np.ones(3, BF16), np.ones(2, BF16)])
+    assert all(np.array_equal(a, b) for a, b in zip(before, master.params))
+
+
+def test_grad_scaler_backs_off_skips_and_grows():
+    import npoptim
+
+    p = np.zeros(3, np.float32)
+    opt = npoptim.SGD([p], lr=1.0)
+    scaler = precision.GradScaler(init_scale=8.0, growth_interval=2)
+    assert not scaler.step(opt, [np.float32([1, np.inf, 0])])
+    scaler.update()
+    assert scaler.get_scale() == 4.0 and np.array_equal(p, np.zeros(3))
+    for _ in range(2):
+        assert scaler.step(opt, [np.float32([4, 8, 0])])
+        scaler.update()
+    assert scaler.get_scale() == 8.0 and np.array_equal(p, np.float32([-2, -4, 0]))
+    g16 = np.array([8.0, 16.0, np.nan], BF16)
+    assert scaler.unscale([g16])[1] and not scaler.unscale([g16[:2]])[1]
+    assert np.array_equal(scaler.unscale([g16[:2]])[0][0], np.array([1.0, 2.0], BF16))

@@ -130,3 +130,81 @@ def test_raw_uint16_bits_give_the_same_trajectory(format):
     typed, _ = np_run("AdamW", kwargs, {}, params, grads, "fused")
     raw, _ = np_run("AdamW", kwargs, {}, params, grads, "fused", raw=True, format=format)
     assert all(np.array_equal(a, b) for x, y in zip(typed, raw) for a, b in zip(x, y))
+
+
+@needs_torch
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("name, kwargs", [("AdamW", dict(lr=1e-2, weight_decay=0.1)),
+                                          ("SGD", dict(lr=1e-2, momentum=0.9))])
+def test_master_weights_match_torchs_float32_master_recipe(name, kwargs, format):
+    """torch: float32 masters ``p.float()``, the float32 optimizer on them with the 16-bit
+    grads widened, ``model.copy_(master)`` after each step. npoptim's float32 optimizers agree
+    with torch's to a few float32 ulps (tests/torch_compare.py), most elements bit for bit; the
+    model copies agree bit for bit wherever the masters do, and the copy is exactly the
+    master rounded to nearest even."""
+    import npoptim
+
+    params, grads = problem(format, seed=5)
+    model = [p.copy() for p in params]
+    master = precision.MasterWeights(model, lambda ps: getattr(npoptim, name)(ps, **kwargs))
+    tmodel = [as_torch(p, format) for p in params]
+    exact = []
+    tmaster = [p.float().requires_grad_() for p in tmodel]
+    topt = getattr(torch.optim, name)(tmaster, **kwargs)
+    for step in grads:
+        master.step(step)
+        for p, g in zip(tmaster, step):
+            p.grad = None if g is None else as_torch(g, format).float()
+        topt.step()
+        with torch.no_grad():
+            for m, t in zip(tmaster, tmodel):
+                t.copy_(m)
+        for ours, theirs, m, tm in zip(model, tmodel, master.params, tmaster):
+            tm = tm.detach().numpy()
+            scale = max(1.0, float(np.abs(tm).max()))
+            assert np.abs(m - tm).max() <= 8 * np.finfo(np.float32).eps * scale
+            same = m == tm
+            assert np.array_equal(bits(ours)[same], bits(theirs)[same])
+            assert np.array_equal(bits(ours), bits(precision.formats.from_float32_array(
+                m, format)))
+            exact.append(same.mean())
+    assert np.mean(exact) > 0.9
+
+
+@needs_torch
+def test_grad_scaler_matches_torch_step_for_step():
+    """float32 params (torch's AMP keeps them float32), scaled gradients that overflow now and
+    then, growth_interval 3: scale, skipped steps, unscaled gradients and params (SGD with
+    momentum, whose float32 steps equal torch's bit for bit) agree with torch.amp.GradScaler."""
+    import npoptim
+
+    rng = np.random.default_rng(11)
+    p0 = rng.standard_normal((4, 33)).astype(np.float32)
+    ours_p = p0.copy()
+    opt = npoptim.SGD([ours_p], lr=1e-2, momentum=0.9)
+    scaler = precision.GradScaler(init_scale=2.0 ** 10, growth_interval=3)
+    tp = torch.tensor(p0, requires_grad=True)
+    topt = torch.optim.SGD([tp], lr=1e-2, momentum=0.9)
+    tscaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=3)
+    for t in range(30):
+        loss = np.float32(1.5)
+        assert float(scaler.scale(loss)) == float(tscaler.scale(torch.tensor(loss)))
+        grad = (rng.standard_normal(p0.shape) * np.float32(scaler.get_scale())).astype(
+            np.float32)
+        if t % 7 == 4:
+            grad[1, 3] = np.inf
+        if t % 11 == 6:
+            grad[0, 0] = np.nan
+        (unscaled,), found_inf = scaler.unscale([grad])
+        stepped = scaler.step(opt, [grad])
+        scaler.update()
+        tp.grad = torch.from_numpy(grad.copy())
+        tscaler.unscale_(topt)
+        if not found_inf:
+            assert np.array_equal(unscaled, tp.grad.numpy())
+        tscaler.step(topt)
+        tscaler.update()
+        assert scaler.get_scale() == tscaler.get_scale(), t
+        assert stepped == (not (t % 7 == 4 or t % 11 == 6))
+        assert np.array_equal(ours_p, tp.detach().numpy()), t
+    assert scaler.state_dict() == tscaler.state_dict()
