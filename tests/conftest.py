@@ -22,6 +22,8 @@ cross-check ran:
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
+* ``NPOPTIM_REQUIRE_TORCH_OPTIMI``: torch-optimi (npoptim.precision's Kahan-compensated updates;
+  installed with ``--no-deps``).
 """
 import importlib
 import importlib.util
@@ -39,6 +41,7 @@ REQUIRED = {
     "KERAS": ("keras",),
     "FBGEMM": ("fbgemm_gpu",),
     "ML_DTYPES": ("ml_dtypes",),
+    "TORCH_OPTIMI": ("optimi",),
 }
 
 
