@@ -163,3 +163,46 @@ def test_grad_scaler_backs_off_skips_and_grows():
     g16 = np.array([8.0, 16.0, np.nan], BF16)
     assert scaler.unscale([g16])[1] and not scaler.unscale([g16[:2]])[1]
     assert np.array_equal(scaler.unscale([g16[:2]])[0][0], np.array([1.0, 2.0], BF16))
+
+
+def test_the_stochastic_stream_is_the_documented_hash():
+    from npoptim.precision import stochastic
+
+    # SplitMix64's first output from state 0 (a published test vector)
+    assert stochastic.mix(0) == 0xE220A8397B1DCDAF
+    key = stochastic.stream_key(7, 2, 5)
+    values = np.float32([1.0 + 2 ** -9] * 8)
+    bits = stochastic.stochastic_round_array(values, seed=7, parameter=2, step=5)
+    expected = [0x3F81 if stochastic.random16(key, i) < 0x4000 else 0x3F80 for i in range(8)]
+    assert bits.tolist() == expected  # compiled draws equal the pure-Python definition
+
+
+def test_stochastic_rounding_is_unbiased_and_exact_at_representable_values():
+    from npoptim.precision import stochastic
+
+    x = np.float32(1.0 + 2 ** -9)  # a quarter of the way from 1 to the next bfloat16
+    values = np.full(100000, x, np.float32)
+    rounded = stochastic.stochastic_round_array(values, seed=1).view(BF16).astype(np.float64)
+    p = 0.25
+    assert set(np.unique(rounded)) == {1.0, 1.0 + 2 ** -7}
+    assert abs((rounded > 1).mean() - p) < 5 * np.sqrt(p * (1 - p) / values.size)
+    exact = np.float32([1.5, -3.0, 0.0, np.inf])
+    assert np.array_equal(stochastic.stochastic_round_array(exact, 0).view(BF16)
+                          .astype(np.float32), exact)
+
+
+def test_stochastic_adamw_is_reproducible_and_thread_count_independent():
+    param, grads = _problem(BF16, n=20000)
+    runs = []
+    for threshold, seed in ((0, 5), (1 << 40, 5), (0, 6)):
+        p = param.copy()
+        opt = precision.AdamW([p], lr=1e-3, rounding="stochastic", seed=seed)
+        with parallel_threshold_set(threshold):
+            for g in grads:
+                opt.step([g])
+        runs.append(p.view(np.uint16).copy())
+    assert np.array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])  # another seed, other draws
+    with pytest.raises(ValueError, match="for bfloat16"):
+        precision.AdamW([np.zeros(3, np.float16)], rounding="stochastic").step(
+            [np.zeros(3, np.float16)])

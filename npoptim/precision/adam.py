@@ -47,8 +47,10 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
 from npoptim.precision.drivers import apply_dense16
-from npoptim.precision.formats import from_float32_array, round_to, to_float32_array
+from npoptim.precision.formats import BFLOAT16, bfloat16_to_float32, from_float32_array, round_to
+from npoptim.precision.formats import to_float32_array
 from npoptim.precision.optimizer import LowPrecision
+from npoptim.precision.stochastic import random16, stochastic_bfloat16, stream_key
 
 
 class Adam16Hyper(NamedTuple):
@@ -56,6 +58,7 @@ class Adam16Hyper(NamedTuple):
 
     code: int                     # the 16-bit format (npoptim.precision.formats)
     tail_start: int               # first element of torch's scalar remainder loop
+    key: int                      # stochastic rounding: the step's stream key (else 0)
     decay_factor: float           # 1 - lr * weight_decay (AdamW), else 1
     l2: float                     # weight_decay (Adam; per-op: rounded to the format), else 0
     one_minus_beta1: float
@@ -99,16 +102,18 @@ def _per_op_param(p, m, v_hat, h):
 
 
 @kernel
-def adam_per_op_rule(p, g, s, h, tail):
+def adam_per_op_rule(p, g, s, h, i):
     """One element of Adam/AdamW, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
+    tail = i >= h.tail_start
     exp_avg, exp_avg_sq = s
     p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     return _per_op_param(p, m, v, h), (m, v)
 
 
 @kernel
-def amsgrad_per_op_rule(p, g, s, h, tail):
+def amsgrad_per_op_rule(p, g, s, h, i):
     """As :func:`adam_per_op_rule` with ``max_exp_avg_sq`` (a maximum: no rounding)."""
+    tail = i >= h.tail_start
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     v_hat = maximum(max_exp_avg_sq, v)
@@ -135,7 +140,7 @@ def _fused_param(p, m, v_hat, h):
 
 
 @kernel
-def adam_fused_rule(p, g, s, h, tail):
+def adam_fused_rule(p, g, s, h, i):
     """One element of fused Adam/AdamW in float32 (the driver rounds what it stores; the fused
     kernel has no different tail)."""
     exp_avg, exp_avg_sq = s
@@ -144,11 +149,42 @@ def adam_fused_rule(p, g, s, h, tail):
 
 
 @kernel
-def amsgrad_fused_rule(p, g, s, h, tail):
+def amsgrad_fused_rule(p, g, s, h, i):
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, m, v = _fused_moments(p, g, exp_avg, exp_avg_sq, h)
     v_hat = maximum(max_exp_avg_sq, v)
     return _fused_param(p, m, v_hat, h), (m, v, v_hat)
+
+
+# ---------------------------------------------------------------------------- stochastic
+@kernel
+def _stochastic(p, h, i):
+    """The parameter rounded stochastically to bfloat16 with draw ``i`` of the step's key."""
+    return bfloat16_to_float32(stochastic_bfloat16(p, random16(h.key, i)))
+
+
+@kernel
+def adam_stochastic_rule(p, g, s, h, i):
+    """Fused Adam/AdamW with the new parameter rounded stochastically (the moments to
+    nearest, by the driver)."""
+    p, (m, v) = adam_fused_rule(p, g, s, h, i)
+    return _stochastic(p, h, i), (m, v)
+
+
+@kernel
+def amsgrad_stochastic_rule(p, g, s, h, i):
+    p, (m, v, v_hat) = amsgrad_fused_rule(p, g, s, h, i)
+    return _stochastic(p, h, i), (m, v, v_hat)
+
+
+@kernel
+def _adam_stochastic_dense(param, grad, states, hyper):
+    apply_dense16(adam_stochastic_rule, param, grad, states, hyper)
+
+
+@kernel
+def _amsgrad_stochastic_dense(param, grad, states, hyper):
+    apply_dense16(amsgrad_stochastic_rule, param, grad, states, hyper)
 
 
 @kernel
@@ -172,7 +208,9 @@ def _amsgrad_fused_dense(param, grad, states, hyper):
 
 
 KERNELS = {("per-op", False): _adam_per_op_dense, ("per-op", True): _amsgrad_per_op_dense,
-           ("fused", False): _adam_fused_dense, ("fused", True): _amsgrad_fused_dense}
+           ("fused", False): _adam_fused_dense, ("fused", True): _amsgrad_fused_dense,
+           ("stochastic", False): _adam_stochastic_dense,
+           ("stochastic", True): _amsgrad_stochastic_dense}
 
 
 def rounded_scalar(value, code):
@@ -187,24 +225,35 @@ def tail_start(param, group):
     return param.size if lanes is None else param.size - param.size % lanes
 
 
-def record16(record, param, group, **values):
+def record16(record, param, group, key=None, **values):
     """The record ``record(**values)`` of a step on ``param``: every value a float32 (a flag
-    1 or 0), with the format code and the start of torch's scalar tail."""
+    1 or 0), with the format code, the start of torch's scalar tail and (records that have
+    one) the stochastic-rounding ``key``."""
+    extra = {} if key is None else {"key": np.uint64(key)}
     return record(code=np.int64(LowPrecision._code(param, group)),
-                  tail_start=np.int64(tail_start(param, group)),
+                  tail_start=np.int64(tail_start(param, group)), **extra,
                   **{name: np.float32(value) for name, value in values.items()})
 
 
 class Adam(LowPrecision, adam.Adam):
     """``torch.optim.Adam`` on bfloat16/float16 arrays (see the module docstring), with
     ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
-    (``fused=True``). ``format`` names the format of raw ``uint16`` arrays."""
+    (``fused=True``), or ``"stochastic"`` (bfloat16 only: the fused step with the new parameter
+    rounded stochastically, draws from ``seed``, see :mod:`npoptim.precision.stochastic`; the
+    moments are rounded to nearest). ``format`` names the format of raw ``uint16`` arrays."""
+
+    roundings = ("per-op", "fused", "stochastic")
+
+    def _prepare_grad(self, grad, param, group, where):
+        if group["rounding"] == "stochastic" and self._code(param, group) != BFLOAT16:
+            raise ValueError(f"{where}: rounding='stochastic' is for bfloat16 parameters")
+        return super()._prepare_grad(grad, param, group, where)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
-                 maximize=False, decoupled_weight_decay=False, **torch_options):
+                 seed=0, maximize=False, decoupled_weight_decay=False, **torch_options):
         self._low_precision_defaults = dict(rounding=rounding, format=format,
-                                            torch_cpu_lanes=torch_cpu_lanes)
+                                            torch_cpu_lanes=torch_cpu_lanes, seed=seed)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize,
                          decoupled_weight_decay=decoupled_weight_decay, **torch_options)
@@ -217,7 +266,9 @@ class Adam(LowPrecision, adam.Adam):
         moments = adam.moment_hyper(group)
         if group["rounding"] == "per-op" and moments["l2"] != 0:
             moments["l2"] = rounded_scalar(moments["l2"], code)
-        hyper = record16(Adam16Hyper, param, group, **moments,
+        key = (stream_key(group["seed"], self._param_index, step)
+               if group["rounding"] == "stochastic" else 0)
+        hyper = record16(Adam16Hyper, param, group, key=key, **moments,
                          bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
                          neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
         KERNELS[group["rounding"], bool(group["amsgrad"])](
@@ -229,10 +280,10 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
-                 maximize=False, **torch_options):
+                 seed=0, maximize=False, **torch_options):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, rounding=rounding, format=format,
-                         torch_cpu_lanes=torch_cpu_lanes, maximize=maximize,
+                         torch_cpu_lanes=torch_cpu_lanes, seed=seed, maximize=maximize,
                          decoupled_weight_decay=True, **torch_options)
 
     load_state_dict = adam.AdamW.load_state_dict

@@ -1,13 +1,13 @@
 """The driver of 16-bit updates: a rule computes in float32 on values decoded from 16-bit bits.
 
-A 16-bit rule has the shape of every npoptim rule plus one flag,
-``rule(p, g, s, h, tail) -> (new_p, new_s)`` (see :mod:`npoptim.kernels.drivers`): its
+A 16-bit rule has the shape of every npoptim rule plus the element's flat index,
+``rule(p, g, s, h, i) -> (new_p, new_s)`` (see :mod:`npoptim.kernels.drivers`): its
 arguments are float32 values decoded from the 16-bit storage, its record ``h`` has float32
 fields plus ``h.code``, the storage format (:mod:`npoptim.precision.formats`), and
-``h.tail_start``, the first element of torch's scalar remainder loop. ``tail`` is true from that
-element on: torch's CPU kernels run ``n - n % lanes`` elements through vector code and the
-rest through scalar code, which rounds some operations differently (each 16-bit module says
-where). The driver rounds what the rule returns to the format once,
+``h.tail_start``, the first element of torch's scalar remainder loop: torch's CPU kernels run
+``n - n % lanes`` elements through vector code and the rest through scalar code, which rounds
+some operations differently (each 16-bit module says where). The index also numbers the
+element's draw in stochastic rounding (:mod:`npoptim.precision.stochastic`). The driver rounds what the rule returns to the format once,
 when it writes it back; a rule that rounds every operation (``rounding="per-op"``) returns
 values already in the format, so that last rounding is exact for it.
 """
@@ -65,7 +65,7 @@ def _encode_each_jit(values, code):
 def _update16(rule, param, grad, states, hyper, i):
     code = hyper.code
     p, values = rule(to_float32(param[i], code), to_float32(grad[i], code),
-                     decode_each(load_state(states, i), code), hyper, i >= hyper.tail_start)
+                     decode_each(load_state(states, i), code), hyper, i)
     param[i] = from_float32(p, code)
     store_state(states, i, encode_each(values, code))
 

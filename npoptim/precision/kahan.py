@@ -65,7 +65,7 @@ def kahan_add(p, c, code):
 
 
 @kernel
-def kahan_adamw_rule(p, g, s, h, tail):
+def kahan_adamw_rule(p, g, s, h, i):
     """optimi AdamW; ``s = (exp_avg, exp_avg_sq, kahan_comp)``."""
     m, v, c = s
     p = round_to(p * h.decay_factor, h.code)
@@ -86,8 +86,9 @@ def _sgd_direction(p, g, h, tail):
 
 
 @kernel
-def kahan_sgd_rule(p, g, s, h, tail):
+def kahan_sgd_rule(p, g, s, h, i):
     """optimi SGD without momentum; ``s = (kahan_comp,)``."""
+    tail = i >= h.tail_start
     (c,) = s
     g = _sgd_direction(p, g, h, tail)
     c = add_alpha(c, h.neg_lr_alpha, g, h.code, tail)
@@ -96,8 +97,9 @@ def kahan_sgd_rule(p, g, s, h, tail):
 
 
 @kernel
-def kahan_momentum_rule(p, g, s, h, tail):
+def kahan_momentum_rule(p, g, s, h, i):
     """optimi SGD with momentum (no dampening); ``s = (exp_avg, kahan_comp)``."""
+    tail = i >= h.tail_start
     b, c = s
     g = _sgd_direction(p, g, h, tail)
     b = round_to(round_to(b * h.momentum, h.code) + g, h.code)

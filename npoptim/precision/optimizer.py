@@ -22,7 +22,7 @@ import numpy as np
 
 from npoptim.precision.formats import FORMATS, bits_of, format_of
 
-ROUNDINGS = ("per-op", "fused")
+ROUNDINGS = ("per-op", "fused", "stochastic")
 
 
 def check_rounding(group, roundings=ROUNDINGS):
@@ -36,6 +36,9 @@ def check_rounding(group, roundings=ROUNDINGS):
     if lanes is not None and (not isinstance(lanes, int) or isinstance(lanes, bool)
                               or lanes < 1):
         raise ValueError(f"torch_cpu_lanes must be None or a positive int, got {lanes!r}")
+    seed = group.get("seed", 0)
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
 
 
 class LowPrecision:
@@ -78,6 +81,13 @@ class LowPrecision:
             group.update(self._low_precision_defaults)
         check_rounding(group, self.roundings)
         super()._check_group(group)
+
+    def _apply(self, prepared):
+        # one parameter at a time, so that _update knows its index (stochastic rounding's
+        # stream is keyed by it)
+        for item in prepared:
+            self._param_index = item[1]
+            super()._apply([item])
 
     def _prepare_grad(self, grad, param, group, where):
         format_of(param, group["format"])  # the group's format may have been edited

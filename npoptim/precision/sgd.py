@@ -60,21 +60,24 @@ def _momentum_step(p, g, buf, h, tail):
 
 
 @kernel
-def sgd_per_op_rule(p, g, s, h, tail):
+def sgd_per_op_rule(p, g, s, h, i):
     """SGD without momentum; ``s = ()``."""
+    tail = i >= h.tail_start
     g = _decayed_grad(p, g, h, tail)
     return add_alpha(p, h.neg_lr, g, h.code, tail), s
 
 
 @kernel
-def momentum_first_per_op_rule(p, g, s, h, tail):
+def momentum_first_per_op_rule(p, g, s, h, i):
     """The first momentum step: the buffer is a copy of the decayed gradient."""
+    tail = i >= h.tail_start
     g = _decayed_grad(p, g, h, tail)
     return _momentum_step(p, g, g, h, tail), (g,)
 
 
 @kernel
-def momentum_per_op_rule(p, g, s, h, tail):
+def momentum_per_op_rule(p, g, s, h, i):
+    tail = i >= h.tail_start
     (buf,) = s
     g = _decayed_grad(p, g, h, tail)
     buf = round_to(buf * h.momentum, h.code)
