@@ -24,6 +24,8 @@ cross-check ran:
 test_plot.py themselves.)
 * ``NPOPTIM_REQUIRE_TORCH_OPTIMI``: torch-optimi (npoptim.precision's Kahan-compensated updates;
   installed with ``--no-deps``).
+* ``NPOPTIM_REQUIRE_TORCHAO``: torchao (stochastic rounding compared with its
+  ``_AdamW(bf16_stochastic_round=True)``; installed with ``--no-deps``).
 """
 import importlib
 import importlib.util
@@ -42,6 +44,7 @@ REQUIRED = {
     "FBGEMM": ("fbgemm_gpu",),
     "ML_DTYPES": ("ml_dtypes",),
     "TORCH_OPTIMI": ("optimi",),
+    "TORCHAO": ("torchao.optim",),
 }
 
 
