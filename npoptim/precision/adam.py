@@ -47,9 +47,8 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
 from npoptim.precision.drivers import apply_dense16
-from npoptim.precision.formats import BFLOAT16, bfloat16_to_float32, from_float32_array, round_to
-from npoptim.precision.formats import to_float32_array
-from npoptim.precision.optimizer import LowPrecision
+from npoptim.precision.formats import BFLOAT16, bfloat16_to_float32, round_to
+from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 from npoptim.precision.stochastic import random16, stochastic_bfloat16, stream_key
 
 
@@ -71,15 +70,6 @@ class Adam16Hyper(NamedTuple):
 
 
 # ------------------------------------------------------------------------------- per-op
-@kernel
-def add_alpha(a, alpha, b, code, tail):
-    """torch's 16-bit ``a.add(b, alpha=alpha)`` (``alpha`` already in the format): one fused
-    multiply-add in the vector loop, the product rounded first in the scalar tail."""
-    if tail:
-        return round_to(a + round_to(alpha * b, code), code)
-    return round_to(fma(alpha, b, a), code)
-
-
 @kernel
 def _per_op_moments(p, g, m, v, h, tail):
     if h.maximize != 0:
@@ -213,28 +203,6 @@ KERNELS = {("per-op", False): _adam_per_op_dense, ("per-op", True): _amsgrad_per
            ("stochastic", True): _amsgrad_stochastic_dense}
 
 
-def rounded_scalar(value, code):
-    """``value`` as torch turns a scalar into a 16-bit tensor's: to float32, then the format."""
-    bits = from_float32_array(np.float32(value), format=("bfloat16", "float16")[code])
-    return float(to_float32_array(bits, ("bfloat16", "float16")[code]))
-
-
-def tail_start(param, group):
-    """The first element of torch's scalar remainder loop (``param.size`` without one)."""
-    lanes = group["torch_cpu_lanes"]
-    return param.size if lanes is None else param.size - param.size % lanes
-
-
-def record16(record, param, group, key=None, **values):
-    """The record ``record(**values)`` of a step on ``param``: every value a float32 (a flag
-    1 or 0), with the format code, the start of torch's scalar tail and (records that have
-    one) the stochastic-rounding ``key``."""
-    extra = {} if key is None else {"key": np.uint64(key)}
-    return record(code=np.int64(LowPrecision._code(param, group)),
-                  tail_start=np.int64(tail_start(param, group)), **extra,
-                  **{name: np.float32(value) for name, value in values.items()})
-
-
 class Adam(LowPrecision, adam.Adam):
     """``torch.optim.Adam`` on bfloat16/float16 arrays (see the module docstring), with
     ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
@@ -244,11 +212,6 @@ class Adam(LowPrecision, adam.Adam):
 
     roundings = ("per-op", "fused", "stochastic")
 
-    def _prepare_grad(self, grad, param, group, where):
-        if group["rounding"] == "stochastic" and self._code(param, group) != BFLOAT16:
-            raise ValueError(f"{where}: rounding='stochastic' is for bfloat16 parameters")
-        return super()._prepare_grad(grad, param, group, where)
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
                  seed=0, maximize=False, decoupled_weight_decay=False, **torch_options):
@@ -257,6 +220,11 @@ class Adam(LowPrecision, adam.Adam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize,
                          decoupled_weight_decay=decoupled_weight_decay, **torch_options)
+
+    def _prepare_grad(self, grad, param, group, where):
+        if group["rounding"] == "stochastic" and self._code(param, group) != BFLOAT16:
+            raise ValueError(f"{where}: rounding='stochastic' is for bfloat16 parameters")
+        return super()._prepare_grad(grad, param, group, where)
 
     def _update(self, param, grad, state, group):
         state["step"] += 1

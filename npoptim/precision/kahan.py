@@ -33,10 +33,9 @@ import numpy as np
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative
-from npoptim.precision.adam import add_alpha, record16, rounded_scalar
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
-from npoptim.precision.optimizer import LowPrecision
+from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 
 
 class KahanHyper(NamedTuple):

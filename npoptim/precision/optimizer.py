@@ -20,7 +20,10 @@ changes, as is an unknown rounding mode or format.
 """
 import numpy as np
 
-from npoptim.precision.formats import FORMATS, bits_of, format_of
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
+from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
+from npoptim.precision.formats import round_to, to_float32_array
 
 ROUNDINGS = ("per-op", "fused", "stochastic")
 
@@ -114,3 +117,34 @@ class LowPrecision:
     def _flat_bits(self, state, group):
         """The group's array states as flat ``uint16`` views, in ``_state_names`` order."""
         return tuple(bits_of(state[name].reshape(-1)) for name in self._state_names(group))
+
+
+@kernel
+def add_alpha(a, alpha, b, code, tail):
+    """torch's 16-bit ``a.add(b, alpha=alpha)`` (``alpha`` already in the format): one fused
+    multiply-add in the vector loop, the product rounded first in the scalar tail."""
+    if tail:
+        return round_to(a + round_to(alpha * b, code), code)
+    return round_to(fma(alpha, b, a), code)
+
+
+def rounded_scalar(value, code):
+    """``value`` as torch turns a scalar into a 16-bit tensor's: to float32, then the format."""
+    bits = from_float32_array(np.float32(value), format=("bfloat16", "float16")[code])
+    return float(to_float32_array(bits, ("bfloat16", "float16")[code]))
+
+
+def tail_start(param, group):
+    """The first element of torch's scalar remainder loop (``param.size`` without one)."""
+    lanes = group["torch_cpu_lanes"]
+    return param.size if lanes is None else param.size - param.size % lanes
+
+
+def record16(record, param, group, key=None, **values):
+    """The record ``record(**values)`` of a step on ``param``: every value a float32 (a flag
+    1 or 0), with the format code, the start of torch's scalar tail and (records that have
+    one) the stochastic-rounding ``key``."""
+    extra = {} if key is None else {"key": np.uint64(key)}
+    return record(code=np.int64(LowPrecision._code(param, group)),
+                  tail_start=np.int64(tail_start(param, group)), **extra,
+                  **{name: np.float32(value) for name, value in values.items()})

@@ -24,10 +24,9 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.optim import sgd
-from npoptim.precision.adam import add_alpha, record16, rounded_scalar
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
-from npoptim.precision.optimizer import LowPrecision
+from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 
 
 class SGD16Hyper(NamedTuple):
