@@ -206,3 +206,44 @@ def test_stochastic_adamw_is_reproducible_and_thread_count_independent():
     with pytest.raises(ValueError, match="for bfloat16"):
         precision.AdamW([np.zeros(3, np.float16)], rounding="stochastic").step(
             [np.zeros(3, np.float16)])
+
+
+_EVERY_MODE = """
+import sys
+import numpy as np
+import ml_dtypes
+import npoptim.precision as P
+rng = np.random.default_rng(0)
+out = []
+modes = [(P.AdamW, dict(rounding="per-op", torch_cpu_lanes=32, weight_decay=0.1)),
+         (P.Adam, dict(rounding="fused", weight_decay=0.1)),
+         (P.AdamW, dict(rounding="stochastic", seed=2)),
+         (P.SGD, dict(momentum=0.9, weight_decay=0.01, torch_cpu_lanes=32)),
+         (P.KahanAdamW, dict()), (P.KahanSGD, dict(momentum=0.9))]
+for cls, kwargs in modes:
+    for dtype in (ml_dtypes.bfloat16, np.float16):
+        if kwargs.get("rounding") == "stochastic" and dtype is np.float16:
+            continue
+        p = rng.standard_normal(40).astype(np.float32).astype(dtype)
+        opt = cls([p], lr=1e-2, **kwargs)
+        for _ in range(3):
+            opt.step([rng.standard_normal(40).astype(np.float32).astype(dtype)])
+        out.append(p.view(np.uint16))
+sys.stdout.write(np.concatenate(out).tobytes().hex())
+"""
+
+
+def test_every_mode_runs_the_same_as_plain_python():
+    """NUMBA_DISABLE_JIT=1 runs the same rules and conversions as plain Python: same bits."""
+    import os
+    import subprocess
+    import sys
+
+    def run(disable):
+        env = dict(os.environ, NUMBA_DISABLE_JIT=disable)
+        return subprocess.run([sys.executable, "-c", _EVERY_MODE], env=env, check=True,
+                              capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.dirname(__file__))).stdout
+
+    compiled, python = run("0"), run("1")
+    assert len(compiled) == 440 * 4 and compiled == python
