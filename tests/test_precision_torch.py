@@ -208,3 +208,33 @@ def test_grad_scaler_matches_torch_step_for_step():
         assert stepped == (not (t % 7 == 4 or t % 11 == 6))
         assert np.array_equal(ours_p, tp.detach().numpy()), t
     assert scaler.state_dict() == tscaler.state_dict()
+
+
+@needs_torch
+@pytest.mark.parametrize("format", FORMATS)
+def test_state_dict_round_trip_and_torchs_state_dict_continue_bit_for_bit(format):
+    """Stop after 11 steps: npoptim's own state_dict, and torch's (its 16-bit tensors widened
+    to float32), load into fresh optimizers that continue exactly as torch does."""
+    from torch_compare import to_numpy
+
+    params, grads = problem(format, seed=9)
+    grads = [[g if g is not None else np.zeros_like(params[i]) for i, g in enumerate(step)]
+             for step in grads]  # every param has state at the split
+    kwargs = dict(lr=1e-2, weight_decay=0.1)
+    theirs, topt = torch_run("AdamW", kwargs, {}, params, grads, format, fused=True)
+    first, opt = np_run("AdamW", kwargs, {}, params, grads[:11], "fused")
+    _, topt_first = torch_run("AdamW", kwargs, {}, params, grads[:11], format, fused=True)
+    for source in (opt.state_dict(), to_numpy(topt_first.state_dict())):
+        ps = [p.view(numpy_dtype(format)).copy() for p in first[-1]]
+        resumed = precision.AdamW([{"params": ps[:2]}, {"params": ps[2:]}], rounding="fused",
+                                  torch_cpu_lanes=torch_lanes(), **kwargs)
+        resumed.load_state_dict(source)
+        for t, step in enumerate(grads[11:], start=11):
+            resumed.step(step)
+            assert all(np.array_equal(bits(p), q) for p, q in zip(ps, theirs[t])), t
+    with pytest.raises(ValueError, match="does not hold exactly"):
+        bad = opt.state_dict()
+        bad["state"][0]["exp_avg"] = bad["state"][0]["exp_avg"].astype(np.float32) + 1e-4
+        ps = [p.copy() for p in params]
+        precision.AdamW([{"params": ps[:2]}, {"params": ps[2:]}],
+                        rounding="fused").load_state_dict(bad)

@@ -254,4 +254,8 @@ class AdamW(Adam):
                          torch_cpu_lanes=torch_cpu_lanes, seed=seed, maximize=maximize,
                          decoupled_weight_decay=True, **torch_options)
 
-    load_state_dict = adam.AdamW.load_state_dict
+    def load_state_dict(self, state_dict):
+        """As :meth:`Adam.load_state_dict`; every group stays decoupled (torch's AdamW)."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

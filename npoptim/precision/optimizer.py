@@ -22,6 +22,7 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
+from npoptim.optim.optimizer import _as_step
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import round_to, to_float32_array
 
@@ -108,6 +109,43 @@ class LowPrecision:
                     or not value.flags.c_contiguous or value.dtype != param.dtype):
                 raise ValueError(f"{where}['{name}'] must be a C-contiguous array of shape "
                                  f"{param.shape} and dtype {param.dtype}")
+
+    def _load_param_state(self, entry, param, group, where):
+        """A parameter's state from a state_dict: arrays of the param's dtype, or float arrays
+        whose values the format holds exactly (torch's 16-bit state widened to float32)."""
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict")
+        expected = set(self._state_names(group))
+        if self.step_in_state_dict is not None:
+            expected.add("step")
+        if set(entry) != expected and not (self.creates_missing_state
+                                           and set(entry) <= expected):
+            raise ValueError(f"{where} has entries {sorted(entry)}, {type(self).__name__} with "
+                             f"these options expects {sorted(expected)}")
+        name_of_format = format_of(param, group["format"])
+        out = {}
+        for name, value in entry.items():
+            if name == "step":
+                out[name] = _as_step(value, f"{where}['step']")
+                continue
+            arr = np.asarray(value)
+            if arr.shape != param.shape:
+                raise ValueError(f"{where}['{name}'] has shape {arr.shape}, expected "
+                                 f"{param.shape}")
+            if arr.dtype != param.dtype:
+                if arr.dtype.kind != "f":
+                    raise ValueError(f"{where}['{name}'] must be {param.dtype} or float "
+                                     f"values, got {arr.dtype}")
+                wide = arr.astype(np.float32)
+                bits = from_float32_array(wide, name_of_format)
+                back = to_float32_array(bits, name_of_format)
+                if not (np.array_equal(back, wide, equal_nan=True)
+                        and np.array_equal(wide, arr, equal_nan=True)):
+                    raise ValueError(f"{where}['{name}'] has values that {name_of_format} "
+                                     "does not hold exactly")
+                arr = bits if param.dtype == np.uint16 else bits.view(param.dtype)
+            out[name] = np.array(arr, order="C")
+        return out
 
     @staticmethod
     def _code(param, group):
