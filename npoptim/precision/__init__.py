@@ -1,4 +1,6 @@
-"""Low precision as GPU kernels run it (see the README table): 16-bit formats and optimizers."""
+"""Low precision as GPU kernels run it (the README's table): bfloat16/float16 optimizers with
+torch's per-op and fused rounding, stochastic rounding, Kahan compensation, master weights and
+loss scaling; :mod:`npoptim.precision.formats` has the 16-bit conversions."""
 from npoptim.precision.adam import Adam, AdamW
 from npoptim.precision.kahan import KahanAdamW, KahanSGD
 from npoptim.precision.master import MasterWeights

@@ -1,13 +1,15 @@
 """What the 16-bit optimizers share: 16-bit params, grads and state, and the rounding mode.
 
-A 16-bit optimizer (``npoptim.precision.Adam``, ``AdamW``, ``SGD``) takes the float32
-optimizer's options plus two:
+A 16-bit optimizer (``npoptim.precision.Adam``, ``AdamW``, ``SGD``, ``KahanAdamW``,
+``KahanSGD``) takes its float optimizer's options plus these:
 
 * ``rounding``: ``"per-op"`` rounds the result of every tensor operation of torch's
   single-tensor implementation (its CPU default) to the 16-bit format, as torch does for bfloat16
   and float16 tensors on CPU (each operation computes in float32 and rounds once);
   ``"fused"`` computes the whole step in float32 from the stored 16-bit values and rounds the
-  new parameter and state once, as torch's ``fused=True`` kernels ("opmath") do.
+  new parameter and state once, as torch's ``fused=True`` kernels ("opmath") do;
+  ``"stochastic"`` (Adam/AdamW on bfloat16) is the fused step with the new parameter rounded
+  stochastically (:mod:`npoptim.precision.stochastic`), its draws keyed by ``seed``.
 * ``format``: ``"bfloat16"`` or ``"float16"``, needed only for raw ``uint16`` arrays (the bits);
   ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their format.
 * ``torch_cpu_lanes``: None (default), or the number of 16-bit lanes of torch's CPU vectors
@@ -16,7 +18,8 @@ optimizer's options plus two:
 
 Params, grads and state all have the param's dtype (torch's ``zeros_like(param)`` state); a
 gradient of another dtype (a float16 grad for a bfloat16 param) is refused before anything
-changes, as is an unknown rounding mode or format.
+changes, as is an unknown rounding mode or format. The helpers at the end are the pieces of
+torch's 16-bit arithmetic every family's rules and records share.
 """
 import numpy as np
 
@@ -26,6 +29,7 @@ from npoptim.optim.optimizer import _as_step
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import round_to, to_float32_array
 
+#: every rounding mode; each class lists the ones it has in ``roundings``
 ROUNDINGS = ("per-op", "fused", "stochastic")
 
 
@@ -54,7 +58,7 @@ class LowPrecision:
     """
 
     sparse_kind = "dense-only"
-    roundings = ROUNDINGS
+    roundings = ("per-op", "fused")
 
     def _check_param(self, param, where):
         if type(param) is not np.ndarray:
