@@ -19,15 +19,15 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_FBGEMM``: fbgemm_gpu (row-wise Adagrad against FBGEMM's
   ``EXACT_ROWWISE_ADAGRAD`` on the CPU).
 * ``NPOPTIM_REQUIRE_ML_DTYPES``: ml_dtypes (bfloat16 arrays of npoptim.precision).
-
-(``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
-test_plot.py themselves.)
 * ``NPOPTIM_REQUIRE_TORCH_OPTIMI``: torch-optimi (npoptim.precision's Kahan-compensated updates;
   installed with ``--no-deps``).
 * ``NPOPTIM_REQUIRE_TORCHAO``: torchao (stochastic rounding compared with its
   ``_AdamW(bf16_stochastic_round=True)``; installed with ``--no-deps``). Only located here, as
   timm: importing it registers torch.compile machinery, which the rest of the suite should not
   run under; its test imports it, and fails instead of skipping when this switch is set.
+
+(``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
+test_plot.py themselves.)
 """
 import importlib
 import importlib.util
@@ -51,10 +51,10 @@ REQUIRED = {
 
 
 def _importable(module):
-    if module in ("timm", "keras"):  # only located: importing them here would run timm's
-        # package __init__ (see above) or fix keras's backend before a test chooses it
+    if module in ("timm", "keras", "torchao"):  # only located: importing them here would run
+        # timm's package __init__, fix keras's backend before a test chooses it, or register
+        # torchao's torch.compile machinery for the whole session (see above)
         return importlib.util.find_spec(module) is not None
-    if module in ("timm", "torchao"):  # only located (see above)
     importlib.import_module(module)
     return True
 
