@@ -27,6 +27,7 @@ OPTIMIZERS = {
     "LARS": ("npoptim.optim.lars", None),
     "Ftrl": ("npoptim.optim.ftrl", None),
     "RowWiseAdagrad": ("npoptim.optim.rowwise_adagrad", None),
+    "Lion": ("npoptim.optim.lion", None),
 }
 
 

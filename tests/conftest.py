@@ -11,6 +11,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_TIMM``: timm's optimizer files (LAMB's apex/timm and LARS's variants;
   timm is installed with ``--no-deps`` and its files are loaded alone, see
   ``torch_compare.timm_optim``);
+* ``NPOPTIM_REQUIRE_LION_PYTORCH``: lion-pytorch (Lion's authors' form; ``--no-deps``);
+* ``NPOPTIM_REQUIRE_ADABELIEF_PYTORCH``: adabelief-pytorch (AdaBelief's authors' code;
+  ``--no-deps``, with its tabulate and colorama);
 * ``NPOPTIM_REQUIRE_JSONSCHEMA``: jsonschema (the JSON Schema against the golden files and the
   procedural checker);
 * ``NPOPTIM_REQUIRE_KERAS``: keras (FTRL's trajectories against ``keras.optimizers.Ftrl`` on
@@ -47,6 +50,8 @@ REQUIRED = {
     "ML_DTYPES": ("ml_dtypes",),
     "TORCH_OPTIMI": ("optimi",),
     "TORCHAO": ("torchao",),
+    "LION_PYTORCH": ("lion_pytorch",),
+    "ADABELIEF_PYTORCH": ("adabelief_pytorch",),
 }
 
 

@@ -31,6 +31,7 @@ CONFIGS = {
     "Ftrl": [dict(lr=0.1, l1=0.01, l2=0.1, l2_shrinkage=0.05, beta=0.1,
                   learning_rate_power=-0.6)],
     "RowWiseAdagrad": [dict(lr=0.1), dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2")],
+    "Lion": [dict(lr=0.01, weight_decay=0.1)],
 }
 
 

@@ -469,6 +469,24 @@ TABLE = {
 }
 
 
+# ----------------------------------------------- beyond torch.optim: optax's optimizers (#16)
+TABLE["Lion"] = [
+    Row("Lion", "defaults", "lion-pytorch's defaults (lr=1e-4, betas (0.9, 0.99), no decay).",
+        {}, matches=("optax.lion 0.2.8", "arXiv 2302.06675 Program 1")),
+    Row("Lion", "weight-decay-mixed", "Weight decay inside the update, betas (0.95, 0.98), "
+        "missing and zero gradients on three parameters (a zero gradient still moves the "
+        "parameter: sign of the momentum).", dict(lr=1e-2, weight_decay=0.1, betas=(0.95, 0.98)),
+        shapes=MIXED, grads="dense-none-zero",
+        matches=("optax.lion 0.2.8", "arXiv 2302.06675 Program 1")),
+    Row("Lion", "lr-schedule-maximize", "maximize under warmup + cosine.",
+        dict(lr=1e-2, weight_decay=0.05, maximize=True), steps=16, schedule="warmup-cosine",
+        matches=("optax.lion 0.2.8 (negated gradients)",)),
+    Row("Lion", "lion-pytorch", "The authors' PyTorch form: decay applied first.",
+        dict(lr=1e-2, weight_decay=0.1, variant="lion_pytorch"),
+        matches=("lion-pytorch 0.2.3 Lion", "google/automl lion_pytorch.py")),
+]
+
+
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
     names = TABLE if optimizers is None else [n for n in TABLE if n in optimizers]
