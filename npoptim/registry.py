@@ -28,6 +28,8 @@ OPTIMIZERS = {
     "Ftrl": ("npoptim.optim.ftrl", None),
     "RowWiseAdagrad": ("npoptim.optim.rowwise_adagrad", None),
     "Lion": ("npoptim.optim.lion", None),
+    "AdaBelief": ("npoptim.optim.adabelief", None),
+    "Adan": ("npoptim.optim.adan", None),
 }
 
 

@@ -32,6 +32,9 @@ CONFIGS = {
                   learning_rate_power=-0.6)],
     "RowWiseAdagrad": [dict(lr=0.1), dict(lr=0.1, weight_decay=0.1, weight_decay_mode="l2")],
     "Lion": [dict(lr=0.01, weight_decay=0.1)],
+    "AdaBelief": [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1,
+                                      variant="adabelief_pytorch")],
+    "Adan": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, variant="optax")],
 }
 
 

@@ -486,6 +486,45 @@ TABLE["Lion"] = [
         matches=("lion-pytorch 0.2.3 Lion", "google/automl lion_pytorch.py")),
 ]
 
+TABLE["AdaBelief"] = [
+    Row("AdaBelief", "defaults", "The paper's Algorithm 2 (= optax.adabelief), eps=1e-16 added "
+        "to s every step and to sqrt(s_hat).", dict(lr=1e-2),
+        matches=("optax.adabelief 0.2.8", "arXiv 2010.07468 Alg. 2")),
+    Row("AdaBelief", "nesterov-lr-schedule", "optax's nesterov, a separate eps_root, betas "
+        "(0.8, 0.99), maximize, under warmup + cosine.",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-8, eps_root=1e-12, nesterov=True,
+             maximize=True), steps=16, schedule="warmup-cosine",
+        matches=("optax.adabelief 0.2.8 (nesterov; negated gradients)",)),
+    Row("AdaBelief", "adabelief-pytorch", "The authors' 0.2.1 defaults: RAdam-style "
+        "rectification (SGD steps until rho_t >= 5), decoupled weight decay.",
+        dict(lr=1e-2, weight_decay=0.1, variant="adabelief_pytorch"),
+        matches=("adabelief-pytorch 0.2.1 AdaBelief",)),
+    Row("AdaBelief", "amsgrad-l2-mixed", "amsgrad and L2 decay, three parameters, missing and "
+        "zero gradients, shrinking gradients.", dict(lr=1e-2, eps=1e-8, amsgrad=True,
+                                                     weight_decay=0.05),
+        shapes=MIXED, grads="dense-none-zero",
+        matches=("adabelief-pytorch 0.2.1 AdaBelief(rectify=False, weight_decouple=False)",)),
+    Row("AdaBelief", "eps-dominated", "Tiny gradients: eps inside s and outside the root.",
+        dict(lr=1e-2, eps=1e-8), grad_scale=1e-9, flags=("eps-dominated",),
+        matches=("optax.adabelief 0.2.8 (eps=eps_root=1e-8)",)),
+]
+
+TABLE["Adan"] = [
+    Row("Adan", "defaults", "The authors' defaults (betas 0.98, 0.92, 0.99 as decay rates).",
+        dict(lr=1e-2), matches=("sail-sg/Adan adan.py", "arXiv 2208.06677 Alg. 1")),
+    Row("Adan", "proximal-decay-mixed", "Proximal weight decay (theta / (1 + lr lambda)), three "
+        "parameters, missing and zero gradients (the previous gradient is kept across a "
+        "missing one).", dict(lr=1e-2, weight_decay=0.1), shapes=MIXED,
+        grads="dense-none-zero", matches=("sail-sg/Adan adan.py",)),
+    Row("Adan", "no-prox-lr-schedule", "The authors' no_prox=True decay under warmup + cosine, "
+        "other betas, maximize.", dict(lr=1e-2, weight_decay=0.1, betas=(0.9, 0.8, 0.95),
+                                       weight_decay_form="decoupled", maximize=True),
+        steps=16, schedule="warmup-cosine", matches=("sail-sg/Adan adan.py (no_prox=True)",)),
+    Row("Adan", "optax", "optax 0.2.8: the gradient difference weighted by 1 - beta2, decay "
+        "added to the update, eps_root=1e-8.", dict(lr=1e-2, weight_decay=0.1, variant="optax"),
+        matches=("optax.adan 0.2.8",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""

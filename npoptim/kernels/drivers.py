@@ -51,7 +51,7 @@ def store_state(states, i, values):
 
 
 # Numba cannot build a tuple of run-time length, so the compiled versions of the two helpers
-# are written out for each number of state arrays an optimizer has (0 to 3).
+# are written out for each number of state arrays an optimizer has (0 to 4; Adan has 4).
 @overload(load_state, jit_options=JIT_OPTIONS)
 def _load_state_jit(states, i):
     n = len(states)
@@ -63,6 +63,8 @@ def _load_state_jit(states, i):
         return lambda states, i: (states[0][i], states[1][i])
     if n == 3:
         return lambda states, i: (states[0][i], states[1][i], states[2][i])
+    if n == 4:
+        return lambda states, i: (states[0][i], states[1][i], states[2][i], states[3][i])
 
 
 @overload(store_state, jit_options=JIT_OPTIONS)
@@ -85,6 +87,13 @@ def _store_state_jit(states, i, values):
             states[1][i] = values[1]
             states[2][i] = values[2]
         return store3
+    if n == 4:
+        def store4(states, i, values):
+            states[0][i] = values[0]
+            states[1][i] = values[1]
+            states[2][i] = values[2]
+            states[3][i] = values[3]
+        return store4
 
 
 def slice_states(states, start, stop):
