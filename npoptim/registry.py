@@ -30,6 +30,7 @@ OPTIMIZERS = {
     "Lion": ("npoptim.optim.lion", None),
     "AdaBelief": ("npoptim.optim.adabelief", None),
     "Adan": ("npoptim.optim.adan", None),
+    "Yogi": ("npoptim.optim.yogi", None),
 }
 
 

@@ -35,6 +35,7 @@ CONFIGS = {
     "AdaBelief": [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1,
                                       variant="adabelief_pytorch")],
     "Adan": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, variant="optax")],
+    "Yogi": [dict(lr=0.01, initial_accumulator_value=0.1)],
 }
 
 

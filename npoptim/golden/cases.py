@@ -525,6 +525,19 @@ TABLE["Adan"] = [
         matches=("optax.adan 0.2.8",)),
 ]
 
+TABLE["Yogi"] = [
+    Row("Yogi", "defaults", "optax's defaults (eps=1e-3, m and v start at 1e-6).", dict(lr=1e-2),
+        matches=("optax.yogi 0.2.8",)),
+    Row("Yogi", "sign-flips-schedule", "Small gradients near v (the sign of v - g^2 flips), "
+        "betas (0.8, 0.99), eps_root, maximize, under warmup + cosine.",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-4, eps_root=1e-10,
+             initial_accumulator_value=1e-4, maximize=True), grad_scale=0.01, steps=16,
+        schedule="warmup-cosine", matches=("optax.scale_by_yogi 0.2.8 (negated gradients)",)),
+    Row("Yogi", "no-bias-correction-mixed", "The paper's uncorrected update, three parameters, "
+        "missing and zero gradients.", dict(lr=1e-2, bias_correction=False), shapes=MIXED,
+        grads="dense-none-zero", matches=("arXiv/NeurIPS 2018 Yogi pseudo-code",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
