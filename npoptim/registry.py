@@ -31,6 +31,10 @@ OPTIMIZERS = {
     "AdaBelief": ("npoptim.optim.adabelief", None),
     "Adan": ("npoptim.optim.adan", None),
     "Yogi": ("npoptim.optim.yogi", None),
+    "AdamaxW": ("npoptim.optim.adamaxw", None),
+    "NovoGrad": ("npoptim.optim.novograd", None),
+    "Fromage": ("npoptim.optim.fromage", None),
+    "SM3": ("npoptim.optim.sm3", None),
 }
 
 

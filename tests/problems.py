@@ -36,6 +36,10 @@ CONFIGS = {
                                       variant="adabelief_pytorch")],
     "Adan": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, variant="optax")],
     "Yogi": [dict(lr=0.01, initial_accumulator_value=0.1)],
+    "AdamaxW": [dict(lr=0.01, weight_decay=0.1)],
+    "NovoGrad": [dict(lr=0.01, weight_decay=0.1)],
+    "Fromage": [dict(lr=0.01)],
+    "SM3": [dict(lr=0.05)],
 }
 
 

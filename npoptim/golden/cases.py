@@ -538,6 +538,54 @@ TABLE["Yogi"] = [
         grads="dense-none-zero", matches=("arXiv/NeurIPS 2018 Yogi pseudo-code",)),
 ]
 
+TABLE["AdamaxW"] = [
+    Row("AdamaxW", "defaults", "optax's weight_decay=1e-4, torch Adamax's lr.", {},
+        matches=("optax.adamaxw 0.2.8",)),
+    Row("AdamaxW", "decay-mixed-schedule", "Large decay, three parameters with missing and zero "
+        "gradients, under warmup + cosine.", dict(lr=2e-2, weight_decay=0.3), shapes=MIXED,
+        grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.adamaxw 0.2.8",)),
+    Row("AdamaxW", "maximize-betas", "maximize with betas (0.8, 0.9), shrinking gradients.",
+        dict(lr=2e-2, betas=(0.8, 0.9), maximize=True), grads="dense-shrinking",
+        matches=("optax.adamaxw 0.2.8 (negated gradients)",)),
+]
+
+TABLE["NovoGrad"] = [
+    Row("NovoGrad", "defaults", "optax's defaults (betas 0.9, 0.25; eps 1e-6), two layers.",
+        dict(lr=1e-2), shapes=LAYERS, matches=("optax.novograd 0.2.8",
+                                               "arXiv 1905.11286 Alg. 1")),
+    Row("NovoGrad", "decay-mixed-schedule", "Weight decay inside the momentum, eps_root, three "
+        "parameters with missing and zero gradients (a zero gradient's layer norm is 0), under "
+        "warmup + cosine.", dict(lr=1e-2, weight_decay=0.1, eps_root=1e-3), shapes=MIXED,
+        grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.novograd 0.2.8",)),
+    Row("NovoGrad", "maximize-betas", "maximize with betas (0.8, 0.5).",
+        dict(lr=1e-2, betas=(0.8, 0.5), maximize=True), shapes=LAYERS,
+        matches=("optax.novograd 0.2.8 (negated gradients)",)),
+]
+
+TABLE["Fromage"] = [
+    Row("Fromage", "paper", "The authors' step: ratio ||w||/||g||, shrink by sqrt(1 + lr^2); "
+        "a zero-initialised bias takes the zero-norm guard (ratio 1).", dict(lr=0.05),
+        shapes=LAYERS, init=("uniform", "zeros"),
+        matches=("jxbz/fromage fromage.py", "arXiv 2002.03432 Alg. 1")),
+    Row("Fromage", "optax-lr-schedule", "optax's min_norm=1e-6, maximize, missing and zero "
+        "gradients, under warmup + cosine.", dict(lr=0.05, variant="optax", maximize=True),
+        shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.fromage 0.2.8 (negated gradients)",)),
+]
+
+TABLE["SM3"] = [
+    Row("SM3", "defaults", "optax's defaults (momentum 0.9): a vector (one accumulator per "
+        "element), a matrix (rows and columns) and a 3-D tensor (three covers).", dict(lr=0.05),
+        shapes=((7,), (4, 6), (2, 3, 4)), matches=("optax.sm3 0.2.8",
+                                                   "arXiv 1901.11150 SM3-II")),
+    Row("SM3", "momentum-schedule-maximize", "momentum 0.5, maximize, missing and zero "
+        "gradients, under warmup + cosine.", dict(lr=0.05, momentum=0.5, maximize=True),
+        shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.scale_by_sm3 0.2.8 (negated gradients)",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
