@@ -35,6 +35,9 @@ OPTIMIZERS = {
     "NovoGrad": ("npoptim.optim.novograd", None),
     "Fromage": ("npoptim.optim.fromage", None),
     "SM3": ("npoptim.optim.sm3", None),
+    "SignSGD": ("npoptim.optim.sign", None),
+    "Signum": ("npoptim.optim.sign", None),
+    "NoisySGD": ("npoptim.optim.noisy_sgd", None),
 }
 
 

@@ -40,6 +40,9 @@ CONFIGS = {
     "NovoGrad": [dict(lr=0.01, weight_decay=0.1)],
     "Fromage": [dict(lr=0.01)],
     "SM3": [dict(lr=0.05)],
+    "SignSGD": [dict(lr=0.01)],
+    "Signum": [dict(lr=0.01, weight_decay=0.1)],
+    "NoisySGD": [dict(lr=0.01, seed=3)],
 }
 
 

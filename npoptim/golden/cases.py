@@ -586,6 +586,37 @@ TABLE["SM3"] = [
         matches=("optax.scale_by_sm3 0.2.8 (negated gradients)",)),
 ]
 
+TABLE["SignSGD"] = [
+    Row("SignSGD", "lr-schedule", "sign(g) under warmup + cosine; missing and zero gradients "
+        "(sign(0) = 0: no move).", dict(lr=1e-2), shapes=MIXED, grads="dense-none-zero",
+        steps=16, schedule="warmup-cosine",
+        matches=("optax.sign_sgd 0.2.8", "arXiv 1802.04434 Alg. 1")),
+    Row("SignSGD", "weight-decay-maximize", "The authors' L2 weight decay inside the sign, "
+        "maximize.", dict(lr=1e-2, weight_decay=0.5, maximize=True),
+        matches=("jxbz/signSGD signum.py (momentum=0)",)),
+]
+
+TABLE["Signum"] = [
+    Row("Signum", "defaults", "The authors' defaults (lr 1e-2, momentum 0.9).", {},
+        matches=("optax.signum 0.2.8", "arXiv 1802.04434 Alg. 3", "jxbz/signSGD signum.py")),
+    Row("Signum", "decay-mixed-schedule", "momentum 0.5, L2 weight decay, maximize, missing and "
+        "zero gradients (the buffer keeps moving the parameter), under warmup + cosine.",
+        dict(lr=1e-2, momentum=0.5, weight_decay=0.1, maximize=True), shapes=MIXED,
+        grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("jxbz/signSGD signum.py",)),
+]
+
+TABLE["NoisySGD"] = [
+    Row("NoisySGD", "defaults", "eta=0.01, gamma=0.55; the noise is the documented "
+        "counter-based stream (npoptim.kernels.counter_stream) with seed 0.", dict(lr=1e-2),
+        matches=("optax.noisy_sgd 0.2.8 (given the same samples)",)),
+    Row("NoisySGD", "seed-mixed-schedule", "seed 12345, eta 0.3, gamma 1, maximize, missing and "
+        "zero gradients (a missing gradient takes no step and no noise), under warmup + cosine.",
+        dict(lr=1e-2, eta=0.3, gamma=1.0, seed=12345, maximize=True), shapes=MIXED,
+        grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.noisy_sgd 0.2.8 (given the same samples)",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""

@@ -1,0 +1,131 @@
+r"""Noisy SGD: gradient descent with annealed Gaussian gradient noise (Neelakantan et al.,
+"Adding Gradient Noise Improves Learning for Very Deep Networks", arXiv 1511.06807), as
+``optax.noisy_sgd`` 0.2.8.
+
+For each element, with gradient :math:`g` (negated when ``maximize``), step count :math:`t`
+(per parameter, from 1) and a standard normal :math:`z`:
+
+.. math::
+
+    \sigma_t &= \sqrt{\eta / t^{\gamma}}\\
+    \theta &\leftarrow \theta - \lr\,(g + \sigma_t z)
+
+(the paper's :math:`\sigma_t^2 = \eta/(1+t)^\gamma` with its :math:`t` counted from 0, as
+optax's ``add_noise`` counts; defaults ``eta=0.01``, ``gamma=0.55``).
+
+Where :math:`z` comes from, so that a run is reproducible in any language:
+
+* ``step(grads, noise=[...])``: the caller's samples, one array per parameter (``None`` where
+  the gradient is ``None``), of the parameter's shape and dtype; this is how the cross-check
+  feeds optax's own ``jax.random`` samples.
+* otherwise the counter-based stream of :mod:`npoptim.kernels.counter_stream`, keyed by
+  ``(seed, parameter index, t)``: parameter ``k`` (its position in param-group order) at its
+  step ``t`` takes values ``0 .. n-1`` of that stream, rounded to its dtype. ``seed`` is a
+  hyperparameter (0), so golden files record it.
+
+optax draws from ``jax.random`` (threefry), which npoptim does not reproduce: the two agree
+given the same samples. optax's learning rate has no default (npoptim: 1e-2).
+Dense gradients only (the noise is dense).
+"""
+import math
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from npoptim.kernels.counter_stream import standard_normal
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import check_flag
+
+
+class NoisySGDHyper(NamedTuple):
+    """One step's hyperparameters of :func:`noisy_sgd_rule` (built by ``NoisySGD._update``)."""
+
+    sign: float      # -1 with maximize, else 1
+    sigma: float     # σ_t
+    neg_lr: float    # -γ
+
+
+@kernel
+def noisy_sgd_rule(p, g, s, h):
+    """One element of noisy SGD; ``s = (z,)``, the standard normal sample (read only)."""
+    (z,) = s
+    return p + h.neg_lr * (h.sign * g + h.sigma * z), s
+
+
+@kernel
+def _noisy_sgd_dense(param, grad, states, hyper):
+    apply_dense(noisy_sgd_rule, param, grad, states, hyper)
+
+
+class NoisySGD(Optimizer):
+    """Noisy SGD (see the module docstring): ``lr``, ``eta``, ``gamma``, ``seed``,
+    ``maximize``; ``step(grads, noise=None)``."""
+
+    sparse_kind = "dense-only"
+
+    def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, maximize=False):
+        self._noise = None
+        self._current_index = 0
+        super().__init__(params, dict(lr=lr, eta=eta, gamma=gamma, seed=seed,
+                                      maximize=maximize))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "eta", "gamma")
+        seed = group["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
+                or not 0 <= seed < 2 ** 64:
+            raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+        check_flag(group, "maximize")
+
+    def step(self, grads=None, closure=None, *, noise=None):
+        """As :meth:`Optimizer.step`; ``noise`` gives the standard normal samples (see the
+        module docstring), checked with everything else before anything changes."""
+        self._noise = None if noise is None else self._check_noise(noise)
+        try:
+            return super().step(grads, closure)
+        finally:
+            self._noise = None
+
+    def _check_noise(self, noise):
+        params = self.params
+        noise = list(noise)
+        if len(noise) != len(params):
+            raise ValueError(f"noise has {len(noise)} arrays for {len(params)} parameters")
+        for k, (z, p) in enumerate(zip(noise, params)):
+            if z is None:
+                continue
+            if not isinstance(z, np.ndarray) or z.shape != p.shape or z.dtype != p.dtype:
+                raise ValueError(f"noise[{k}] must be an array of shape {p.shape} and dtype "
+                                 f"{p.dtype}")
+        return noise
+
+    def _prepare(self, grads):
+        prepared = super()._prepare(grads)
+        if self._noise is not None:
+            for _, index, _, _ in prepared:
+                if self._noise[index] is None:
+                    raise ValueError(f"noise[{index}] is None but grads[{index}] is not")
+        return prepared
+
+    def _update(self, param, grad, state, group):
+        state["step"] += 1
+        step = state["step"]
+        index = self._current_index
+        if self._noise is not None:
+            z = np.ascontiguousarray(self._noise[index]).reshape(-1).copy()
+        else:
+            z = standard_normal(group["seed"], index, step, param.size).astype(param.dtype)
+        hyper = typed_record(NoisySGDHyper, param, sign=-1.0 if group["maximize"] else 1.0,
+                             sigma=math.sqrt(group["eta"] / step ** group["gamma"]),
+                             neg_lr=-group["lr"])
+        _noisy_sgd_dense(param, grad, (z,), hyper)
+
+    def _apply(self, prepared):
+        # one at a time, so that ``_update`` (which sees a flat view) knows the parameter's
+        # index, the stream's key
+        for item in prepared:
+            self._current_index = item[1]
+            super()._apply([item])

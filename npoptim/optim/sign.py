@@ -1,0 +1,122 @@
+r"""signSGD and Signum (Bernstein et al., "signSGD: Compressed Optimisation for Non-Convex
+Problems", ICML 2018, arXiv 1802.04434, Algorithms 1 and 3), as ``optax.sign_sgd`` and
+``optax.signum`` 0.2.8 and the authors' PyTorch code.
+
+For each element, with gradient :math:`g` (negated when ``maximize``):
+
+.. math::
+
+    g &\leftarrow g + \lambda\theta                       &&\text{weight decay (L2, the authors')}\\
+    m &\leftarrow \beta m + (1-\beta)\,g                  &&\text{Signum only (``momentum\_buffer'')}\\
+    \theta &\leftarrow \theta - \gamma\operatorname{sign}(m)
+        &&\text{(signSGD: } \operatorname{sign}(g)\text{)}
+
+``sign(0) = 0``. Sources: google-deepmind/optax ``optax/_src/alias.py`` ``sign_sgd``
+(``scale_by_sign``, then the learning rate) and ``signum`` (``ema(beta, debias=False)``, then
+the sign: the buffer starts at 0 and is not bias-corrected, which the sign would not notice
+anyway); jxbz/signSGD ``signSGD_zoo/signum.py`` (the authors': the same buffer, named
+``momentum_buffer``, and L2 weight decay added to the gradient). optax has no weight decay
+here and no default learning rate (npoptim: the authors' 1e-2 and ``beta=0.9``).
+
+Dense gradients only: a zero gradient still moves Signum's buffer and parameter (and, with
+weight decay, signSGD's).
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+from npoptim.kernels.drivers import apply_dense
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import check_flag
+
+
+class SignHyper(NamedTuple):
+    """One step's hyperparameters of the sign rules (built by ``Signum._hyper``)."""
+
+    maximize: float         # 1 or 0
+    weight_decay: float
+    beta: float             # Signum's momentum (unused by signSGD)
+    one_minus_beta: float
+    neg_lr: float           # -γ
+
+
+@kernel
+def _decayed_grad(p, g, h):
+    if h.maximize != 0:
+        g = -g
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    return g
+
+
+@kernel
+def sign_sgd_rule(p, g, s, h):
+    """One element of signSGD (no state)."""
+    return p + h.neg_lr * np.sign(_decayed_grad(p, g, h)), s
+
+
+@kernel
+def signum_rule(p, g, s, h):
+    """One element of Signum; ``s = (momentum_buffer,)``."""
+    (momentum_buffer,) = s
+    g = _decayed_grad(p, g, h)
+    m = h.beta * momentum_buffer + h.one_minus_beta * g
+    return p + h.neg_lr * np.sign(m), (m,)
+
+
+@kernel
+def _sign_sgd_dense(param, grad, states, hyper):
+    apply_dense(sign_sgd_rule, param, grad, states, hyper)
+
+
+@kernel
+def _signum_dense(param, grad, states, hyper):
+    apply_dense(signum_rule, param, grad, states, hyper)
+
+
+class Signum(Optimizer):
+    """Signum (see the module docstring): ``lr``, ``momentum`` (:math:`\\beta`),
+    ``weight_decay``, ``maximize``."""
+
+    sparse_kind = "dense-only"
+    step_in_state_dict = None
+
+    def __init__(self, params, lr=1e-2, momentum=0.9, weight_decay=0.0, *, maximize=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def _check_group(self, group):
+        check_nonnegative(group, "lr", "weight_decay")
+        momentum = group.get("momentum", 0.0)
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) \
+                or not 0.0 <= momentum < 1.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        check_flag(group, "maximize")
+
+    def _state_names(self, group):
+        return ("momentum_buffer",)
+
+    def _hyper(self, param, group):
+        beta = group.get("momentum", 0.0)
+        return typed_record(SignHyper, param, maximize=bool(group["maximize"]),
+                            weight_decay=group["weight_decay"], beta=beta,
+                            one_minus_beta=1 - beta, neg_lr=-group["lr"])
+
+    def _update(self, param, grad, state, group):
+        _signum_dense(param, grad, self._flat_states(state, group), self._hyper(param, group))
+
+
+class SignSGD(Signum):
+    """signSGD (see the module docstring): ``lr``, ``weight_decay``, ``maximize``; no state."""
+
+    def __init__(self, params, lr=1e-2, weight_decay=0.0, *, maximize=False):
+        Optimizer.__init__(self, params, dict(lr=lr, weight_decay=weight_decay,
+                                              maximize=maximize))
+
+    def _state_names(self, group):
+        return ()
+
+    def _update(self, param, grad, state, group):
+        _sign_sgd_dense(param, grad, (), self._hyper(param, group))
