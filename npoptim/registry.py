@@ -38,6 +38,7 @@ OPTIMIZERS = {
     "SignSGD": ("npoptim.optim.sign", None),
     "Signum": ("npoptim.optim.sign", None),
     "NoisySGD": ("npoptim.optim.noisy_sgd", None),
+    "PolyakSGD": ("npoptim.optim.polyak_sgd", None),
 }
 
 

@@ -9,6 +9,8 @@ LBFGS (one group only, as in torch) minimizes the objective through a closure.
 """
 import numpy as np
 
+from npoptim.golden.cases import CLOSURE_DRIVEN
+
 SHAPES = [(4, 3), (3, 5)]
 
 CONFIGS = {
@@ -43,6 +45,7 @@ CONFIGS = {
     "SignSGD": [dict(lr=0.01)],
     "Signum": [dict(lr=0.01, weight_decay=0.1)],
     "NoisySGD": [dict(lr=0.01, seed=3)],
+    "PolyakSGD": [dict(lr=0.5)],
 }
 
 
@@ -95,7 +98,7 @@ def make(cls, name, kwargs, params):
 
 def step(opt, params, name, k):
     """Step ``k`` of an npoptim optimizer over ``params``."""
-    if name == "LBFGS":
+    if name in CLOSURE_DRIVEN:
         opt.step(closure=lambda: objective(params))
     else:
         opt.step(step_gradients(params, k))

@@ -617,6 +617,19 @@ TABLE["NoisySGD"] = [
         matches=("optax.noisy_sgd 0.2.8 (given the same samples)",)),
 ]
 
+CLOSURE_DRIVEN += ("PolyakSGD",)
+TABLE["PolyakSGD"] = [
+    Row("PolyakSGD", "defaults", "optax's defaults (scaling 1, max_learning_rate 1, f_min 0) "
+        "on the separable quartic (the case stores the objective, not gradients).", {},
+        shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.polyak_sgd 0.2.8", "arXiv 2002.10542 SPS_max (c=1, gamma_b=1)")),
+    Row("PolyakSGD", "sps-plus-schedule", "sps+ with f_min above the minimum (the gap is "
+        "clipped at 0 near the end), a capped step, eps, the scaling under warmup + cosine.",
+        dict(lr=0.8, max_learning_rate=0.5, f_min=0.05, eps=1e-6, mode="sps+"),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("optax.polyak_sgd 0.2.8 (variant='sps+')",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
