@@ -39,6 +39,8 @@ OPTIMIZERS = {
     "Signum": ("npoptim.optim.sign", None),
     "NoisySGD": ("npoptim.optim.noisy_sgd", None),
     "PolyakSGD": ("npoptim.optim.polyak_sgd", None),
+    "OptimisticGD": ("npoptim.optim.optimistic", None),
+    "OptimisticAdam": ("npoptim.optim.optimistic", None),
 }
 
 

@@ -46,6 +46,8 @@ CONFIGS = {
     "Signum": [dict(lr=0.01, weight_decay=0.1)],
     "NoisySGD": [dict(lr=0.01, seed=3)],
     "PolyakSGD": [dict(lr=0.5)],
+    "OptimisticGD": [dict(lr=0.01)],
+    "OptimisticAdam": [dict(lr=0.01), dict(lr=0.01, variant='optax')],
 }
 
 

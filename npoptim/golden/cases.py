@@ -630,6 +630,28 @@ TABLE["PolyakSGD"] = [
         matches=("optax.polyak_sgd 0.2.8 (variant='sps+')",)),
 ]
 
+TABLE["OptimisticGD"] = [
+    Row("OptimisticGD", "defaults", "alpha = beta = 1: theta - lr (2 g_t - g_{t-1}); the first "
+        "step uses g_0 = g_1.", dict(lr=1e-2),
+        matches=("optax.optimistic_gradient_descent 0.2.8",)),
+    Row("OptimisticGD", "alpha-beta-mixed-schedule", "alpha 0.5, beta 2, maximize, missing and "
+        "zero gradients, under warmup + cosine.", dict(lr=1e-2, alpha=0.5, beta=2.0,
+                                                       maximize=True),
+        shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.optimistic_gradient_descent 0.2.8 (negated gradients)",)),
+]
+
+TABLE["OptimisticAdam"] = [
+    Row("OptimisticAdam", "paper", "The paper's Algorithm 1: 2 d_t - d_{t-1} of plain Adam "
+        "directions.", dict(lr=1e-2), matches=("arXiv 1711.00141 Alg. 1",
+                                               "optax.optimistic_adam_v2 0.2.8 (nesterov=False)")),
+    Row("OptimisticAdam", "optax-lr-schedule", "optax's defaults (Nesterov moments), alpha 0.5, "
+        "beta 2, eps_root, missing and zero gradients, under warmup + cosine.",
+        dict(lr=1e-2, variant="optax", alpha=0.5, beta=2.0, eps_root=1e-10), shapes=MIXED,
+        grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.optimistic_adam_v2 0.2.8",)),
+]
+
 
 def rows(optimizers=None):
     """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
