@@ -13,6 +13,8 @@ Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (importe
 use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`row_sparse_grad` and
 :class:`RowSparseGrad`, :func:`embedding_row_grad` (the CSR form), the
 checkpoint functions :func:`save` and :func:`load`, and :func:`set_parallel_threshold`.
+checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshold`, and the
+:class:`~npoptim.optim.lookahead.Lookahead` wrapper.
 """
 import importlib
 
@@ -27,11 +29,15 @@ __version__ = "0.1.0"
 __all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",
            "save", "load",
            "set_parallel_threshold", "get_parallel_threshold", *registry.OPTIMIZERS]
+           "set_parallel_threshold", "get_parallel_threshold", "Lookahead",
+           *registry.OPTIMIZERS]
 
 
 def __getattr__(name):
     if name in registry.OPTIMIZERS:
         return registry.get(name)
+    if name == "Lookahead":
+        return importlib.import_module("npoptim.optim.lookahead").Lookahead
     if name == "lr_scheduler":
         return importlib.import_module("npoptim.lr_scheduler")
     raise AttributeError(f"module 'npoptim' has no attribute {name!r}")
