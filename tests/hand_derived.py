@@ -23,3 +23,22 @@ def assert_typed_float32(rule, args):
     signature = [s for s in rule.nopython_signatures if "float32" in str(s.args)][0]
     assert "float64" not in str(signature.return_type), (rule, signature)
     assert "float32" in str(signature.return_type), (rule, signature)
+
+
+def snapshot(opt):
+    """Copies of every parameter and state array of ``opt`` (for :func:`assert_unchanged`)."""
+    return ([p.copy() for p in opt.params],
+            {i: {k: np.copy(v) for k, v in s.items()} for i, s in opt.state.items()})
+
+
+def assert_unchanged(opt, snap):
+    """``opt``'s parameters and state are bit for bit those of ``snap``: a refused step
+    changed nothing."""
+    params, state = snap
+    for p, q in zip(opt.params, params):
+        np.testing.assert_array_equal(p, q)
+    assert set(opt.state) == set(state)
+    for i, s in state.items():
+        assert set(opt.state[i]) == set(s)
+        for k, v in s.items():
+            np.testing.assert_array_equal(opt.state[i][k], v)

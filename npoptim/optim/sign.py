@@ -27,8 +27,8 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.sgd import _decayed_grad  # maximize and L2 decay, as torch SGD
 from npoptim.optim.variants import check_flag
 
 
@@ -40,15 +40,6 @@ class SignHyper(NamedTuple):
     beta: float             # Signum's momentum (unused by signSGD)
     one_minus_beta: float
     neg_lr: float           # -γ
-
-
-@kernel
-def _decayed_grad(p, g, h):
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = fma(h.weight_decay, p, g)
-    return g
 
 
 @kernel
