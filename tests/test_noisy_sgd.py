@@ -6,8 +6,7 @@ import math
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_trajectory,
-                           problem, schedule)
+from optax_compare import assert_same_trajectory, optax_trajectory, problem, schedule
 
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.optim.noisy_sgd import NoisySGD
