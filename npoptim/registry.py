@@ -54,7 +54,9 @@ def get(name):
 
 def variants(name):
     """``(VARIANTS, ALIASES)`` of the optimizer called ``name``: its published forms (name ->
-    the switches they set) and their other names; two empty dicts for an optimizer without
-    variants (see :mod:`npoptim.optim.variants`)."""
+    the switches they set) and their other names, from the class or else its module; two empty
+    dicts for an optimizer without variants (see :mod:`npoptim.optim.variants`)."""
     module = importlib.import_module(OPTIMIZERS[name][0])
-    return getattr(module, "VARIANTS", {}), getattr(module, "ALIASES", {})
+    cls = getattr(module, name)   # a module with two optimizers keeps them on the class
+    return (getattr(cls, "VARIANTS", getattr(module, "VARIANTS", {})),
+            getattr(cls, "ALIASES", getattr(module, "ALIASES", {})))

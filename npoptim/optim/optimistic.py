@@ -141,19 +141,18 @@ def _hyper(param, step, group, adam=None):
                         beta=group["beta"], neg_lr=-group["lr"], **adam)
 
 
-VARIANTS = {"paper": dict(nesterov=False), "optax": dict(nesterov=True)}
-ALIASES = {}
-
-
 class OptimisticAdam(Optimizer):
     """Optimistic Adam (see the module docstring): ``lr``, ``betas``, ``eps``, ``eps_root``,
     ``alpha``, ``beta``, ``nesterov``, ``maximize``; ``variant`` ``"paper"`` or ``"optax"``."""
 
     sparse_kind = "dense-only"
+    #: The published forms (on the class: OptimisticGD, in the same module, has none).
+    VARIANTS = {"paper": dict(nesterov=False), "optax": dict(nesterov=True)}
+    ALIASES = {}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, *, alpha=1.0, beta=1.0,
                  eps_root=0.0, variant="paper", nesterov=VARIANT_DEFAULT, maximize=False):
-        self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant,
+        self.variant, switches = resolve_variant(self.VARIANTS, self.ALIASES, variant,
                                                  dict(nesterov=nesterov))
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, eps_root=eps_root,
                                       alpha=alpha, beta=beta, maximize=maximize, **switches))
