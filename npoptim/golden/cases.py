@@ -593,17 +593,17 @@ TABLE["SignSGD"] = [
         matches=("optax.sign_sgd 0.2.8", "arXiv 1802.04434 Alg. 1")),
     Row("SignSGD", "weight-decay-maximize", "The authors' L2 weight decay inside the sign, "
         "maximize.", dict(lr=1e-2, weight_decay=0.5, maximize=True),
-        matches=("jxbz/signSGD signum.py (momentum=0)",)),
+        matches=("mxnet.optimizer.Signum (momentum=0, the authors')",)),
 ]
 
 TABLE["Signum"] = [
     Row("Signum", "defaults", "The authors' defaults (lr 1e-2, momentum 0.9).", {},
-        matches=("optax.signum 0.2.8", "arXiv 1802.04434 Alg. 3", "jxbz/signSGD signum.py")),
+        matches=("optax.signum 0.2.8", "arXiv 1802.04434 Alg. 3")),
     Row("Signum", "decay-mixed-schedule", "momentum 0.5, L2 weight decay, maximize, missing and "
         "zero gradients (the buffer keeps moving the parameter), under warmup + cosine.",
         dict(lr=1e-2, momentum=0.5, weight_decay=0.1, maximize=True), shapes=MIXED,
         grads="dense-none-zero", steps=16, schedule="warmup-cosine",
-        matches=("jxbz/signSGD signum.py",)),
+        matches=("mxnet.optimizer.Signum (the authors')",)),
 ]
 
 TABLE["NoisySGD"] = [

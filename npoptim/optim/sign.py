@@ -1,12 +1,12 @@
 r"""signSGD and Signum (Bernstein et al., "signSGD: Compressed Optimisation for Non-Convex
 Problems", ICML 2018, arXiv 1802.04434, Algorithms 1 and 3), as ``optax.sign_sgd`` and
-``optax.signum`` 0.2.8 and the authors' PyTorch code.
+``optax.signum`` 0.2.8 and the authors' MXNet optimizer.
 
 For each element, with gradient :math:`g` (negated when ``maximize``):
 
 .. math::
 
-    g &\leftarrow g + \lambda\theta                       &&\text{weight decay (L2, the authors')}\\
+    g &\leftarrow g + \lambda\theta                       &&\text{weight decay (L2, as MXNet's)}\\
     m &\leftarrow \beta m + (1-\beta)\,g                  &&\text{Signum only (``momentum\_buffer'')}\\
     \theta &\leftarrow \theta - \gamma\operatorname{sign}(m)
         &&\text{(signSGD: } \operatorname{sign}(g)\text{)}
@@ -14,9 +14,11 @@ For each element, with gradient :math:`g` (negated when ``maximize``):
 ``sign(0) = 0``. Sources: google-deepmind/optax ``optax/_src/alias.py`` ``sign_sgd``
 (``scale_by_sign``, then the learning rate) and ``signum`` (``ema(beta, debias=False)``, then
 the sign: the buffer starts at 0 and is not bias-corrected, which the sign would not notice
-anyway); jxbz/signSGD ``signSGD_zoo/signum.py`` (the authors': the same buffer, named
-``momentum_buffer``, and L2 weight decay added to the gradient). optax has no weight decay
-here and no default learning rate (npoptim: the authors' 1e-2 and ``beta=0.9``).
+anyway). The authors' code (jxbz/signSGD, README: Signum is MXNet's official optimizer,
+``mxnet.optimizer.Signum``) adds the weight decay ``wd`` to the gradient inside the momentum,
+as here (it stores the negated buffer); its extra decoupled ``wd_lh`` is not implemented.
+optax has no weight decay here and no default learning rate (npoptim: 1e-2 and ``beta=0.9``);
+the buffer is named ``momentum_buffer`` as torch's SGD names its own.
 
 Dense gradients only: a zero gradient still moves Signum's buffer and parameter (and, with
 weight decay, signSGD's).
