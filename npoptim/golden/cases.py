@@ -500,7 +500,7 @@ TABLE["AdaBelief"] = [
         dict(lr=1e-2, weight_decay=0.1, variant="adabelief_pytorch"),
         matches=("adabelief-pytorch 0.2.1 AdaBelief",)),
     Row("AdaBelief", "amsgrad-l2-mixed", "amsgrad and L2 decay, three parameters, missing and "
-        "zero gradients, shrinking gradients.", dict(lr=1e-2, eps=1e-8, amsgrad=True,
+        "zero gradients.", dict(lr=1e-2, eps=1e-8, amsgrad=True,
                                                      weight_decay=0.05),
         shapes=MIXED, grads="dense-none-zero",
         matches=("adabelief-pytorch 0.2.1 AdaBelief(rectify=False, weight_decouple=False)",)),
