@@ -12,7 +12,6 @@ CSR row gradients::
 Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (imported on first
 use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`row_sparse_grad` and
 :class:`RowSparseGrad`, :func:`embedding_row_grad` (the CSR form), the
-checkpoint functions :func:`save` and :func:`load`, and :func:`set_parallel_threshold`.
 checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshold`, and the
 :class:`~npoptim.optim.lookahead.Lookahead` wrapper.
 """
@@ -28,7 +27,6 @@ from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad
 __version__ = "0.1.0"
 __all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",
            "save", "load",
-           "set_parallel_threshold", "get_parallel_threshold", *registry.OPTIMIZERS]
            "set_parallel_threshold", "get_parallel_threshold", "Lookahead",
            *registry.OPTIMIZERS]
 

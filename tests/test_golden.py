@@ -189,7 +189,6 @@ STRUCTURAL_DEFECTS = {
     "case without id": lambda d: d["cases"][0].pop("id"),
     "hyperparameters not an object": lambda d: d["cases"][0].__setitem__("hyperparameters",
                                                                           [0.1]),
-    "hyper not an object": lambda d: d["cases"][0].__setitem__("hyperparameters", [0.1]),
     "shape not a list": lambda d: d["cases"][0]["params"][0].__setitem__("shape", "16x4"),
 }
 

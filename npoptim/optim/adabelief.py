@@ -131,12 +131,12 @@ def adabelief_amsgrad_rule(p, g, s, h):
 
 @kernel
 def _adabelief_dense(param, grad, states, hyper):
-    apply_dense(adabelief_rule, param, grad, states, hyper)
+    apply_dense(adabelief_rule, param, grad, states, AdaBeliefHyper(*hyper))
 
 
 @kernel
 def _adabelief_amsgrad_dense(param, grad, states, hyper):
-    apply_dense(adabelief_amsgrad_rule, param, grad, states, hyper)
+    apply_dense(adabelief_amsgrad_rule, param, grad, states, AdaBeliefHyper(*hyper))
 
 
 #: The published forms (see the module docstring).

@@ -57,7 +57,7 @@ def adamaxw_rule(p, g, s, h):
 
 @kernel
 def _adamaxw_dense(param, grad, states, hyper):
-    apply_dense(adamaxw_rule, param, grad, states, hyper)
+    apply_dense(adamaxw_rule, param, grad, states, AdamaxWHyper(*hyper))
 
 
 class AdamaxW(Optimizer):

@@ -107,7 +107,7 @@ def adan_rule(p, g, s, h):
 
 @kernel
 def _adan_dense(param, grad, states, hyper):
-    apply_dense(adan_rule, param, grad, states, hyper)
+    apply_dense(adan_rule, param, grad, states, AdanHyper(*hyper))
 
 
 #: The published forms (see the module docstring).

@@ -58,7 +58,7 @@ def _fromage_norms(param, grad):
 
 @kernel
 def _fromage_dense(param, grad, states, hyper):
-    apply_dense(fromage_rule, param, grad, states, hyper)
+    apply_dense(fromage_rule, param, grad, states, FromageHyper(*hyper))
 
 
 VARIANTS = {"paper": dict(min_norm=0.0), "optax": dict(min_norm=1e-6)}

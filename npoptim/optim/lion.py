@@ -78,7 +78,7 @@ def lion_rule(p, g, s, h):
 
 @kernel
 def _lion_dense(param, grad, states, hyper):
-    apply_dense(lion_rule, param, grad, states, hyper)
+    apply_dense(lion_rule, param, grad, states, LionHyper(*hyper))
 
 
 #: The published forms (see the module docstring).

@@ -54,7 +54,7 @@ def lookahead_sync_rule(p, fast, s, h):
 
 @kernel
 def _lookahead_sync(param, fast, states, hyper):
-    apply_dense(lookahead_sync_rule, param, fast, states, hyper)
+    apply_dense(lookahead_sync_rule, param, fast, states, LookaheadHyper(*hyper))
 
 
 class Lookahead:

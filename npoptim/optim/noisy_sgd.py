@@ -57,7 +57,7 @@ def noisy_sgd_rule(p, g, s, h):
 
 @kernel
 def _noisy_sgd_dense(param, grad, states, hyper):
-    apply_dense(noisy_sgd_rule, param, grad, states, hyper)
+    apply_dense(noisy_sgd_rule, param, grad, states, NoisySGDHyper(*hyper))
 
 
 class NoisySGD(Optimizer):

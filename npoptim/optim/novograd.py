@@ -58,7 +58,7 @@ def novograd_rule(p, g, s, h):
 
 @kernel
 def _novograd_dense(param, grad, states, hyper):
-    apply_dense(novograd_rule, param, grad, states, hyper)
+    apply_dense(novograd_rule, param, grad, states, NovoGradHyper(*hyper))
 
 
 class NovoGrad(Optimizer):

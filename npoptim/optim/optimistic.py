@@ -96,12 +96,12 @@ def optimistic_adam_rule(p, g, s, h):
 
 @kernel
 def _optimistic_gd_dense(param, grad, states, hyper):
-    apply_dense(optimistic_gd_rule, param, grad, states, hyper)
+    apply_dense(optimistic_gd_rule, param, grad, states, OptimisticHyper(*hyper))
 
 
 @kernel
 def _optimistic_adam_dense(param, grad, states, hyper):
-    apply_dense(optimistic_adam_rule, param, grad, states, hyper)
+    apply_dense(optimistic_adam_rule, param, grad, states, OptimisticHyper(*hyper))
 
 
 def _check_extrapolation(group):

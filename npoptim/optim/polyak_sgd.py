@@ -59,7 +59,7 @@ def polyak_rule(p, g, s, h):
 
 @kernel
 def _polyak_dense(param, grad, states, hyper):
-    apply_dense(polyak_rule, param, grad, states, hyper)
+    apply_dense(polyak_rule, param, grad, states, PolyakHyper(*hyper))
 
 
 class PolyakSGD(Optimizer):

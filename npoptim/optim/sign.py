@@ -61,12 +61,12 @@ def signum_rule(p, g, s, h):
 
 @kernel
 def _sign_sgd_dense(param, grad, states, hyper):
-    apply_dense(sign_sgd_rule, param, grad, states, hyper)
+    apply_dense(sign_sgd_rule, param, grad, states, SignHyper(*hyper))
 
 
 @kernel
 def _signum_dense(param, grad, states, hyper):
-    apply_dense(signum_rule, param, grad, states, hyper)
+    apply_dense(signum_rule, param, grad, states, SignHyper(*hyper))
 
 
 class Signum(Optimizer):

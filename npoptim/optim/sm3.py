@@ -66,7 +66,7 @@ def sm3_rule(p, g, s, h):
 
 @kernel
 def _sm3_dense(param, grad, states, hyper):
-    apply_dense(sm3_rule, param, grad, states, hyper)
+    apply_dense(sm3_rule, param, grad, states, SM3Hyper(*hyper))
 
 
 class SM3(Optimizer):

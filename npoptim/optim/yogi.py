@@ -64,7 +64,7 @@ def yogi_rule(p, g, s, h):
 
 @kernel
 def _yogi_dense(param, grad, states, hyper):
-    apply_dense(yogi_rule, param, grad, states, hyper)
+    apply_dense(yogi_rule, param, grad, states, YogiHyper(*hyper))
 
 
 class Yogi(Optimizer):
