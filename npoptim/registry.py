@@ -41,6 +41,14 @@ OPTIMIZERS = {
     "PolyakSGD": ("npoptim.optim.polyak_sgd", None),
     "OptimisticGD": ("npoptim.optim.optimistic", None),
     "OptimisticAdam": ("npoptim.optim.optimistic", None),
+    "ADOPT": ("npoptim.optim.adopt", None),
+    "AdEMAMix": ("npoptim.optim.ademamix", None),
+    "SimplifiedAdEMAMix": ("npoptim.optim.ademamix", None),
+    "ScheduleFreeSGD": ("npoptim.optim.schedule_free", None),
+    "ScheduleFreeAdamW": ("npoptim.optim.schedule_free", None),
+    "Prodigy": ("npoptim.optim.prodigy", None),
+    "MADGRAD": ("npoptim.optim.madgrad", None),
+    "DAdaptAdamW": ("npoptim.optim.dadapt", None),
 }
 
 

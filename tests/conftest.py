@@ -28,6 +28,10 @@ cross-check ran:
   ``_AdamW(bf16_stochastic_round=True)``; installed with ``--no-deps``). Only located here, as
   timm: importing it registers torch.compile machinery, which the rest of the suite should not
   run under; its test imports it, and fails instead of skipping when this switch is set.
+* ``NPOPTIM_REQUIRE_SCHEDULEFREE``: the authors' schedulefree (Schedule-Free SGD and AdamW).
+* ``NPOPTIM_REQUIRE_PRODIGYOPT``: the authors' prodigyopt (Prodigy).
+* ``NPOPTIM_REQUIRE_MADGRAD``: the authors' madgrad (MADGRAD).
+* ``NPOPTIM_REQUIRE_DADAPTATION``: the authors' dadaptation (D-Adaptation AdamW).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -52,6 +56,10 @@ REQUIRED = {
     "TORCHAO": ("torchao",),
     "LION_PYTORCH": ("lion_pytorch",),
     "ADABELIEF_PYTORCH": ("adabelief_pytorch",),
+    "SCHEDULEFREE": ("schedulefree",),
+    "PRODIGYOPT": ("prodigyopt",),
+    "MADGRAD": ("madgrad",),
+    "DADAPTATION": ("dadaptation",),
 }
 
 

@@ -4,8 +4,8 @@ by the tests; pytest puts tests/ on sys.path).
 Two parameters of SHAPES, a smooth objective with a per-step twist for the gradients, and per
 optimizer the hyperparameters that switch on its optional state (a name not listed in CONFIGS
 runs with its defaults). Every optimizer but LBFGS gets two param groups, the second at half
-the first's learning rate, and a None gradient for the second parameter every third step;
-LBFGS (one group only, as in torch) minimizes the objective through a closure.
+the first's learning rate (the same lr for ONE_LR optimizers), and a None gradient for the
+second parameter every third step; LBFGS (one group only, as in torch) minimizes the objective through a closure.
 """
 import numpy as np
 
@@ -48,6 +48,14 @@ CONFIGS = {
     "PolyakSGD": [dict(lr=0.5)],
     "OptimisticGD": [dict(lr=0.01)],
     "OptimisticAdam": [dict(lr=0.01), dict(lr=0.01, variant='optax')],
+    "ADOPT": [dict(lr=0.01, weight_decay=0.1, nesterov=True)],
+    "AdEMAMix": [dict(lr=0.01, alpha_warmup=5, beta3_warmup=5, weight_decay=0.1)],
+    "SimplifiedAdEMAMix": [dict(lr=0.001, alpha=1.0, weight_decay=0.1)],
+    "ScheduleFreeSGD": [dict(lr=0.05, weight_decay=0.01, warmup_steps=3)],
+    "ScheduleFreeAdamW": [dict(lr=0.01, weight_decay=0.01, warmup_steps=3, r=0.5)],
+    "Prodigy": [dict(weight_decay=0.01)],
+    "DAdaptAdamW": [dict(weight_decay=0.01)],
+    "MADGRAD": [dict(weight_decay=0.01), dict(momentum=0.0, decouple_decay=True, weight_decay=0.01)],
 }
 
 
@@ -89,12 +97,17 @@ def objective(params):
     return loss, [(wi * p - 0.3 * np.sin(p)).astype(p.dtype) for wi, p in zip(w, params)]
 
 
+#: Optimizers whose param groups share one lr (the largest lr, or 0, per group).
+ONE_LR = ("Prodigy", "DAdaptAdamW")
+
+
 def make(cls, name, kwargs, params):
     """An optimizer of class ``cls`` (npoptim's or torch's) over ``params``, grouped as above."""
     if name == "LBFGS":
         return cls(list(params), **kwargs)
     opt = cls([{"params": params[:1]}, {"params": params[1:]}], **kwargs)
-    opt.param_groups[1]["lr"] = opt.param_groups[1]["lr"] * 0.5
+    if name not in ONE_LR:
+        opt.param_groups[1]["lr"] = opt.param_groups[1]["lr"] * 0.5
     return opt
 
 

@@ -14,6 +14,7 @@ The inputs the rows name (RNG, schedules, initialisers, gradient patterns, objec
 in :mod:`npoptim.golden.inputs`; the flags they declare are explained in
 :mod:`npoptim.golden.flags`.
 """
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -170,6 +171,17 @@ LBFGS_TOLERANCE = {
 FTRL_DENSE = ("keras.optimizers.Ftrl 3.15.1 (JAX backend, float64)", "TF ApplyFtrlV2")
 FTRL_SPARSE = ("TF SparseApplyFtrlV2 (duplicates summed first, as Keras)",)
 FBGEMM_ROWWISE = ("FBGEMM EXACT_ROWWISE_ADAGRAD (fbgemm-gpu-cpu 1.8.0 scalar CPU kernel)",)
+
+
+def _optax_contrib(opt, lr, source, extra=(), **common):
+    """:func:`_common_dense` rows for an optimizer torch does not have, each naming the
+    implementation it reproduces (``source``), and its defaults row said so; 10 steps where a
+    row does not ask for more (the suite's size cap is shared by many optimizers)."""
+    rows = [Row(opt, "defaults", f"The defaults of {opt} (the paper's, as {source}).", {})]
+    rows += _common_dense(opt, lr, **common)[1:] + list(extra)
+    return [dataclasses.replace(row, matches=row.matches or (source,),
+                                steps=10 if row.steps == 12 else row.steps) for row in rows]
+
 
 #: THE table. One entry per optimizer.
 TABLE = {
@@ -466,6 +478,94 @@ TABLE = {
             dict(lr=0.1), shapes=((4, 3, 2),), grads="csr-embedding", density=0.5,
             matches=FBGEMM_ROWWISE),
     ],
+    "ADOPT": _optax_contrib("ADOPT", 1e-2, "optax.contrib.adopt 0.2.8", extra=[
+        Row("ADOPT", "nesterov", "nesterov=True (optax's option).", dict(lr=1e-2, nesterov=True)),
+        Row("ADOPT", "no-clipping-decoupled", "clip_exponent=None (no clipping) with decoupled "
+            "weight decay (the authors' decouple=True).",
+            dict(lr=1e-2, clip_exponent=None, weight_decay=0.1, decoupled_weight_decay=True),
+            grad_scale=3.0, matches=("iShohei220/adopt ADOPT (clip_lambda=None)",)),
+        Row("ADOPT", "authors", "The authors' code: clip step**0.25 counted from the first "
+            "gradient.", dict(lr=1e-2, variant="authors"), grad_scale=3.0,
+            matches=("iShohei220/adopt ADOPT", "pytorch_optimizer.ADOPT 4.1.0")),
+    ]),
+    "AdEMAMix": _optax_contrib("AdEMAMix", 1e-2, "optax.contrib.ademamix 0.2.8",
+                               weight_decay=0, extra=[
+        Row("AdEMAMix", "decoupled-weight-decay", "Weight decay added to the update, scaled by "
+            "the lr.", dict(lr=1e-2, weight_decay=0.1)),
+        Row("AdEMAMix", "warmups", "The paper's alpha and beta3 warmups over 10 steps, "
+            "evaluated at the step count (the authors' schedulers).",
+            dict(lr=1e-2, alpha_warmup=10, beta3_warmup=10, weight_decay=0.01), steps=14,
+            matches=("optax.contrib.ademamix 0.2.8 (the schedules of apple/ml-ademamix)",)),
+        Row("AdEMAMix", "betas-alpha", "betas (0.8, 0.99, 0.999), alpha=8.",
+            dict(lr=1e-2, betas=(0.8, 0.99, 0.999), alpha=8.0), shapes=MIXED),
+    ]),
+    "SimplifiedAdEMAMix": _optax_contrib(
+        "SimplifiedAdEMAMix", 1e-3, "optax.contrib.simplified_ademamix 0.2.8",
+        weight_decay=0, extra=[
+            Row("SimplifiedAdEMAMix", "decoupled-weight-decay", "Weight decay added to the "
+                "update, scaled by the lr.", dict(lr=1e-3, weight_decay=0.1)),
+            Row("SimplifiedAdEMAMix", "alpha", "alpha=2 with betas (0.9, 0.99).",
+                dict(lr=1e-3, alpha=2.0, betas=(0.9, 0.99)), shapes=MIXED),
+        ]),
+    "ScheduleFreeSGD": _optax_contrib(
+        "ScheduleFreeSGD", 0.1, "schedulefree.SGDScheduleFree 1.4.1", maximize=False,
+        eps_scale=None, extra=[
+            Row("ScheduleFreeSGD", "warmup-momentum", "warmup_steps=5 and momentum=0.8.",
+                dict(lr=0.1, warmup_steps=5, momentum=0.8), steps=14,
+                matches=("schedulefree.SGDScheduleFree 1.4.1",)),
+            Row("ScheduleFreeSGD", "optax-warmup", "variant='optax': the z step's warmup lags "
+                "one step (optax.contrib.schedule_free_sgd with warmup_steps).",
+                dict(lr=0.1, warmup_steps=5, variant="optax"), steps=14,
+                matches=("optax.contrib.schedule_free_sgd 0.2.8 (float64 warmup)",)),
+            Row("ScheduleFreeSGD", "r-power", "r=1 and weight_lr_power=1: the average weights "
+                "later steps more.", dict(lr=0.1, r=1.0, weight_lr_power=1.0),
+                matches=("schedulefree.SGDScheduleFree 1.4.1",)),
+        ]),
+    "ScheduleFreeAdamW": _optax_contrib(
+        "ScheduleFreeAdamW", 1e-2, "schedulefree.AdamWScheduleFree 1.4.1", maximize=False,
+        weight_decay=0, extra=[
+            Row("ScheduleFreeAdamW", "weight-decay", "Weight decay at y, added to the "
+                "normalised gradient.", dict(lr=1e-2, weight_decay=0.1),
+                matches=("schedulefree.AdamWScheduleFree 1.4.1",
+                         "optax.contrib.schedule_free_adamw 0.2.8")),
+            Row("ScheduleFreeAdamW", "warmup-betas", "warmup_steps=5, betas (0.8, 0.99).",
+                dict(lr=1e-2, warmup_steps=5, betas=(0.8, 0.99)), steps=14,
+                matches=("schedulefree.AdamWScheduleFree 1.4.1",)),
+            Row("ScheduleFreeAdamW", "optax-warmup", "variant='optax' with warmup_steps=5.",
+                dict(lr=1e-2, warmup_steps=5, variant="optax"), steps=14,
+                matches=("optax.contrib.schedule_free_adamw 0.2.8 (float64 warmup)",)),
+        ]),
+    "Prodigy": _optax_contrib("Prodigy", 1.0, "prodigyopt.Prodigy 1.1.2", maximize=False,
+                              weight_decay=0, extra=[
+        Row("Prodigy", "decoupled-weight-decay", "Decoupled weight decay scaled by d*lr.",
+            dict(weight_decay=0.1)),
+        Row("Prodigy", "l2-safeguard", "L2 decay in the gradient (decouple=False) and "
+            "safeguard_warmup.", dict(weight_decay=0.1, decouple=False,
+                                      safeguard_warmup=True)),
+        Row("Prodigy", "growth-d-coef", "growth_rate=1.1 and d_coef=0.5 limit d.",
+            dict(growth_rate=1.1, d_coef=0.5, d0=1e-4)),
+        Row("Prodigy", "optax", "variant='optax': bias-corrected steps.",
+            dict(variant="optax", betas=(0.8, 0.99)), steps=16, schedule="warmup-cosine",
+            matches=("optax.contrib.prodigy 0.2.8",)),
+    ]),
+    "MADGRAD": _optax_contrib("MADGRAD", 1e-2, "madgrad.MADGRAD 1.3", maximize=False,
+                              extra=[
+        Row("MADGRAD", "decoupled-weight-decay", "decouple_decay=True.",
+            dict(lr=1e-2, weight_decay=0.1, decouple_decay=True)),
+        Row("MADGRAD", "no-momentum", "momentum=0: x0 recomputed each step, as the authors.",
+            dict(lr=1e-2, momentum=0.0)),
+    ]),
+    "DAdaptAdamW": _optax_contrib("DAdaptAdamW", 1.0, "dadaptation.DAdaptAdam 3.2 "
+                                  "(decouple=True)", maximize=False, weight_decay=0, extra=[
+        Row("DAdaptAdamW", "decoupled-weight-decay", "Decoupled weight decay scaled by d*lr.",
+            dict(weight_decay=0.1)),
+        Row("DAdaptAdamW", "l2-growth", "L2 decay in the gradient (decouple=False, the "
+            "authors' DAdaptAdam default) and growth_rate=1.1.",
+            dict(weight_decay=0.1, decouple=False, growth_rate=1.1)),
+        Row("DAdaptAdamW", "optax", "variant='optax': bias-corrected steps.",
+            dict(variant="optax", betas=(0.8, 0.99)), steps=16, schedule="warmup-cosine",
+            matches=("optax.contrib.dadapt_adamw 0.2.8",)),
+    ]),
 }
 
 

@@ -1,9 +1,11 @@
-"""Deterministic sums of squares: the reduction driver behind LAMB's and LARS's trust ratios.
+"""Deterministic sums: the reduction drivers behind LAMB's and LARS's trust ratios and
+Prodigy's step-size estimate.
 
 :func:`sumsq_pair` applies a rule to every element (as
 :func:`~npoptim.kernels.drivers.apply_dense` does) and returns two sums of squares of values
 the rule returns, in an order fixed by the array's size alone: bit-identical whatever the
 thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
+:func:`sum_pair` is the same with plain sums (the values themselves, not their squares).
 :func:`grad_sumsq` is the plain ``‖g‖²`` built on it.
 """
 import numpy as np
@@ -69,9 +71,19 @@ def _combine_blocks(sums):
     return sum_a, sum_b
 
 
+@kernel
+def _square(x):
+    return x * x
+
+
+@kernel
+def _identity(x):
+    return x
+
+
 @driver
-def _sum_blocks(rule, param, grad, states, hyper, sums, first, last):
-    """``sums[block] = (sum a**2, sum b**2)`` over the blocks ``first .. last - 1``.
+def _sum_blocks(rule, term, param, grad, states, hyper, sums, first, last):
+    """``sums[block] = (sum term(a), sum term(b))`` over the blocks ``first .. last - 1``.
 
     In a row of up to LANES elements, element k goes to lane k: the inner loop has no
     dependency between iterations, so it vectorizes (through the 1-d views lanes_a and
@@ -94,27 +106,29 @@ def _sum_blocks(rule, param, grad, states, hyper, sums, first, last):
             for k in range(count):
                 values, a, b = rule(p[k], g[k], load_state(s, k), hyper)
                 store_state(s, k, values)
-                lanes_a[k] += a * a
-                lanes_b[k] += b * b
+                lanes_a[k] += term(a)
+                lanes_b[k] += term(b)
         _fold_lanes(lanes)
         sums[block, 0] = lanes[0, 0]
         sums[block, 1] = lanes[1, 0]
 
 
 @driver(parallel=True)
-def sumsq_pair(rule, param, grad, states, hyper):
-    """Apply ``rule`` to every element, store the new states, return ``(sum a**2, sum b**2)``.
+def _reduce_pair(rule, term, param, grad, states, hyper):
+    """Apply ``rule`` to every element, store the new states, return
+    ``(sum term(a), sum term(b))`` (:func:`sumsq_pair`, :func:`sum_pair`).
 
     ``rule(p, g, s, h) -> (new_s, a, b)`` follows the signature of an update rule (see
-    :mod:`npoptim.kernels.drivers`) but returns the two values to square instead of a new
+    :mod:`npoptim.kernels.drivers`) but returns the two values to reduce instead of a new
     parameter: ``param`` and ``grad`` are only read (``new_s`` is ``()`` for a pure reduction).
 
     The summation order depends on the array's size alone, never on the thread count:
 
     1. the array is cut into blocks of :data:`BLOCK` consecutive elements (the last may be
        shorter);
-    2. in a block, element ``i`` (counted from the block's start) adds its square into lane
-       ``i % LANES``, lanes starting at 0 and taking their elements in increasing order;
+    2. in a block, element ``i`` (counted from the block's start) adds ``term(a)`` (its
+       square, or itself) into lane ``i % LANES``, lanes starting at 0 and taking their
+       elements in increasing order;
     3. the lanes are folded by halving (:func:`_fold_lanes`) into the block's sum;
     4. the block sums are combined pairwise (:func:`_combine_blocks`).
 
@@ -128,11 +142,24 @@ def sumsq_pair(rule, param, grad, states, hyper):
     if n >= parallel_threshold():
         tasks = (sums.shape[0] + _TASK_BLOCKS - 1) // _TASK_BLOCKS
         for task in prange(tasks):
-            _sum_blocks(rule, param, grad, states, hyper, sums, task * _TASK_BLOCKS,
+            _sum_blocks(rule, term, param, grad, states, hyper, sums, task * _TASK_BLOCKS,
                         min((task + 1) * _TASK_BLOCKS, sums.shape[0]))
     else:
-        _sum_blocks(rule, param, grad, states, hyper, sums, 0, sums.shape[0])
+        _sum_blocks(rule, term, param, grad, states, hyper, sums, 0, sums.shape[0])
     return _combine_blocks(sums)
+
+
+@driver(parallel=True)
+def sumsq_pair(rule, param, grad, states, hyper):
+    """Apply ``rule`` to every element, store the new states, return ``(sum a**2, sum b**2)``
+    (the order of :func:`_reduce_pair`)."""
+    return _reduce_pair(rule, _square, param, grad, states, hyper)
+
+
+@driver(parallel=True)
+def sum_pair(rule, param, grad, states, hyper):
+    """As :func:`sumsq_pair`, returning ``(sum a, sum b)``."""
+    return _reduce_pair(rule, _identity, param, grad, states, hyper)
 
 
 @kernel
