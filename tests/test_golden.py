@@ -63,9 +63,16 @@ def test_every_optimizer_has_rows_in_the_case_table():
                          "add them and run python -m npoptim.golden.regenerate")
 
 
+# The size budget: the 17 torch.optim optimizers' files take about 12.4 MB; each optimizer
+# beyond torch adds 0.2-0.9 MB (float32 and float64 cases of 10 steps or more); the framework
+# flavors add a few MB. 32 MB holds today's ~40 optimizers with their flavors; past that, thin
+# the cases (fewer steps, smaller shapes) before raising it again.
+SIZE_BUDGET = 32e6
+
+
 def test_suite_size_and_step_counts():
     total = sum(p.stat().st_size for p in SUITE.rglob("*") if p.is_file())
-    assert total < 20e6
+    assert total < SIZE_BUDGET
     for name in COVERED:
         for case in _doc(name)["cases"]:
             assert len(case["steps"]) >= 10, case["id"]
