@@ -51,13 +51,17 @@ def default_suite():
     return path
 
 
-def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None):
-    """The cases in a golden file or directory (default: :func:`default_suite`), filtered by
-    optimizer name(s), id glob pattern(s), required flag(s) and dtype."""
+def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags=None,
+               exclude_tags=None, flavor=None):
+    """The cases in a golden file or directory (default: :func:`default_suite`; schema
+    versions 1 and 2), filtered by optimizer name(s), id glob pattern(s), required flag(s),
+    dtype, capability tag(s) required and excluded, and flavor(s) (``"torch"``, ``"keras"``,
+    ...; see :mod:`npoptim.flavors`)."""
     def as_list(x):
         return None if x is None else ([x] if isinstance(x, str) else list(x))
     cases = select(load_all(default_suite() if path is None else path, kind="cases"),
-                   as_list(optimizer), as_list(ids))
+                   as_list(optimizer), as_list(ids), as_list(tags), as_list(exclude_tags),
+                   as_list(flavor))
     for flag in as_list(flags) or ():
         cases = [c for c in cases if flag in c.flags]
     if dtype is not None:

@@ -18,7 +18,8 @@ cross-check ran:
   procedural checker);
 * ``NPOPTIM_REQUIRE_KERAS``: keras (FTRL's trajectories against ``keras.optimizers.Ftrl`` on
   the JAX backend; tests/test_ftrl.py selects the backend before importing keras, so the check
-  here only locates it);
+  here only locates it; also the keras flavor replayed through Keras,
+  tests/test_framework_replay.py);
 * ``NPOPTIM_REQUIRE_FBGEMM``: fbgemm_gpu (row-wise Adagrad against FBGEMM's
   ``EXACT_ROWWISE_ADAGRAD`` on the CPU).
 * ``NPOPTIM_REQUIRE_ML_DTYPES``: ml_dtypes (bfloat16 arrays of npoptim.precision).
@@ -32,6 +33,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_PRODIGYOPT``: the authors' prodigyopt (Prodigy).
 * ``NPOPTIM_REQUIRE_MADGRAD``: the authors' madgrad (MADGRAD).
 * ``NPOPTIM_REQUIRE_DADAPTATION``: the authors' dadaptation (D-Adaptation AdamW).
+* ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
+* ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
+  directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -60,6 +64,8 @@ REQUIRED = {
     "PRODIGYOPT": ("prodigyopt",),
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
+    "ONNX": ("onnx",),
+    "TFJS": ("tfjs",),
 }
 
 
@@ -68,6 +74,13 @@ def _importable(module):
         # timm's package __init__, fix keras's backend before a test chooses it, or register
         # torchao's torch.compile machinery for the whole session (see above)
         return importlib.util.find_spec(module) is not None
+    if module == "tfjs":  # an npm package in NPOPTIM_TFJS_DIR, run by node
+        import shutil
+        from pathlib import Path
+        where = Path(os.environ.get("NPOPTIM_TFJS_DIR", "")) / "node_modules" / "@tensorflow"
+        if shutil.which("node") is None or not (where / "tfjs-core").is_dir():
+            raise ImportError("no node, or no tfjs-core in $NPOPTIM_TFJS_DIR/node_modules")
+        return True
     importlib.import_module(module)
     return True
 

@@ -40,6 +40,22 @@ def test_committed_case_file_equals_fresh_generation(name):
                     f"{name}'s numerics is intended, run python -m npoptim.golden.regenerate")
 
 
+FLAVOR_FILES = [(f, n) for f in regenerate.flavor_cases.GENERATED
+                for n in regenerate.flavor_cases.optimizers(f) if n in COVERED]
+
+
+@pytest.mark.parametrize("flavor,name", FLAVOR_FILES)
+def test_committed_flavor_file_equals_fresh_generation(flavor, name):
+    """cases/<flavor>/<Optimizer>.json: present exactly when the flavor changes some case."""
+    path = SUITE / "cases" / flavor / f"{name}.json"
+    doc = regenerate.build_flavor_file(flavor, name)
+    if doc is None:
+        assert not path.exists(), f"{path} is stale: run python -m npoptim.golden.regenerate"
+        return
+    assert path.exists() and path.read_text(encoding="utf-8") == codec.dumps(doc), (
+        f"{path} differs from a fresh generation: run python -m npoptim.golden.regenerate")
+
+
 def test_schema_file_and_readme_are_generated():
     files = regenerate.committed_case_files(SUITE)
     generated = regenerate.assemble(SUITE, files, regenerate.load_provenance(SUITE))
@@ -79,7 +95,7 @@ def test_suite_size_and_step_counts():
 
 
 def test_every_case_passes_verify_against_npoptim():
-    reports, notes = compare.verify(SUITE)
+    reports, notes = compare.verify(SUITE, flavors=["all"])
     failed = [r for r in reports if not r.passed]
     assert not failed, compare.format_reports(failed, summary=True)
     assert {r.case_id.split("/")[0] for r in reports} == set(COVERED)
@@ -192,7 +208,7 @@ STRUCTURAL_DEFECTS = {
                                                                                   "coo"),
     "no steps": lambda d: d["cases"][0].pop("steps"),
     "unknown kind": lambda d: d.__setitem__("kind", "trajectories"),
-    "schema_version 2": lambda d: d.__setitem__("schema_version", 2),
+    "schema_version 3": lambda d: d.__setitem__("schema_version", 3),
     "case without id": lambda d: d["cases"][0].pop("id"),
     "hyperparameters not an object": lambda d: d["cases"][0].__setitem__("hyperparameters",
                                                                           [0.1]),
@@ -253,7 +269,7 @@ def test_malformed_case_file_errors_name_file_case_and_field(small_doc, tmp_path
 
 def test_file_level_errors(small_doc, tmp_path):
     doc = copy.deepcopy(small_doc)
-    doc["schema_version"] = 2
+    doc["schema_version"] = 3
     assert "schema_version" in _error(doc, tmp_path)[0]
     doc = copy.deepcopy(small_doc)
     doc["cases"].append(copy.deepcopy(doc["cases"][0]))

@@ -174,16 +174,22 @@ const opts = parseArgs(process.argv.slice(2));
 const results = [];
 for (const file of opts.files) {
   const doc = JSON.parse(readFileSync(file, "utf8"));
-  if (doc.schema !== "npoptim-golden" || doc.schema_version !== 1 || doc.kind !== "cases") {
-    console.error(`${file}: not a version 1 npoptim golden case file`);
+  // schema version 2 adds flavor, framework_hyperparameters and tags (absent in version 1)
+  if (doc.schema !== "npoptim-golden" || ![1, 2].includes(doc.schema_version) || doc.kind !== "cases") {
+    console.error(`${file}: not an npoptim golden case file of schema version 1 or 2`);
     process.exit(2);
   }
   let skipped = 0;
   for (const c of doc.cases) {
     if (!(c.optimizer in OPTIMIZERS)) { skipped++; continue; }
+    if ((c.flavor ?? "torch") !== "torch") {  // declared skipped, with the reason (version 2)
+      results.push({ id: c.id, skipped: `this example implements torch's conventions, not ${c.flavor}'s` });
+      skipped++;
+      continue;
+    }
     results.push(runCase(c, opts.bug === "eps-placement"));
   }
   console.error(`${file}: ran ${doc.cases.length - skipped} cases` + (skipped ? `, skipped ${skipped}` : ""));
 }
 const implementation = "examples/node/golden_consumer.mjs" + (opts.bug ? ` (--bug ${opts.bug})` : "");
-writeFileSync(opts.out, JSON.stringify({ schema: "npoptim-golden", schema_version: 1, kind: "results", implementation, cases: results }) + "\n");
+writeFileSync(opts.out, JSON.stringify({ schema: "npoptim-golden", schema_version: 2, kind: "results", implementation, cases: results }) + "\n");

@@ -1,4 +1,5 @@
-"""``npoptim list``: the optimizers, their hyperparameters and defaults, sparse kind, variants."""
+"""``npoptim list``: the optimizers, their hyperparameters and defaults, sparse kind, variants,
+and the flavors (other frameworks' conventions, :mod:`npoptim.flavors`) with what they change."""
 import json
 
 import numpy as np
@@ -27,6 +28,9 @@ def describe(name):
             except TypeError:
                 hyper[k] = repr(v)
     variants, aliases = registry.variants(name)
+    from npoptim import flavors
+    flavor_info = {f.name: f.differs.get(name, "torch's math") for f in flavors.FLAVORS.values()
+                   if name in f.switches and f.name != "torch"}
     return {
         "name": name,
         "torch": f"torch.optim.{torch_name}" if torch_name else None,
@@ -36,7 +40,19 @@ def describe(name):
         "variants": {v: sorted(a for a, target in aliases.items() if target == v)
                      for v in variants},
         "switches": [k for k, v in hyper.items() if isinstance(v, bool)],
+        "conventions": dict(getattr(cls, "torch_conventions", {})),
+        "flavors": flavor_info,
     }
+
+
+def describe_flavors():
+    """``[{name, framework, optimizers: {npoptim name: what differs}, constructors,
+    verified}]`` of every flavor."""
+    from npoptim import flavors
+    return [{"name": f.name, "framework": f.framework,
+             "optimizers": {opt: f.differs.get(opt, "torch's math") for opt in f.switches},
+             "constructors": {k: e.npoptim for k, e in f.constructors.items()},
+             "verified": f.verified} for f in flavors.FLAVORS.values()]
 
 
 def _value(v):
@@ -67,6 +83,18 @@ def run(args):
             print(f"  variants: {', '.join(names_)}")
         if info["switches"]:
             print(f"  switches: {', '.join(info['switches'])}")
+        if info["conventions"]:
+            print("  conventions (torch's value): "
+                  + ", ".join(f"{k}={v!r}" for k, v in info["conventions"].items()))
+        if info["flavors"]:
+            print(f"  flavors: {', '.join(info['flavors'])}")
+    print("\nflavors (flavor=NAME on the optimizer, or npoptim.flavors.from_framework(NAME, "
+          "framework optimizer, params, **framework keywords)):")
+    for flavor in describe_flavors():
+        print(f"  {flavor['name']}: {flavor['framework']}; {flavor['verified']}")
+        for opt, what in flavor["optimizers"].items():
+            if flavor["name"] != "torch":
+                print(f"    {opt}: {what}")
     print("\nsparse kinds: exact = a CSR gradient updates its stored entries only and equals "
           "the dense update; lazy = only stored entries are updated (untouched ones keep "
           "stale state); dense-only = CSR gradients are refused")

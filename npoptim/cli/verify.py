@@ -3,9 +3,12 @@
 CASES and RESULTS are golden files or directories of them (``reference_results`` is one).
 Without RESULTS, npoptim itself is run over the cases. Prints a per-case, per-step table of
 max abs error, max scale-relative error and ULP distance against each case's tolerance, and
-names the first step and element where a case diverges. Exit status: 0 if every selected case
-passes, 1 if any fails, 2 if a file is malformed or does not match its cases (the message
-names the file, the case and the field).
+names the first step and element where a case diverges. Cases can be selected by id, optimizer,
+flavor and capability tag (``--tag``, ``--exclude-tag``); a results file may declare a case
+``skipped`` with a reason, and skipped cases are reported apart from failures. Exit status: 0
+if every selected case passes or is skipped by the results, 1 if any fails or is missing, 2 if
+a file is malformed or does not match its cases (the message names the file, the case and the
+field).
 """
 import sys
 
@@ -23,13 +26,25 @@ def add_arguments(parser):
                         help="only the cases of this optimizer (repeatable)")
     parser.add_argument("--case", action="append", metavar="GLOB",
                         help="only cases whose id matches (repeatable), e.g. 'Adam/*/float32'")
+    parser.add_argument("--tag", action="append", metavar="TAG",
+                        help="only cases with this capability tag (repeatable: all of them), "
+                             "e.g. float32, amsgrad, lr-schedule")
+    parser.add_argument("--exclude-tag", action="append", metavar="TAG",
+                        help="leave out cases with this tag (repeatable), e.g. float64, "
+                             "none-grad, csr, maximize")
+    parser.add_argument("--flavor", action="append", metavar="NAME",
+                        help="the cases a framework's users run (repeatable): the flavor's "
+                             "own cases plus the torch cases it does not override; torch, "
+                             "keras, optax, ... (npoptim list) or all. Default: torch's "
+                             "cases, or every case if CASES has none")
     parser.add_argument("--summary", action="store_true",
                         help="one line per case instead of one per step")
 
 
 def run(args):
     try:
-        reports, notes = verify(args.cases, args.results, args.optimizer, args.case)
+        reports, notes = verify(args.cases, args.results, args.optimizer, args.case,
+                                args.tag, args.exclude_tag, args.flavor)
     except GoldenFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -38,4 +53,11 @@ def run(args):
                          title=f"verify {against} against {args.cases}"))
     for note in notes:
         print(f"note: {note}")
-    return 0 if all(r.passed for r in reports) else 1
+    failed = [r for r in reports if r.failed]
+    if failed and any(r.status == "fail" for r in failed):
+        print("verify failed? If your framework is Keras, optax, TF, TF.js or ONNX, check that "
+              "you replay the flavor's cases (reference_results/cases/<flavor>/, npoptim list "
+              "shows what each flavor changes); leave out what it cannot run with "
+              "--exclude-tag or declare it skipped in the results "
+              "(reference_results/README.md, Flavors).")
+    return 1 if failed else 0

@@ -62,6 +62,9 @@ class Row:
     tolerance: Optional[dict] = None
     matches: tuple = ()
     objective: Optional[str] = None
+    #: the conventions the case is computed in (:mod:`npoptim.flavors`); rows of other
+    #: flavors are made from this table by :mod:`npoptim.golden.flavor_cases`
+    flavor: str = "torch"
 
 
 #: Scale-relative tolerance per dtype (see the README, "Tolerances").
@@ -751,6 +754,28 @@ TABLE["OptimisticAdam"] = [
         grads="dense-none-zero", steps=16, schedule="warmup-cosine",
         matches=("optax.optimistic_adam_v2 0.2.8",)),
 ]
+
+
+#: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
+#: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
+#: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.
+F32_EXACT = "Hyperparameters exact in float32 (for frameworks with float32 attributes)"
+TABLE["Adam"] = TABLE["Adam"] + [
+    Row("Adam", "f32-exact", f"{F32_EXACT}: lr 2^-7, betas (0.875, 1-2^-10), eps 2^-20, L2 "
+        "decay 2^-4.", dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
+                            weight_decay=2.0 ** -4), dtypes=("float64",))]
+TABLE["Adagrad"] = TABLE["Adagrad"] + [
+    Row("Adagrad", "f32-exact", f"{F32_EXACT}: lr 2^-4, lr_decay 2^-5, eps 2^-30, L2 decay "
+        "2^-4, accumulator 0.125.", dict(lr=2.0 ** -4, lr_decay=2.0 ** -5, eps=2.0 ** -30,
+                                          weight_decay=2.0 ** -4,
+                                          initial_accumulator_value=0.125),
+        dtypes=("float64",))]
+TABLE["SGD"] = TABLE["SGD"] + [
+    Row("SGD", "f32-exact-momentum", f"{F32_EXACT}: lr 2^-4, momentum 0.875, dampening "
+        "0.25, L2 decay 2^-6.", dict(lr=2.0 ** -4, momentum=0.875, dampening=0.25,
+                                     weight_decay=2.0 ** -6), dtypes=("float64",)),
+    Row("SGD", "f32-exact-nesterov", f"{F32_EXACT}: Nesterov, lr 2^-4, momentum 0.875.",
+        dict(lr=2.0 ** -4, momentum=0.875, nesterov=True), dtypes=("float64",))]
 
 
 def rows(optimizers=None):

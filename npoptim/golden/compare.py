@@ -67,7 +67,7 @@ class StepReport:
 class CaseReport:
     case_id: str
     tolerance: object
-    status: str = "pass"      # pass | fail | missing | error
+    status: str = "pass"      # pass | fail | missing | error | skipped
     steps: list = field(default_factory=list)
     message: str = ""
     state_compared: bool = False
@@ -75,6 +75,11 @@ class CaseReport:
     @property
     def passed(self):
         return self.status == "pass"
+
+    @property
+    def failed(self):
+        """A failure: not passed and not skipped by the results (with a reason)."""
+        return self.status not in ("pass", "skipped")
 
     @property
     def divergence(self):
@@ -166,6 +171,10 @@ def compare_case(case, result, results_file="<results>"):
     if result is None:
         report.status = "missing"
         report.message = "no results for this case"
+        return report
+    if getattr(result, "skipped", None):
+        report.status = "skipped"
+        report.message = result.skipped
         return report
     if len(result.steps) > len(case.steps):
         raise GoldenFileError(results_file, case.id, "steps",
@@ -304,7 +313,7 @@ def format_reports(reports, summary=False, title=None):
     lines.append("-" * len(head))
     for r in reports:
         tol = f"{r.tolerance.rtol:.0e}/{r.tolerance.atol:.0e}" if r.tolerance else "-"
-        if r.status in ("missing", "error"):
+        if r.status in ("missing", "error", "skipped"):
             lines.append(f"{r.case_id:<{width}}  {'-':>4}  {'-':>11}  {'-':>13}  {'-':>9}  "
                          f"{tol:>15}  {'-':<24}  {r.status.upper()}: {r.message}")
             continue
@@ -317,15 +326,23 @@ def format_reports(reports, summary=False, title=None):
             lines.append(f"{r.case_id:<{width}}  {step:>4}  {_g(s.max_abs):>11}  "
                          f"{_g(s.max_scaled):>13}  {_ulp(s.max_ulp):>9}  {tol:>15}  "
                          f"{s.worst:<24}  {result}")
-        if not r.passed:
+        if r.failed:
             div = r.divergence
             msg = f"diverges at {div}" if div else r.message
             if div and r.message:
                 msg += f"; {r.message}"
             lines.append(f"  -> {r.case_id} {msg}")
-    n = len(reports)
-    failed = [r for r in reports if not r.passed]
+    skipped = [r for r in reports if r.status == "skipped"]
+    n = len(reports) - len(skipped)
+    failed = [r for r in reports if r.failed]
     lines.append("")
+    if skipped:
+        lines.append(f"SKIPPED by the results (not failures): {len(skipped)} case(s)")
+        reasons = {}
+        for r in skipped:
+            reasons.setdefault(r.message, []).append(r.case_id)
+        for reason, ids in sorted(reasons.items()):
+            lines.append(f"  {len(ids)} x {reason} (first: {ids[0]})")
     if failed:
         first = failed[0]
         lines.append(f"FAILED: {len(failed)} of {n} cases do not pass (first: {first.case_id}"
@@ -352,15 +369,64 @@ def _aggregate(report):
 
 
 # ------------------------------------------------------------------------------ verifying
-def select(cases, optimizers=None, ids=None):
-    """Cases of the given optimizers whose id matches one of the ``ids`` glob patterns."""
+def select(cases, optimizers=None, ids=None, tags=None, exclude_tags=None, flavors=None):
+    """Cases of the given optimizers whose id matches one of the ``ids`` glob patterns, that
+    have every tag of ``tags`` and none of ``exclude_tags`` (capability tags, schema
+    version 2), and (``flavors``) are computed in one of these flavors."""
     import fnmatch
     out = list(cases)
     if optimizers:
         out = [c for c in out if c.optimizer in optimizers]
     if ids:
         out = [c for c in out if any(fnmatch.fnmatchcase(c.id, p) for p in ids)]
-    return out
+    if tags:
+        out = [c for c in out if set(tags) <= set(c.tags)]
+    if exclude_tags:
+        out = [c for c in out if not set(exclude_tags) & set(c.tags)]
+    return select_flavors(out, flavors)
+
+
+def select_flavors(cases, flavors=None):
+    """The cases a framework's users run (see reference_results/README.md, Flavors).
+
+    * ``flavors`` None: the torch cases, if there are any among ``cases``, else all of them
+      (a flavor's directory given alone);
+    * ``["all"]``: every case;
+    * ``[name, ...]``: each flavor's own cases, plus the torch cases of the same optimizers that
+      the flavor does not override (a flavor has a case only where its conventions change the
+      result, so every other torch case applies to it unchanged). ``"torch"`` is torch's cases.
+    """
+    cases = list(cases)
+    if flavors is None:
+        torch_cases = [c for c in cases if c.flavor == "torch"]
+        return torch_cases or cases
+    if "all" in flavors:
+        return cases
+    keep = set()
+    for flavor in flavors:
+        own = [c for c in cases if c.flavor == flavor]
+        keep |= {c.id for c in own}
+        if flavor == "torch":
+            continue
+        overridden = {_torch_id(c) for c in own}
+        optimizers = {c.optimizer for c in own} | _flavor_optimizers(flavor)
+        keep |= {c.id for c in cases if c.flavor == "torch" and c.optimizer in optimizers
+                 and c.id not in overridden}
+    return [c for c in cases if c.id in keep]
+
+
+def _torch_id(case):
+    """``Adam/keras/eps-dominated/float64`` -> ``Adam/eps-dominated/float64``."""
+    parts = case.id.split("/")
+    return "/".join([parts[0]] + parts[2:]) if len(parts) == 4 else case.id
+
+
+def _flavor_optimizers(flavor):
+    from npoptim import flavors as flavors_
+    try:
+        return {name for name, _ in flavors_.get(flavor).switches.items()}
+    except ValueError:
+        return set()
 
 
 def load_results(path):
@@ -399,12 +465,15 @@ def npoptim_results(cases):
     return results, errors
 
 
-def verify(cases_path, results_path=None, optimizers=None, ids=None):
+def verify(cases_path, results_path=None, optimizers=None, ids=None, tags=None,
+           exclude_tags=None, flavors=None):
     """Load cases (and results, or run npoptim) and compare; returns ``(reports, notes)``.
 
-    ``notes`` lists result ids that match no selected case (ignored)."""
+    ``notes`` lists result ids that match no selected case (ignored). A result declared
+    ``skipped`` gives a report with status ``"skipped"`` (not a failure)."""
     from npoptim.golden.schema import load_all
-    cases = select(load_all(cases_path, kind="cases"), optimizers, ids)
+    cases = select(load_all(cases_path, kind="cases"), optimizers, ids, tags, exclude_tags,
+                   flavors)
     if not cases:
         raise GoldenFileError(cases_path, None, None, "no case matches the selection")
     notes = []

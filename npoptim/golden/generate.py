@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from npoptim import registry
+from npoptim import flavors, registry
 from npoptim.golden import cases as table
 from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
@@ -50,9 +50,16 @@ def signature_defaults(cls):
 
 
 def hyperparameters(opt):
-    """Every hyperparameter of a constructed optimizer, resolved (as JSON values)."""
+    """Every hyperparameter of a constructed optimizer, resolved (as JSON values); a
+    convention switch (``torch_conventions``, see :mod:`npoptim.flavors`) only where it is
+    not torch's, so that torch cases read as torch's own keywords."""
     out = {}
+    conventions = getattr(type(opt), "torch_conventions", {})
+    applies = getattr(type(opt), "conventions_apply", {})
     for name in signature_defaults(type(opt)):
+        if name in conventions and (opt.defaults.get(name) == conventions[name]
+                                    or not opt.defaults.get(applies.get(name, name))):
+            continue
         if name in opt.defaults:
             out[name] = to_json_value(opt.defaults[name])
         elif hasattr(opt, name):
@@ -104,14 +111,47 @@ def tolerance_for(row, dtype):
     tol = row.tolerance or {}
     rtol = tol.get("rtol", {}).get(dtype, table.DEFAULT_RTOL[dtype])
     atol = tol.get("atol", {}).get(dtype, 0.0)
-    reason = tol.get("reason") or table.DEFAULT_REASON[dtype].format(steps=row.steps)
+    overridden = dtype in tol.get("rtol", {}) or dtype in tol.get("atol", {})
+    # a row's reason explains its override: a dtype it does not override keeps the default's
+    reason = ((tol.get("reason") if overridden else None)
+              or table.DEFAULT_REASON[dtype].format(steps=row.steps))
     return {"rtol": rtol, "atol": atol, "lre": round(-math.log10(rtol), 3) if rtol else None,
             "scale": "max |expected| of each array",
             "reason": reason}
 
 
+def capability_tags(row, dtype, hyper, grads, schedule):
+    """What a framework needs to run the case (``npoptim verify --tag/--exclude-tag``): the
+    dtype, ``csr``, ``none-grad``, ``lr-schedule``, ``closure`` and each option set away from
+    its off value (``amsgrad``, ``maximize``, ``weight-decay``, ``momentum``, ...)."""
+    tags = {dtype}
+    flat = [g for step in grads for g in step]
+    if any(isinstance(g, codec.CsrGrad) for g in flat):
+        tags.add("csr")
+    if any(g is None for g in flat) and not row.objective:
+        tags.add("none-grad")
+    if schedule is not None:
+        tags.add("lr-schedule")
+    if row.objective:
+        tags.add("closure")
+    if len(row.shapes) > 1:
+        tags.add("multi-param")
+    for option, tag in (("amsgrad", "amsgrad"), ("maximize", "maximize"),
+                        ("weight_decay", "weight-decay"), ("momentum", "momentum"),
+                        ("nesterov", "nesterov"), ("centered", "centered"),
+                        ("dampening", "dampening"), ("lr_decay", "lr-decay"),
+                        ("decoupled_weight_decay", "decoupled-weight-decay"),
+                        ("initial_accumulator_value", "initial-accumulator")):
+        if hyper.get(option) not in (None, False, 0, 0.0):
+            tags.add(tag)
+    if hyper.get("variant"):
+        tags.add("variant")
+    return sorted(tags)
+
+
 def build_case(row, dtype, seed=None, case_id=None):
-    """One case (a JSON-ready dict) from a table row, by running npoptim."""
+    """One case (a JSON-ready dict) from a table row, by running npoptim (in the row's
+    flavor, :mod:`npoptim.flavors`)."""
     cls = registry.get(row.optimizer)
     torch_name = registry.OPTIMIZERS[row.optimizer][1]
     check_hyper_names(cls, row.hyper)
@@ -127,7 +167,8 @@ def build_case(row, dtype, seed=None, case_id=None):
     else:
         grads = inputs.PATTERNS[row.grads](rng, row.shapes, dtype, row.steps, row.grad_scale,
                                           row.density)
-    opt = cls([p.copy() for p in params], **row.hyper)
+    flavor = {} if row.flavor == "torch" else {"flavor": row.flavor}
+    opt = cls([p.copy() for p in params], **flavor, **row.hyper)
     base_lr = opt.param_groups[0]["lr"]
     schedule = None
     if row.schedule:
@@ -163,10 +204,16 @@ def build_case(row, dtype, seed=None, case_id=None):
         raise ValueError(f"{case_id}: flags {sorted(unknown)} have no note in golden.flags.FLAGS")
     matches = list(row.matches) or ([f"torch.optim.{torch_name} (torch 2.13)"]
                                     if torch_name else [])
+    if row.flavor != "torch":
+        matches = [flavors.get(row.flavor).framework]
     return {
         "id": case_id,
         "optimizer": row.optimizer,
         "torch_name": torch_name,
+        "flavor": row.flavor,
+        "framework_hyperparameters": (None if row.flavor == "torch" else
+                                      flavors.framework_names(row.flavor, row.optimizer, hyper)),
+        "tags": capability_tags(row, dtype, hyper, [] if objective else grads, schedule),
         "variant": getattr(opt, "variant", None),
         "matches": matches,
         "comment": row.comment,

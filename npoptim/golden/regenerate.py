@@ -3,6 +3,8 @@
 Writes, bit for bit reproducibly:
 
 * ``cases/<Optimizer>.json``: one golden file per optimizer of :data:`cases.TABLE`;
+* ``cases/<flavor>/<Optimizer>.json``: the flavor cases of :mod:`npoptim.golden.flavor_cases`
+  (other frameworks' conventions, only where they change the math);
 * ``golden.schema.json``: the JSON Schema (:data:`npoptim.golden.schema.JSON_SCHEMA`);
 * ``provenance.json``: how far torch 2.13 is from each case, per implementation path
   (``foreach=False``, ``foreach=True``, ``fused=True``). Measured only when torch is
@@ -20,10 +22,11 @@ import re
 import sys
 from pathlib import Path
 
+from npoptim import flavors
 from npoptim.golden import cases as table
-from npoptim.golden import codec
+from npoptim.golden import codec, flavor_cases
 from npoptim.golden.inputs import evaluate_objective
-from npoptim.golden.generate import build_case, build_file, from_json_hyper
+from npoptim.golden.generate import HEADER, build_case, build_file, from_json_hyper
 from npoptim.golden.schema import JSON_SCHEMA, parse
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "reference_results"
@@ -55,6 +58,20 @@ def build_optimizer_file(name):
     return build_file(built, optimizer=name)
 
 
+def build_flavor_file(flavor, name):
+    """The golden file of one flavor's cases of one optimizer, or None if it has none."""
+    built = flavor_cases.build_flavor_cases(flavor, name)
+    if not built:
+        return None
+    header = [f"Golden trajectories of npoptim in the {flavor} flavor: "
+              f"{flavors.get(flavor).framework}'s conventions (npoptim.flavors), only the "
+              "cases where they change the math; every other case of cases/"
+              f"{name}.json applies to {flavor} unchanged."] + HEADER[1:]
+    doc = build_file(built, optimizer=name, header=header)
+    doc["flavor"] = flavor
+    return doc
+
+
 def case_files(optimizers=None, on_error=None):
     """``{relative path: text}`` of the case files. ``on_error(name, exc)`` decides what an
     optimizer whose cases cannot be built does (default: raise)."""
@@ -62,6 +79,11 @@ def case_files(optimizers=None, on_error=None):
     for name in covered_optimizers(optimizers):
         try:
             out[f"cases/{name}.json"] = codec.dumps(build_optimizer_file(name))
+            for flavor in flavor_cases.GENERATED:
+                if name in flavor_cases.optimizers(flavor):
+                    doc = build_flavor_file(flavor, name)
+                    if doc is not None:
+                        out[f"cases/{flavor}/{name}.json"] = codec.dumps(doc)
         except Exception as exc:
             if on_error is None:
                 raise
@@ -165,7 +187,7 @@ def measure_torch(files):
     out = {}
     for text in files.values():
         for case in parse(json.loads(text), "<generated>", "cases").cases:
-            if not case.torch_name:
+            if not case.torch_name or case.flavor != "torch":
                 continue
             entry = {}
             for path in TORCH_PATHS:
@@ -230,6 +252,8 @@ def readme_sections(files, provenance):
         for case in doc["cases"]:
             flags = ", ".join(case["flags"]) or "—"
             rtol = f"{case['tolerance']['rtol']:.0e}"
+            if case.get("flavor", "torch") != "torch":
+                continue  # the flavors section
             if case["torch_name"]:
                 m = measured.get(case["id"], {})
                 torch_rows.append(f"| `{case['id']}` | {flags} | {rtol} | "
@@ -250,7 +274,15 @@ def readme_sections(files, provenance):
     if known:
         torch_text += ["", "Known divergences of torch (each failing measurement above):", ""]
         torch_text += [f"* {opt}, torch `{p}`: {why}" for opt, p, why in known]
+    flavor_rows = ["| flavor | optimizer | file | cases (rows; each in float32 and float64 "
+                   "unless noted) |", "|---|---|---|---|"]
+    for path, doc in parsed.items():
+        if doc.get("flavor"):
+            names = sorted({c["id"].split("/")[2] for c in doc["cases"]})
+            flavor_rows.append(f"| {doc['flavor']} | {doc['optimizer']} | `{path}` | "
+                               f"{doc['number_of_cases']} ({', '.join(names)}) |")
     return {"summary": "\n".join(summary), "torch": "\n".join(torch_text),
+            "flavors": "\n".join(flavor_rows),
             "variants": "\n".join(other_rows if len(other_rows) > 2 else
                                   ["(no cases of optimizers without a torch counterpart)"])}
 
@@ -285,8 +317,8 @@ def assemble(out, files, provenance):
 
 def committed_case_files(out):
     """``{relative path: text}`` of the case files on disk."""
-    return {f"cases/{p.name}": p.read_text(encoding="utf-8")
-            for p in sorted((out / "cases").glob("*.json"))}
+    return {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted((out / "cases").rglob("*.json"))}
 
 
 def load_provenance(out):
@@ -297,8 +329,8 @@ def load_provenance(out):
 
 
 def stale_files(out, generated):
-    return [p for p in sorted((out / "cases").glob("*.json"))
-            if f"cases/{p.name}" not in generated]
+    return [p for p in sorted((out / "cases").rglob("*.json"))
+            if p.relative_to(out).as_posix() not in generated]
 
 
 def out_of_date(out, generated):
@@ -306,7 +338,8 @@ def out_of_date(out, generated):
     changed = [name for name, text in sorted(generated.items())
                if name != PROVENANCE_FILE and (not (out / name).exists() or
                                                (out / name).read_text(encoding="utf-8") != text)]
-    return changed + [f"cases/{p.name} (no longer generated)" for p in stale_files(out, generated)]
+    return changed + [f"{p.relative_to(out).as_posix()} (no longer generated)"
+                      for p in stale_files(out, generated)]
 
 
 def main(argv=None):
@@ -345,7 +378,7 @@ def main(argv=None):
         else:
             measured = measure_torch({k: v for k, v in files.items()
                                       if args.optimizer is None
-                                      or Path(k).stem in args.optimizer})
+                                      or Path(k).stem in args.optimizer})  # flavor files skip
             if provenance and args.optimizer is not None:
                 provenance["cases"].update(measured["cases"])
                 provenance["torch_version"] = measured["torch_version"]
@@ -362,6 +395,7 @@ def main(argv=None):
     (out / "cases").mkdir(parents=True, exist_ok=True)
     for name, text in sorted(generated.items()):
         path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
@@ -369,7 +403,8 @@ def main(argv=None):
         p.unlink()
         print(f"removed {p}")
     total = sum(json.loads(t)["number_of_cases"] for t in files.values())
-    print(f"{total} cases of {len(files)} optimizers: {', '.join(Path(k).stem for k in files)}")
+    print(f"{total} cases in {len(files)} files: "
+          f"{', '.join(k[len('cases/'):-len('.json')] for k in files)}")
     return 1 if broken else 0
 
 

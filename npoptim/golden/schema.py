@@ -1,7 +1,8 @@
-"""The golden-file schema (version 1): loading with precise errors, and the JSON Schema.
+"""The golden-file schema (version 2; version 1 files are read too): loading with precise
+errors, and the JSON Schema.
 
-A golden file is one JSON object with ``"schema": "npoptim-golden"``, ``"schema_version": 1``
-and ``"kind"``:
+A golden file is one JSON object with ``"schema": "npoptim-golden"``, ``"schema_version"``
+(2; 1 is still read) and ``"kind"``:
 
 * ``"cases"``: a suite file (``reference_results/cases/*.json``) or a custom case written by
   ``npoptim golden``. Its ``cases`` carry everything needed to replay them (hyperparameters,
@@ -15,6 +16,13 @@ and ``"kind"``:
 ``steps[3].grads[0].indptr``). :data:`JSON_SCHEMA` is the same structure as a JSON Schema
 (draft 2020-12); ``python -m npoptim.golden.regenerate`` writes it to
 ``reference_results/golden.schema.json``. ``reference_results/README.md`` documents the fields.
+
+Version 2 adds, per case: ``flavor`` (the framework conventions the case is computed in,
+:mod:`npoptim.flavors`; ``"torch"`` when absent), ``framework_hyperparameters`` (the same
+hyperparameters in the framework's own names, or null) and ``tags`` (capabilities a
+framework needs to run it: ``float64``, ``amsgrad``, ``none-grad``, ``lr-schedule``, ``csr``,
+...); per result case: ``skipped`` (a reason string, instead of ``steps``: the implementation
+cannot run the case). A version 1 file has none of them and reads as before.
 """
 import json
 import math
@@ -28,7 +36,9 @@ import numpy as np
 from npoptim.golden import codec
 
 SCHEMA_NAME = "npoptim-golden"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: The versions this npoptim reads (the files it writes are SCHEMA_VERSION).
+READABLE_VERSIONS = (1, 2)
 KINDS = ("cases", "results")
 
 
@@ -84,6 +94,9 @@ class Case:
     comment: str = ""
     torch_name: Optional[str] = None
     variant: Optional[str] = None
+    flavor: str = "torch"
+    framework_hyperparameters: Optional[dict] = None
+    tags: list = field(default_factory=list)
     matches: list = field(default_factory=list)
     lr_schedule: Optional[dict] = None
     objective: Optional[dict] = None
@@ -105,6 +118,7 @@ class ResultCase:
     id: str
     steps: list
     source: str = ""
+    skipped: Optional[str] = None    # the implementation's reason for not running the case
     raw: dict = field(default_factory=dict, repr=False)
 
 
@@ -338,8 +352,9 @@ def parse(doc, path="<memory>", kind=None):
     if doc["schema"] != SCHEMA_NAME:
         c.fail("schema", f"expected {SCHEMA_NAME!r}, got {doc['schema']!r}")
     version = doc["schema_version"]
-    if version != SCHEMA_VERSION:
-        c.fail("schema_version", f"this npoptim reads version {SCHEMA_VERSION}, the file has "
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        c.fail("schema_version", f"this npoptim reads versions "
+                                 f"{', '.join(map(str, READABLE_VERSIONS))}, the file has "
                                  f"{version!r}")
     if doc["kind"] not in KINDS:
         c.fail("kind", f"expected one of {list(KINDS)}, got {doc['kind']!r}")
@@ -357,17 +372,21 @@ def parse(doc, path="<memory>", kind=None):
             c.fail(f"cases[{n}].id", f"{case_id!r} is also the id of cases[{seen[case_id]}]")
         seen[case_id] = n
         if doc["kind"] == "cases":
-            parsed.append(_parse_case(raw, path, notes))
+            parsed.append(_parse_case(raw, path, notes, version))
         else:
-            parsed.append(_parse_result(raw, path))
+            parsed.append(_parse_result(raw, path, version))
     if "number_of_cases" in doc and doc["number_of_cases"] != len(cases):
         c.fail("number_of_cases", f"is {doc['number_of_cases']!r}, the file has {len(cases)} "
                                   "cases")
     return GoldenFile(path, doc["kind"], parsed, notes, header, doc)
 
 
-def _parse_case(raw, path, notes):
+def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
     c = _Checker(path, raw["id"])
+    if version < 2:
+        for name in ("flavor", "framework_hyperparameters", "tags"):
+            if name in raw:
+                c.fail(name, f"is a schema_version 2 field; the file says version {version}")
     c.obj(raw, "", ("optimizer", "dtype", "hyperparameters", "params", "steps", "flags",
                     "tolerance"))
     c.string(raw["optimizer"], "optimizer")
@@ -415,11 +434,19 @@ def _parse_case(raw, path, notes):
     schedule = raw.get("lr_schedule")
     if schedule is not None:
         c.obj(schedule, "lr_schedule", ("kind",))
+    tags = c.list_(raw.get("tags", []), "tags")
+    for i, tag in enumerate(tags):
+        c.string(tag, f"tags[{i}]")
+    framework_hyper = raw.get("framework_hyperparameters")
+    if framework_hyper is not None:
+        c.obj(framework_hyper, "framework_hyperparameters")
     return Case(id=raw["id"], optimizer=raw["optimizer"], dtype=dtype, hyperparameters=hyper,
                 params=params, steps=steps, flags=list(flags), tolerance=tolerance,
                 comment=c.string(raw.get("comment", ""), "comment"),
                 torch_name=c.string(raw.get("torch_name"), "torch_name", nullable=True),
                 variant=c.string(raw.get("variant"), "variant", nullable=True),
+                flavor=c.string(raw.get("flavor", "torch"), "flavor"),
+                framework_hyperparameters=framework_hyper, tags=list(tags),
                 matches=list(matches), lr_schedule=schedule, objective=objective,
                 source=path, raw=raw)
 
@@ -445,8 +472,17 @@ def _parse_objective(c, raw, params, dtype):
     return out
 
 
-def _parse_result(raw, path):
+def _parse_result(raw, path, version=SCHEMA_VERSION):
     c = _Checker(path, raw["id"])
+    if "skipped" in raw:
+        if version < 2:
+            c.fail("skipped", f"is a schema_version 2 field; the file says version {version}")
+        reason = c.string(raw["skipped"], "skipped")
+        if not reason.strip():
+            c.fail("skipped", "must give the reason the case was not run")
+        if raw.get("steps"):
+            c.fail("steps", "a skipped case has no steps")
+        return ResultCase(raw["id"], [], path, raw=raw, skipped=reason)
     c.obj(raw, "", ("steps",))
     steps = []
     for t, step in enumerate(c.list_(raw["steps"], "steps")):
@@ -457,7 +493,7 @@ def _parse_result(raw, path):
         if step.get("state") is not None:
             state = c.state(step["state"], f"{where}.state", len(params))
         steps.append(ResultStep(params, state))
-    return ResultCase(raw["id"], steps, path, raw)
+    return ResultCase(raw["id"], steps, path, raw=raw)
 
 
 def load(path, kind=None):
@@ -508,8 +544,8 @@ _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 JSON_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "npoptim-golden-v1.schema.json",
-    "title": "npoptim golden optimizer cases and results, schema version 1",
+    "$id": "npoptim-golden-v2.schema.json",
+    "title": "npoptim golden optimizer cases and results, schema version 2 (reads 1)",
     "description": "See reference_results/README.md. Arrays are flattened in row-major order; "
                    "floats are the shortest round-trip decimal of the float64 value (float32 "
                    "values stored as the float64 number equal to them); non-finite values are "
@@ -518,7 +554,7 @@ JSON_SCHEMA = {
     "required": ["schema", "schema_version", "kind", "cases"],
     "properties": {
         "schema": {"const": SCHEMA_NAME},
-        "schema_version": {"const": SCHEMA_VERSION},
+        "schema_version": {"enum": list(READABLE_VERSIONS)},
         "kind": {"enum": list(KINDS)},
         "optimizer": {"type": "string"},
         "number_of_cases": {"type": "integer", "minimum": 0},
@@ -587,6 +623,9 @@ JSON_SCHEMA = {
                 "optimizer": {"type": "string"},
                 "torch_name": {"type": ["string", "null"]},
                 "variant": {"type": ["string", "null"]},
+                "flavor": {"type": "string"},
+                "framework_hyperparameters": {"type": ["object", "null"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
                 "matches": {"type": "array", "items": {"type": "string"}},
                 "comment": {"type": "string"},
                 "dtype": {"enum": list(codec.FLOAT_DTYPES)},
@@ -621,9 +660,12 @@ JSON_SCHEMA = {
                                 "state": {"oneOf": [{"type": "null"},
                                                     {"$ref": "#/$defs/state"}]}}}}}}}},
         "result_case": {
-            "type": "object", "required": ["id", "steps"],
+            "type": "object", "required": ["id"],
+            "oneOf": [{"required": ["steps"]},
+                      {"required": ["skipped"], "properties": {"steps": {"maxItems": 0}}}],
             "properties": {
                 "id": {"type": "string", "minLength": 1},
+                "skipped": {"type": "string", "minLength": 1},
                 "steps": {"type": "array", "items": {
                     "type": "object", "required": ["params"],
                     "properties": {

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
@@ -55,6 +56,7 @@ def _adadelta_dense(param, grad, states, hyper):
 class Adadelta(Optimizer):
     """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring)."""
 
+    @flavored
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,

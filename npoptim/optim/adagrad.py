@@ -17,15 +17,21 @@ every entry), and the step count advances on every step in which the parameter h
 State exists from construction, as torch creates it in ``__init__``; like torch, it starts from
 the constructor's ``initial_accumulator_value``, even for a param group that overrides it or is
 added later.
+
+Convention switch (see :mod:`npoptim.flavors`): ``eps_in_sqrt=True`` (Keras, optax, tfjs)
+puts :math:`\epsilon` inside the square root, :math:`g/\sqrt{s+\epsilon}`, and, as optax,
+makes the update 0 where :math:`s = 0` (so ``eps=0`` with a zero accumulator gives 0, not NaN).
 """
 from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import check_flag
 from npoptim.sparse.rowgrad import RowGradient
 
 
@@ -36,6 +42,7 @@ class AdagradHyper(NamedTuple):
     eps: float
     neg_clr: float   # -clr
     maximize: float  # 1 or 0
+    eps_in_sqrt: float  # 1 or 0
 
 
 @kernel
@@ -47,6 +54,10 @@ def adagrad_rule(p, g, s, h):
     if h.weight_decay != 0:
         g = fma(h.weight_decay, p, g)
     total = fma(g, g, total)
+    if h.eps_in_sqrt != 0:
+        if total == 0:
+            return p, (total,)
+        return p + h.neg_clr * g / np.sqrt(total + h.eps), (total,)
     denom = np.sqrt(total) + h.eps
     return p + h.neg_clr * g / denom, (total,)
 
@@ -71,15 +82,19 @@ class Adagrad(Optimizer):
     """
 
     sparse_kind = "exact"
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"eps_in_sqrt": False}
 
+    @flavored
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None,
-                 state_arrays=None):
+                 eps_in_sqrt=False, state_arrays=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
                                       weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
-                                      differentiable=differentiable, fused=fused),
+                                      differentiable=differentiable, fused=fused,
+                                      eps_in_sqrt=eps_in_sqrt),
                          state_arrays=state_arrays)
         # As torch: state is created here, from the constructor's initial_accumulator_value
         # even where a param group overrides it.
@@ -91,6 +106,7 @@ class Adagrad(Optimizer):
         check_nonnegative(group, "initial_accumulator_value",
                           label="initial_accumulator_value")
         check_nonnegative(group, "eps")
+        check_flag(group, "eps_in_sqrt")
 
     def _state_names(self, group):
         return ("sum",)
@@ -111,6 +127,7 @@ class Adagrad(Optimizer):
         state["step"] += 1
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         hyper = typed_record(AdagradHyper, param, weight_decay=group["weight_decay"],
-                             eps=group["eps"], neg_clr=-clr, maximize=bool(group["maximize"]))
+                             eps=group["eps"], neg_clr=-clr, maximize=bool(group["maximize"]),
+                             eps_in_sqrt=bool(group["eps_in_sqrt"]))
         self._run((_adagrad_dense, _adagrad_rows), param, grad, self._flat_states(state, group),
                   hyper)

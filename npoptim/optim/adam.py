@@ -19,15 +19,30 @@ are fused multiply-adds, and the last line is ``p + (-step_size * m) / denom``.
 Note where :math:`\epsilon` sits: added to :math:`\sqrt{\hat v / b_2}` (Kingma's Algorithm 1),
 not to :math:`\sqrt{v}` as SparseAdam does. Dense gradients only: torch's Adam refuses sparse
 ones too.
+
+Convention switches (other frameworks; see :mod:`npoptim.flavors`), each a change of the
+hyperparameters the one rule reads, not of the rule:
+
+* ``eps_mode="eps_hat"`` (Keras, TF ``ApplyAdam``, ONNX): :math:`\epsilon` is added to
+  :math:`\sqrt{\hat v}` and the bias correction moves into the step size,
+  :math:`\theta \leftarrow \theta - \gamma\frac{\sqrt{b_2}}{b_1}\cdot\frac{m}{\sqrt{\hat v}
+  + \epsilon}` (the rule runs with ``bias_correction2_sqrt = 1``).
+* ``amsgrad_max="bias_corrected"`` (optax ``amsgrad``): the running max is taken of
+  :math:`v/b_2` (and ``max_exp_avg_sq`` holds it), :math:`\hat v \leftarrow \max(\hat v,
+  v/b_2)`, denominator :math:`\sqrt{\hat v} + \epsilon` (the rule runs with
+  ``v_divisor = b_2`` and ``bias_correction2_sqrt = 1``). torch and Keras take the max of
+  the raw :math:`v`.
 """
 from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.variants import check_choice
 
 
 class AdamHyper(NamedTuple):
@@ -45,7 +60,8 @@ class AdamHyper(NamedTuple):
     maximize: float               # 1 or 0
     bias_correction2_sqrt: float  # sqrt(b2)
     eps: float
-    neg_step_size: float          # -lr / b1
+    neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
+    v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
 
 
 def moment_hyper(group):
@@ -96,7 +112,7 @@ def amsgrad_rule(p, g, s, h):
     """Adam/AdamW with amsgrad; ``s = (exp_avg, exp_avg_sq, max_exp_avg_sq)``."""
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
-    v_hat = maximum(max_exp_avg_sq, v)
+    v_hat = maximum(max_exp_avg_sq, v / h.v_divisor)
     return _adam_param(p, m, v_hat, h), (m, v, v_hat)
 
 
@@ -118,19 +134,33 @@ class Adam(Optimizer):
     """
 
     sparse_kind = "dense-only"
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw"}
+    #: A switch that matters only when this option is on (else it is left out of golden
+    #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
+    conventions_apply = {"amsgrad_max": "amsgrad"}
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None, decoupled_weight_decay=False):
+                 differentiable=False, fused=None, decoupled_weight_decay=False,
+                 eps_mode="torch", amsgrad_max="raw"):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
-                        decoupled_weight_decay=decoupled_weight_decay)
+                        decoupled_weight_decay=decoupled_weight_decay, eps_mode=eps_mode,
+                        amsgrad_max=amsgrad_max)
         super().__init__(params, defaults)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "weight_decay")
         check_betas(group["betas"])
+        check_choice(group, "eps_mode", ("torch", "eps_hat"))
+        check_choice(group, "amsgrad_max", ("raw", "bias_corrected"))
+        if group["eps_mode"] == "eps_hat" and group["amsgrad_max"] == "bias_corrected":
+            raise ValueError("eps_mode='eps_hat' moves the bias correction into the step size; "
+                             "amsgrad_max='bias_corrected' needs it in the denominator (no "
+                             "framework combines them)")
 
     def _state_names(self, group):
         names = ("exp_avg", "exp_avg_sq")
@@ -140,9 +170,17 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
+        bias_correction2 = 1 - beta2 ** step
+        step_size = group["lr"] / (1 - beta1 ** step)
+        bias_correction2_sqrt, v_divisor = bias_correction2 ** 0.5, 1.0
+        if group["amsgrad"] and group["amsgrad_max"] == "bias_corrected":
+            bias_correction2_sqrt, v_divisor = 1.0, bias_correction2
+        elif group["eps_mode"] == "eps_hat":  # Keras: lr * sqrt(b2) / b1, as the framework
+            step_size = group["lr"] * bias_correction2 ** 0.5 / (1 - beta1 ** step)
+            bias_correction2_sqrt = 1.0
         hyper = typed_record(AdamHyper, param, **moment_hyper(group),
-                             bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
-                             neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
+                             bias_correction2_sqrt=bias_correction2_sqrt, eps=group["eps"],
+                             neg_step_size=-step_size, v_divisor=v_divisor)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
 
@@ -150,13 +188,15 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """AdamW: Adam with decoupled weight decay, ``torch.optim.AdamW`` (weight_decay=1e-2)."""
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None):
+                 differentiable=False, fused=None, eps_mode="torch", amsgrad_max="raw"):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,
                          capturable=capturable, differentiable=differentiable, fused=fused,
-                         decoupled_weight_decay=True)
+                         decoupled_weight_decay=True, eps_mode=eps_mode,
+                         amsgrad_max=amsgrad_max)
 
     def load_state_dict(self, state_dict):
         """As :meth:`Adam.load_state_dict`; like torch's AdamW, every group stays decoupled."""

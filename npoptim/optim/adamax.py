@@ -17,13 +17,21 @@ and the maximum propagates NaN as ``torch.maximum`` does. Dense gradients only, 
 Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight decay is a
 fused multiply-add, :math:`m` a ``lerp``, and the last line torch's ``addcdiv``,
 ``p + (-clr * m) / u``.
+
+Convention switch (see :mod:`npoptim.flavors`): ``eps_mode="added"`` (Keras, TF
+``ApplyAdaMax``, tfjs) keeps :math:`\epsilon` out of the maximum and adds it after,
+:math:`u \leftarrow \max(\beta_2 u, |g|)`, :math:`\theta \leftarrow \theta -
+\frac{\gamma}{1-\beta_1^t}\cdot\frac{m}{u + \epsilon}`; ``"in_max"`` is torch's. The rule
+runs with ``eps_in_max`` and ``eps_added``, one of them 0.
 """
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.variants import check_choice
 
 
 class AdamaxHyper(NamedTuple):
@@ -32,7 +40,8 @@ class AdamaxHyper(NamedTuple):
     weight_decay: float
     one_minus_beta1: float
     beta2: float
-    eps: float
+    eps_in_max: float   # eps (eps_mode="in_max"), else 0
+    eps_added: float    # eps (eps_mode="added"), else 0
     neg_clr: float   # -lr / (1 - beta1^t)
     maximize: float  # 1 or 0
 
@@ -46,8 +55,8 @@ def adamax_rule(p, g, s, h):
     if h.weight_decay != 0:
         g = fma(h.weight_decay, p, g)
     m = lerp(exp_avg, g, h.one_minus_beta1)
-    u = maximum(exp_inf * h.beta2, abs(g) + h.eps)
-    return p + h.neg_clr * m / u, (m, u)
+    u = maximum(exp_inf * h.beta2, abs(g) + h.eps_in_max)
+    return p + h.neg_clr * m / (u + h.eps_added), (m, u)
 
 
 @kernel
@@ -62,16 +71,23 @@ class Adamax(Optimizer):
     compatibility only.
     """
 
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"eps_mode": "in_max"}
+
+    @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False,
+                 eps_mode="in_max"):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       foreach=foreach, maximize=maximize,
-                                      differentiable=differentiable, capturable=capturable))
+                                      differentiable=differentiable, capturable=capturable,
+                                      eps_mode=eps_mode))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])
         check_nonnegative(group, "weight_decay")
+        check_choice(group, "eps_mode", ("in_max", "added"))
 
     def _state_names(self, group):
         return ("exp_avg", "exp_inf")
@@ -81,6 +97,8 @@ class Adamax(Optimizer):
         beta1, beta2 = group["betas"]
         clr = group["lr"] / (1 - beta1 ** state["step"])
         hyper = typed_record(AdamaxHyper, param, weight_decay=group["weight_decay"],
-                             one_minus_beta1=1 - beta1, beta2=beta2, eps=group["eps"],
+                             one_minus_beta1=1 - beta1, beta2=beta2,
+                             eps_in_max=group["eps"] if group["eps_mode"] == "in_max" else 0.0,
+                             eps_added=group["eps"] if group["eps_mode"] == "added" else 0.0,
                              neg_clr=-clr, maximize=bool(group["maximize"]))
         _adamax_dense(param, grad, self._flat_states(state, group), hyper)

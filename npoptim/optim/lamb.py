@@ -86,6 +86,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
@@ -222,6 +223,7 @@ class LAMB(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=VARIANT_DEFAULT,
                  weight_decay=VARIANT_DEFAULT, *, variant="paper_v5",
                  bias_correction=VARIANT_DEFAULT, grad_averaging=VARIANT_DEFAULT,

@@ -75,6 +75,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
@@ -181,6 +182,7 @@ class LARS(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, momentum=0.9, dampening=0, weight_decay=0,
                  nesterov=False, *, variant="paper", trust_coefficient=VARIANT_DEFAULT,
                  eps=VARIANT_DEFAULT, momentum_convention=VARIANT_DEFAULT,

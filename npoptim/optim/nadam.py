@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.adam import adam_moments, moment_hyper
@@ -80,6 +81,7 @@ class NAdam(Optimizer):
     compatibility only.
     """
 
+    @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):

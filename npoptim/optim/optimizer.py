@@ -317,11 +317,15 @@ class Optimizer:
         (``np.memmap``, e.g. from ``state_arrays``): those are read-only views of the files
         (torch's state_dict holds references too), so a table larger than memory is never
         copied into RAM; they change with every later step. ``step`` is stored as torch
-        stores it.
+        stores it. A
+        convention switch at torch's value (``torch_conventions``) is left out, so the groups
+        have exactly torch's keys; loading fills it back from the defaults.
         """
         groups, index = [], 0
+        conventions = getattr(type(self), "torch_conventions", {})
         for group in self.param_groups:
-            packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
+            packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"
+                      and not (k in conventions and v == conventions[k])}
             packed["params"] = list(range(index, index + len(group["params"])))
             index += len(group["params"])
             groups.append(packed)

@@ -26,15 +26,26 @@ Rounding follows torch's CPU kernels (see :mod:`npoptim.kernels.scalar`): weight
 ``square_avg`` update, ``square_avg - grad_avg^2`` and the momentum step into the parameter
 are fused multiply-adds, ``grad_avg`` a ``lerp``, and the division steps are torch's
 ``addcdiv``: ``p + (-lr * g) / d``.
+
+Convention switches (see :mod:`npoptim.flavors`), one line each of the rule:
+
+* ``eps_in_sqrt=True`` (Keras, TF, tfjs, optax's default): :math:`d = \sqrt{v + \epsilon}`
+  (centered: :math:`\sqrt{v - \bar g^2 + \epsilon}`).
+* ``lr_in_momentum=True`` (Keras, TF, tfjs, optax): the buffer holds the scaled step,
+  :math:`b \leftarrow \mu b + \gamma\, g / d`, :math:`\theta \leftarrow \theta - b`
+  (equal to torch at constant lr only). The rule runs with ``lr_in_buffer = lr`` and
+  ``neg_lr = -1``.
 """
 from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import check_flag
 
 
 class RMSpropHyper(NamedTuple):
@@ -45,8 +56,10 @@ class RMSpropHyper(NamedTuple):
     one_minus_alpha: float
     eps: float
     momentum: float
-    neg_lr: float    # -lr
+    neg_lr: float    # -lr (lr_in_momentum: -1)
     maximize: float  # 1 or 0
+    eps_in_sqrt: float   # 1 or 0
+    lr_in_buffer: float  # lr with lr_in_momentum, else 1
 
 
 @kernel
@@ -62,14 +75,22 @@ def _grad_and_square_avg(p, g, square_avg, h):
 @kernel
 def _centered_denom(v, grad_avg, h):
     """``sqrt(square_avg - grad_avg^2) + eps`` (torch's ``addcmul(.., value=-1)``)."""
-    return np.sqrt(fma(-grad_avg, grad_avg, v)) + h.eps
+    return _denom(fma(-grad_avg, grad_avg, v), h)
+
+
+@kernel
+def _denom(v, h):
+    """``sqrt(v) + eps``, or ``sqrt(v + eps)`` with ``eps_in_sqrt``."""
+    if h.eps_in_sqrt != 0:
+        return np.sqrt(v + h.eps)
+    return np.sqrt(v) + h.eps
 
 
 @kernel
 def _momentum_step(p, g, denom, buf, h):
     """The new parameter and ``momentum_buffer`` (``buf.mul_(momentum).addcdiv_(g, denom)``,
     then ``param.add_(buf, alpha=-lr)``)."""
-    buf = buf * h.momentum + g / denom
+    buf = buf * h.momentum + h.lr_in_buffer * g / denom
     return fma(h.neg_lr, buf, p), buf
 
 
@@ -78,7 +99,7 @@ def rmsprop_rule(p, g, s, h):
     """One element; ``s = (square_avg,)``."""
     (square_avg,) = s
     g, v = _grad_and_square_avg(p, g, square_avg, h)
-    denom = np.sqrt(v) + h.eps
+    denom = _denom(v, h)
     return p + h.neg_lr * g / denom, (v,)
 
 
@@ -97,7 +118,7 @@ def momentum_rule(p, g, s, h):
     """With momentum; ``s = (square_avg, momentum_buffer)``."""
     square_avg, buf = s
     g, v = _grad_and_square_avg(p, g, square_avg, h)
-    denom = np.sqrt(v) + h.eps
+    denom = _denom(v, h)
     p, buf = _momentum_step(p, g, denom, buf, h)
     return p, (v, buf)
 
@@ -146,18 +167,25 @@ class RMSprop(Optimizer):
     """
 
     creates_missing_state = True  # momentum or centered switched on after the first step
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"eps_in_sqrt": False, "lr_in_momentum": False}
+    #: A switch that matters only when this option is non-zero.
+    conventions_apply = {"lr_in_momentum": "momentum"}
 
+    @flavored
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
-                 differentiable=False):
+                 differentiable=False, *, eps_in_sqrt=False, lr_in_momentum=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
                                       centered=centered, weight_decay=weight_decay,
                                       capturable=capturable, foreach=foreach,
-                                      maximize=maximize, differentiable=differentiable))
+                                      maximize=maximize, differentiable=differentiable,
+                                      eps_in_sqrt=eps_in_sqrt, lr_in_momentum=lr_in_momentum))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "momentum", "weight_decay")
         check_nonnegative(group, "alpha", label="alpha value")
+        check_flag(group, "eps_in_sqrt", "lr_in_momentum")
 
     def _state_names(self, group):
         return (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
@@ -169,9 +197,13 @@ class RMSprop(Optimizer):
                 state[name] = np.zeros(state["square_avg"].shape, param.dtype)
         state["step"] += 1
         alpha = group["alpha"]
+        lr_in_buffer = group["lr_in_momentum"] and group["momentum"] > 0
         hyper = typed_record(RMSpropHyper, param, weight_decay=group["weight_decay"],
                              alpha=alpha, one_minus_alpha=1 - alpha, eps=group["eps"],
-                             momentum=group["momentum"], neg_lr=-group["lr"],
-                             maximize=bool(group["maximize"]))
+                             momentum=group["momentum"],
+                             neg_lr=-1.0 if lr_in_buffer else -group["lr"],
+                             maximize=bool(group["maximize"]),
+                             eps_in_sqrt=bool(group["eps_in_sqrt"]),
+                             lr_in_buffer=group["lr"] if lr_in_buffer else 1.0)
         kernel_ = _KERNELS[group["momentum"] > 0, bool(group["centered"])]
         kernel_(param, grad, self._flat_states(state, group), hyper)

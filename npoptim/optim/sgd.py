@@ -41,16 +41,26 @@ missing entries zero.
 * Rounding is the dense rule's. torch's ``param.add_(sparse_grad, alpha=-lr)`` for a coalesced
   COO gradient (no momentum) does not fuse, so there npoptim can differ from torch's sparse
   path in the last bit (its momentum path, and a hybrid COO gradient, fuse as the dense one).
+
+Convention switch (see :mod:`npoptim.flavors`): ``lr_in_buffer=True`` (Keras, TF
+``ApplyKerasMomentum``) puts the learning rate inside the buffer, as Keras's
+``m = mu*m - lr*g; p += m`` (nesterov ``p += mu*m - lr*g``): here
+:math:`b \leftarrow \mu b + \gamma g` and :math:`\theta \leftarrow \theta - b`
+(nesterov :math:`\theta - (\mu b + \gamma g)`), the buffer starting from zero (so the first
+step's :math:`b = \gamma g`). The rule runs with ``grad_scale = lr`` and ``neg_lr = -1``; it
+equals torch at constant lr only. Keras has no dampening, so the switch refuses one.
 """
 import numbers
 from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
+from npoptim.optim.variants import check_flag
 from npoptim.sparse.rowgrad import RowGradient
 
 
@@ -63,6 +73,7 @@ class SGDHyper(NamedTuple):
     momentum: float
     one_minus_dampening: float
     nesterov: float             # 1 or 0
+    grad_scale: float           # lr with lr_in_buffer (and momentum), else 1
 
 
 @kernel
@@ -93,7 +104,7 @@ def sgd_rule(p, g, s, h):
 @kernel
 def momentum_first_rule(p, g, s, h):
     """The first momentum step: the buffer becomes the (decayed) gradient; ``s = (buf,)``."""
-    g = _decayed_grad(p, g, h)
+    g = _decayed_grad(p, g, h) * h.grad_scale
     buf = g
     return _momentum_step(p, g, buf, h), (buf,)
 
@@ -103,7 +114,7 @@ def momentum_rule(p, g, s, h):
     """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g`` (torch's
     ``buf.mul_(momentum).add_(g, alpha=1 - dampening)``); ``s = (buf,)``."""
     (buf,) = s
-    g = _decayed_grad(p, g, h)
+    g = _decayed_grad(p, g, h) * h.grad_scale
     buf = fma(h.one_minus_dampening, g, buf * h.momentum)
     return _momentum_step(p, g, buf, h), (buf,)
 
@@ -150,14 +161,20 @@ class SGD(Optimizer):
     sparse_kind = "exact"
     step_in_state_dict = None
     creates_missing_state = True  # the buffer appears at the first step with momentum
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"lr_in_buffer": False}
+    #: A switch that matters only when this option is non-zero.
+    conventions_apply = {"lr_in_buffer": "momentum"}
 
+    @flavored
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None, state_arrays=None):
+                 fused=None, lr_in_buffer=False, state_arrays=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
-                                      differentiable=differentiable, fused=fused),
+                                      differentiable=differentiable, fused=fused,
+                                      lr_in_buffer=lr_in_buffer),
                          state_arrays=state_arrays)
 
     def _check_group(self, group):
@@ -167,6 +184,10 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid dampening value: {dampening}")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        check_flag(group, "lr_in_buffer")
+        if group["lr_in_buffer"] and group["dampening"] != 0:
+            raise ValueError("lr_in_buffer=True (Keras's momentum) has no dampening; got "
+                             f"dampening={group['dampening']}")
 
     def _state_names(self, group):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
@@ -204,10 +225,13 @@ class SGD(Optimizer):
     def _update(self, param, grad, state, group, first=False):
         """``first``: the momentum buffer was just created and is not initialised yet."""
         momentum = group["momentum"]
+        lr_in_buffer = group["lr_in_buffer"] and momentum != 0
         hyper = typed_record(SGDHyper, param, weight_decay=group["weight_decay"],
-                             neg_lr=-group["lr"], maximize=bool(group["maximize"]),
+                             neg_lr=-1.0 if lr_in_buffer else -group["lr"],
+                             maximize=bool(group["maximize"]),
                              momentum=momentum, one_minus_dampening=1 - group["dampening"],
-                             nesterov=bool(group["nesterov"]))
+                             nesterov=bool(group["nesterov"]),
+                             grad_scale=group["lr"] if lr_in_buffer else 1.0)
         if momentum == 0:
             self._run((_sgd_dense, _sgd_rows), param, grad, (), hyper)
             return

@@ -1,0 +1,550 @@
+"""Flavors: another framework's conventions and defaults, as named presets of npoptim's switches.
+
+Each optimizer follows ``torch.optim`` by default. Where another framework computes the same
+optimizer differently (where eps goes, whether lr sits inside the momentum buffer, which
+second moment amsgrad maximises, ...), the optimizer has a **convention switch**: a keyword
+that changes one line of the one rule (see each optimizer's docstring and its
+``torch_conventions``, the switches' torch values). A **flavor** is a framework's choice of
+those switches plus its defaults and its hyperparameter names::
+
+    npoptim.Adam(params, flavor="keras")            # eps-hat, eps=1e-7, decoupled decay
+    npoptim.flavors.from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)
+    npoptim.flavors.from_framework("optax", "amsgrad", params, learning_rate=1e-2)
+
+**Flavor and variant (the rule).** ``variant=`` names a *published algorithm* (LAMB's
+``"apex"``, LARS's ``"optax"``); ``flavor=`` names a *framework*: its switches, its defaults
+and, for an optimizer with variants, the variant that framework ships (a LAMB with
+``flavor="keras"`` is its ``"keras3"`` variant). Precedence, lowest first: torch's defaults <
+the flavor's defaults and switches (including its variant) < the variant's switches <
+keywords given explicitly. So an explicit keyword always wins, and a flavor never changes a
+value the caller wrote.
+
+Framework options that are not conventions of the update (Keras ``clipnorm``,
+``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
+are refused by name; so is a value of a convention npoptim does not implement yet (it says
+which).
+"""
+import functools
+import inspect
+from dataclasses import dataclass, field
+
+from npoptim import registry
+
+#: Framework options that wrap the update rather than change it: refused by name.
+NOT_CONVENTIONS = {
+    "clipnorm": "per-variable gradient clipping is not part of the update; clip the gradients "
+                "before step()",
+    "clipvalue": "gradient clipping is not part of the update; clip the gradients before step()",
+    "global_clipnorm": "global gradient clipping is not part of the update; clip the gradients "
+                       "before step()",
+    "use_ema": "an exponential moving average of the weights is kept outside the optimizer",
+    "ema_momentum": "an exponential moving average of the weights is kept outside the optimizer",
+    "ema_overwrite_frequency": "an exponential moving average of the weights is kept outside "
+                               "the optimizer",
+    "gradient_accumulation_steps": "accumulate the gradients before step()",
+    "loss_scale_factor": "scale the loss and unscale the gradients outside the optimizer",
+    "name": None,  # accepted and ignored: a Keras/TF object name
+}
+
+
+@dataclass(frozen=True)
+class FrameworkOptimizer:
+    """One constructor of a framework, as an npoptim optimizer.
+
+    * ``npoptim``: the npoptim optimizer it is.
+    * ``names``: the framework's keyword -> npoptim's keyword, or ``(keyword, index)`` for one
+      element of a pair (Keras ``beta_1`` is ``betas[0]``).
+    * ``defaults``: the framework's defaults, in the framework's names; a name missing here
+      and from the call keeps npoptim's default; ``REQUIRED`` marks one the framework requires.
+    * ``fixed``: npoptim keywords the constructor implies (optax ``amsgrad`` is Adam with
+      ``amsgrad=True``).
+    * ``unsupported``: framework keyword -> (the values npoptim implements, why not others).
+    """
+
+    npoptim: str
+    names: dict
+    defaults: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    unsupported: dict = field(default_factory=dict)
+
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A framework: its convention switches per npoptim optimizer and its constructors.
+
+    ``switches[opt]``: npoptim keywords the framework's conventions set (defaults of the
+    flavor); ``constructors``: framework name -> :class:`FrameworkOptimizer`; the first
+    constructor of an optimizer gives ``Opt(params, flavor=...)`` its defaults.
+    ``zero_only[opt]``: npoptim keywords that must stay 0 (a convention npoptim does not
+    implement yet) -> why; ``verified``: how this flavor is checked against the framework.
+    """
+
+    name: str
+    framework: str
+    switches: dict
+    constructors: dict
+    differs: dict
+    zero_only: dict = field(default_factory=dict)
+    verified: str = ""
+    #: npoptim hyperparameters the framework holds as float32 (ONNX attributes): its float64
+    #: cases are generated only where these are exact in float32
+    float32_hyperparameters: tuple = ()
+    #: the dtypes the framework computes in (its cases are generated in these only)
+    dtypes: tuple = ("float32", "float64")
+
+    def constructor_for(self, optimizer):
+        for entry in self.constructors.values():
+            if entry.npoptim == optimizer:
+                return entry
+        return None
+
+    def defaults(self, optimizer):
+        """npoptim keywords for ``Opt(params, flavor=self.name)``: switches, then the
+        framework's defaults translated to npoptim's names."""
+        if optimizer not in self.switches:
+            raise ValueError(f"flavor {self.name!r} ({self.framework}) has no {optimizer}; it "
+                             f"has {', '.join(self.switches)}")
+        out = dict(self.switches[optimizer])
+        entry = self.constructor_for(optimizer)
+        if entry is not None and "variant" not in out:  # a variant carries its defaults
+            out.update(translate(entry, {k: v for k, v in entry.defaults.items()
+                                         if v is not REQUIRED}, self.name, optional=True))
+            out.update(entry.fixed)
+        return out
+
+
+KERAS_WD = ("Keras applies weight_decay decoupled (w -= w*weight_decay*lr before the update); "
+            "npoptim's {opt} has L2 decay only, so the keras flavor takes weight_decay=0")
+_BETAS = {"beta_1": ("betas", 0), "beta_2": ("betas", 1)}
+_KERAS_ADAM_NAMES = {"learning_rate": "lr", **_BETAS, "epsilon": "eps", "amsgrad": "amsgrad",
+                     "weight_decay": "weight_decay"}
+_KERAS_ADAM_DEFAULTS = dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                            amsgrad=False, weight_decay=None)
+
+KERAS = Flavor(
+    name="keras", framework="Keras 3 (keras.optimizers, keras-team/keras keras/src/optimizers)",
+    switches={
+        "Adam": dict(eps_mode="eps_hat", decoupled_weight_decay=True),
+        "AdamW": dict(eps_mode="eps_hat"),
+        "Adagrad": dict(eps_in_sqrt=True),
+        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
+        "SGD": dict(lr_in_buffer=True),
+        "Adamax": dict(eps_mode="added"),
+        "Adadelta": {},
+        "LAMB": dict(variant="keras3"),
+    },
+    constructors={
+        "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
+        "AdamW": FrameworkOptimizer("AdamW", _KERAS_ADAM_NAMES,
+                                    dict(_KERAS_ADAM_DEFAULTS, weight_decay=0.004)),
+        "Adagrad": FrameworkOptimizer(
+            "Adagrad", {"learning_rate": "lr", "initial_accumulator_value":
+                        "initial_accumulator_value", "epsilon": "eps",
+                        "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, initial_accumulator_value=0.1, epsilon=1e-7,
+                 weight_decay=None)),
+        "RMSprop": FrameworkOptimizer(
+            "RMSprop", {"learning_rate": "lr", "rho": "alpha", "momentum": "momentum",
+                        "epsilon": "eps", "centered": "centered", "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+                 weight_decay=None)),
+        "SGD": FrameworkOptimizer(
+            "SGD", {"learning_rate": "lr", "momentum": "momentum", "nesterov": "nesterov",
+                    "weight_decay": "weight_decay"},
+            dict(learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=None)),
+        "Adamax": FrameworkOptimizer(
+            "Adamax", {"learning_rate": "lr", **_BETAS, "epsilon": "eps",
+                       "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7, weight_decay=None)),
+        "Adadelta": FrameworkOptimizer(
+            "Adadelta", {"learning_rate": "lr", "rho": "rho", "epsilon": "eps",
+                         "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, rho=0.95, epsilon=1e-7, weight_decay=None)),
+        "Lamb": FrameworkOptimizer(
+            "LAMB", {"learning_rate": "lr", **_BETAS, "epsilon": "eps",
+                     "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=None)),
+    },
+    differs={
+        "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
+                "weight_decay decoupled",
+        "AdamW": "eps-hat; eps 1e-7; weight_decay default 0.004",
+        "Adagrad": "eps inside the square root; accumulator starts at 0.1; lr 1e-3; eps 1e-7",
+        "RMSprop": "eps inside the square root; lr inside the momentum buffer; rho 0.9",
+        "SGD": "lr inside the momentum buffer (m = mu*m - lr*g; equal to torch only at constant "
+               "lr); no dampening; lr 0.01",
+        "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7",
+        "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7",
+        "LAMB": "the keras3 variant (decoupled decay outside the trust ratio)",
+    },
+    zero_only={opt: {"weight_decay": KERAS_WD.format(opt=opt)}
+               for opt in ("Adagrad", "RMSprop", "SGD", "Adamax", "Adadelta")}
+    | {"SGD": {"weight_decay": KERAS_WD.format(opt="SGD"),
+               "dampening": "Keras SGD has no dampening"}},
+    verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
+             "backend, jax_enable_x64)",
+)
+
+_OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
+                     "eps": "eps"}
+_OPTAX_ADAM_UNSUPPORTED = {"eps_root": ((0.0,), "eps_root (eps inside the square root) is not "
+                                                "implemented"),
+                           "nesterov": ((False,), "Adam with nesterov is NAdam, not an optax "
+                                                  "convention npoptim implements"),
+                           "mu_dtype": ((None,), "npoptim keeps the moments in the "
+                                                 "parameter's dtype")}
+OPTAX = Flavor(
+    name="optax", framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
+    switches={
+        "Adam": dict(amsgrad_max="bias_corrected"),
+        "AdamW": dict(amsgrad_max="bias_corrected"),
+        "Adagrad": dict(eps_in_sqrt=True),
+        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
+        "SGD": {},
+        "Adamax": {},
+        "Adadelta": {},
+        "LAMB": dict(variant="paper_v5"),
+        "LARS": dict(variant="optax"),
+    },
+    constructors={
+        "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
+                                   dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
+                                        eps_root=0.0, nesterov=False, mu_dtype=None),
+                                   unsupported=_OPTAX_ADAM_UNSUPPORTED),
+        "amsgrad": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
+                                      dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
+                                           eps_root=0.0, mu_dtype=None),
+                                      fixed=dict(amsgrad=True),
+                                      unsupported=_OPTAX_ADAM_UNSUPPORTED),
+        "adamw": FrameworkOptimizer("AdamW", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay"),
+                                    dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
+                                         eps_root=0.0, mu_dtype=None, weight_decay=1e-4,
+                                         mask=None, nesterov=False),
+                                    unsupported=dict(_OPTAX_ADAM_UNSUPPORTED, mask=(
+                                        (None,), "use param groups with weight_decay=0"))),
+        "adagrad": FrameworkOptimizer(
+            "Adagrad", {"learning_rate": "lr", "initial_accumulator_value":
+                        "initial_accumulator_value", "eps": "eps"},
+            dict(learning_rate=REQUIRED, initial_accumulator_value=0.1, eps=1e-7)),
+        "rmsprop": FrameworkOptimizer(
+            "RMSprop", {"learning_rate": "lr", "decay": "alpha", "eps": "eps",
+                        "centered": "centered", "momentum": "momentum",
+                        "eps_in_sqrt": "eps_in_sqrt"},
+            dict(learning_rate=REQUIRED, decay=0.9, eps=1e-8, initial_scale=0.0,
+                 eps_in_sqrt=True, centered=False, momentum=None, nesterov=False,
+                 bias_correction=False),
+            unsupported={"initial_scale": ((0.0,), "npoptim's square_avg starts at 0"),
+                         "nesterov": ((False,), "RMSprop with nesterov is not implemented"),
+                         "bias_correction": ((False,), "not implemented")}),
+        "sgd": FrameworkOptimizer(
+            "SGD", {"learning_rate": "lr", "momentum": "momentum", "nesterov": "nesterov"},
+            dict(learning_rate=REQUIRED, momentum=None, nesterov=False)),
+        "adamax": FrameworkOptimizer("Adamax", {"learning_rate": "lr", "b1": ("betas", 0),
+                                                "b2": ("betas", 1), "eps": "eps"},
+                                     dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8)),
+        "adadelta": FrameworkOptimizer(
+            "Adadelta", {"learning_rate": "lr", "rho": "rho", "eps": "eps",
+                         "weight_decay": "weight_decay"},
+            dict(learning_rate=REQUIRED, rho=0.9, eps=1e-6, weight_decay=0.0),
+            unsupported={"weight_decay": ((0.0,), "optax adds weight_decay*w after the "
+                                                  "Adadelta scaling; not implemented")}),
+        "lamb": FrameworkOptimizer("LAMB", {"learning_rate": "lr", "b1": ("betas", 0),
+                                            "b2": ("betas", 1), "eps": "eps",
+                                            "weight_decay": "weight_decay"},
+                                   dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-6,
+                                        eps_root=0.0, weight_decay=0.0, mask=None),
+                                   unsupported={"eps_root": ((0.0,), "not implemented"),
+                                                "mask": ((None,), "use param groups")}),
+        "lars": FrameworkOptimizer("LARS", {"learning_rate": "lr", "weight_decay":
+                                            "weight_decay", "trust_coefficient":
+                                            "trust_coefficient", "eps": "eps",
+                                            "momentum": "momentum", "nesterov": "nesterov"},
+                                   dict(learning_rate=REQUIRED, weight_decay=0.0,
+                                        trust_coefficient=0.001, eps=0.0, momentum=0.9,
+                                        nesterov=False)),
+    },
+    differs={
+        "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
+                "otherwise torch's math",
+        "AdamW": "as Adam; weight_decay default 1e-4",
+        "Adagrad": "eps inside the square root (update 0 where the accumulator is 0); "
+                   "accumulator starts at 0.1; eps 1e-7",
+        "RMSprop": "eps inside the square root (optax eps_in_sqrt=True, its default); lr "
+                   "inside the momentum buffer (trace after scale_by_learning_rate); decay 0.9",
+        "SGD": "torch's math (trace = torch's buffer without dampening)",
+        "Adamax": "torch's math",
+        "Adadelta": "torch's math; rho 0.9, eps 1e-6",
+        "LAMB": "the paper_v5 variant",
+        "LARS": "the optax variant",
+    },
+    zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
+    verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
+             "jax_enable_x64)",
+)
+
+TF = Flavor(
+    name="tf", framework="TensorFlow raw kernels (tensorflow/core/kernels/training_ops.cc, "
+                         "tf.compat.v1.train)",
+    switches={"Adam": dict(eps_mode="eps_hat"), "RMSprop": dict(eps_in_sqrt=True,
+                                                                  lr_in_momentum=True),
+              "SGD": {}, "Adagrad": {}, "Adadelta": {}, "Adamax": dict(eps_mode="added")},
+    constructors={
+        "AdamOptimizer": FrameworkOptimizer("Adam", {"learning_rate": "lr", "beta1": ("betas", 0),
+                                                     "beta2": ("betas", 1),
+                                                     "epsilon": "eps"},
+                                            dict(learning_rate=1e-3, beta1=0.9, beta2=0.999,
+                                                 epsilon=1e-8)),
+        "RMSPropOptimizer": FrameworkOptimizer(
+            "RMSprop", {"learning_rate": "lr", "decay": "alpha", "momentum": "momentum",
+                        "epsilon": "eps", "centered": "centered"},
+            dict(learning_rate=REQUIRED, decay=0.9, momentum=0.0, epsilon=1e-10,
+                 centered=False)),
+        "MomentumOptimizer": FrameworkOptimizer(
+            "SGD", {"learning_rate": "lr", "momentum": "momentum", "use_nesterov": "nesterov"},
+            dict(learning_rate=REQUIRED, momentum=REQUIRED, use_nesterov=False)),
+        "GradientDescentOptimizer": FrameworkOptimizer("SGD", {"learning_rate": "lr"},
+                                                       dict(learning_rate=REQUIRED)),
+        "AdagradOptimizer": FrameworkOptimizer(
+            "Adagrad", {"learning_rate": "lr",
+                        "initial_accumulator_value": "initial_accumulator_value"},
+            dict(learning_rate=REQUIRED, initial_accumulator_value=0.1), fixed=dict(eps=0.0)),
+        "AdadeltaOptimizer": FrameworkOptimizer(
+            "Adadelta", {"learning_rate": "lr", "rho": "rho", "epsilon": "eps"},
+            dict(learning_rate=1e-3, rho=0.95, epsilon=1e-8)),
+    },
+    differs={"Adam": "ApplyAdam: eps-hat", "RMSprop": "eps inside the square root; lr inside "
+             "the momentum buffer", "SGD": "ApplyMomentum = torch", "Adagrad": "ApplyAdagrad "
+             "(V1, no eps) = torch with eps=0; accumulator starts at 0.1",
+             "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max"},
+    verified="not in CI (tensorflow-cpu is 1.6 GB): examples/framework_replay/tf_kernels.py",
+)
+
+TFJS = Flavor(
+    name="tfjs", framework="TensorFlow.js 4 (tensorflow/tfjs tfjs-core/src/optimizers)",
+    switches={"Adam": {}, "SGD": {}, "Adagrad": dict(eps_in_sqrt=True),
+              "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
+              "Adamax": dict(eps_mode="added"), "Adadelta": {}},
+    constructors={
+        "adam": FrameworkOptimizer("Adam", {"learningRate": "lr", "beta1": ("betas", 0),
+                                            "beta2": ("betas", 1), "epsilon": "eps"},
+                                   dict(learningRate=1e-3, beta1=0.9, beta2=0.999,
+                                        epsilon=1e-7)),
+        "sgd": FrameworkOptimizer("SGD", {"learningRate": "lr"}, dict(learningRate=REQUIRED)),
+        "momentum": FrameworkOptimizer("SGD", {"learningRate": "lr", "momentum": "momentum",
+                                               "useNesterov": "nesterov"},
+                                       dict(learningRate=REQUIRED, momentum=REQUIRED,
+                                            useNesterov=False)),
+        "adagrad": FrameworkOptimizer(
+            "Adagrad", {"learningRate": "lr",
+                        "initialAccumulatorValue": "initial_accumulator_value"},
+            dict(learningRate=REQUIRED, initialAccumulatorValue=0.1), fixed=dict(eps=1e-7)),
+        "rmsprop": FrameworkOptimizer(
+            "RMSprop", {"learningRate": "lr", "decay": "alpha", "momentum": "momentum",
+                        "epsilon": "eps", "centered": "centered"},
+            dict(learningRate=REQUIRED, decay=0.9, momentum=0.0, epsilon=1e-7,
+                 centered=False)),
+        "adamax": FrameworkOptimizer("Adamax", {"learningRate": "lr", "beta1": ("betas", 0),
+                                                "beta2": ("betas", 1), "epsilon": "eps"},
+                                     dict(learningRate=2e-3, beta1=0.9, beta2=0.999,
+                                          epsilon=1e-7, decay=0.0),
+                                     unsupported={"decay": ((0.0,), "tfjs's lr decay by "
+                                                            "iteration is not implemented")}),
+        "adadelta": FrameworkOptimizer("Adadelta", {"learningRate": "lr", "rho": "rho",
+                                                    "epsilon": "eps"},
+                                       dict(learningRate=1e-3, rho=0.95, epsilon=1e-7)),
+    },
+    differs={"Adam": "torch's math; eps 1e-7", "SGD": "= torch", "Adagrad": "eps 1e-7 inside "
+             "the square root (not settable); accumulator starts at 0.1",
+             "RMSprop": "eps inside the square root; lr inside the momentum buffer; centered "
+                        "has a bug (sqrt(v - g_avg^2 - eps))",
+             "Adamax": "eps added after the max",
+             "Adadelta": "torch's formula (tfjs 4.22 has a bug: see the known bugs)"},
+    verified="CI: tests/test_framework_replay.py replays the cases through tfjs-core 4.22.0 "
+             "(pure-JS CPU backend, float32) in Node",
+    dtypes=("float32",),
+)
+
+ONNX = Flavor(
+    name="onnx", framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"
+                           "aionnx_preview_training)",
+    switches={"Adam": dict(eps_mode="eps_hat"), "Adagrad": {}, "SGD": {}},
+    constructors={
+        # R (the learning rate) and T (the step count) are inputs; H_initial is the
+        # accumulator tensor the caller passes in at the first step.
+        "Adam": FrameworkOptimizer("Adam", {"R": "lr", "alpha": ("betas", 0),
+                                            "beta": ("betas", 1), "epsilon": "eps",
+                                            "norm_coefficient": "weight_decay"},
+                                   dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=0.0,
+                                        norm_coefficient=0.0, norm_coefficient_post=0.0),
+                                   unsupported={"norm_coefficient_post": (
+                                       (0.0,), "decay after the update is not implemented")}),
+        "Adagrad": FrameworkOptimizer(
+            "Adagrad", {"R": "lr", "decay_factor": "lr_decay", "epsilon": "eps",
+                        "norm_coefficient": "weight_decay",
+                        "H_initial": "initial_accumulator_value"},
+            dict(R=REQUIRED, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0,
+                 H_initial=0.0)),
+        "Momentum": FrameworkOptimizer(
+            "SGD", {"R": "lr", "alpha": "momentum", "beta": ("dampening", "complement"),
+                    "norm_coefficient": "weight_decay", "mode": ("nesterov", "mode")},
+            dict(R=REQUIRED, alpha=REQUIRED, beta=REQUIRED, norm_coefficient=0.0,
+                 mode="standard")),
+    },
+    differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes",
+             "Adagrad": "= torch (T counts from 0); float32 attributes",
+             "SGD": "Momentum = torch with dampening (beta = 1 - dampening, 1 at T=0); float32 "
+                    "attributes"},
+    verified="CI: tests/test_framework_replay.py replays the cases through onnx.reference "
+             "(float32, and float64 cases whose attributes are exact in float32)",
+    float32_hyperparameters=("betas", "eps", "weight_decay", "lr_decay", "momentum",
+                             "dampening"),
+)
+
+#: The optimizers that take ``flavor=`` (the others are torch's or a paper's only).
+FLAVORED = sorted({opt for f in (KERAS, OPTAX, TF, TFJS, ONNX) for opt in f.switches}
+                  | {"NAdam"}, key=list(registry.OPTIMIZERS).index)
+
+TORCH = Flavor(
+    name="torch", framework="torch.optim 2.13 (npoptim's default)",
+    switches={name: {} for name in FLAVORED}, constructors={},
+    differs={}, verified="CI: the torch cross-checks and provenance.json")
+
+#: Every flavor, by name.
+FLAVORS = {f.name: f for f in (TORCH, KERAS, OPTAX, TF, TFJS, ONNX)}
+
+
+def get(name):
+    """The :class:`Flavor` called ``name``."""
+    if not isinstance(name, str) or name not in FLAVORS:
+        raise ValueError(f"unknown flavor {name!r}; the flavors are {', '.join(FLAVORS)}")
+    return FLAVORS[name]
+
+
+# ------------------------------------------------------------------------------ translation
+def translate(entry, framework_kwargs, flavor_name, optional=False):
+    """npoptim keywords from a framework constructor's keywords (``entry``: a
+    :class:`FrameworkOptimizer`). ``None`` for a Keras ``weight_decay``/optax ``momentum``
+    means 0."""
+    out, pairs = {}, {}
+    for key, value in framework_kwargs.items():
+        if key in NOT_CONVENTIONS:
+            if NOT_CONVENTIONS[key] is None:
+                continue
+            if value is None or value is False:
+                continue  # the framework's "off"
+            raise ValueError(f"{flavor_name}: {key}={value!r} is not a convention of the "
+                             f"update, and npoptim does not implement it: "
+                             f"{NOT_CONVENTIONS[key]}")
+        if key in entry.unsupported:
+            allowed, why = entry.unsupported[key]
+            if value not in allowed:
+                raise ValueError(f"{flavor_name}: {key}={value!r}: {why}")
+            continue
+        if key not in entry.names:
+            if optional:
+                continue
+            raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
+                            f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
+        target = entry.names[key]
+        if value is None and target in ("weight_decay", "momentum"):
+            value = 0.0
+        if isinstance(target, tuple) and target[1] in _CONVERSIONS:
+            out[target[0]] = _CONVERSIONS[target[1]][0](value)
+        elif isinstance(target, tuple):
+            pairs.setdefault(target[0], {})[target[1]] = value
+        else:
+            out[target] = value
+    for name, parts in pairs.items():
+        out[name] = tuple(parts.get(i) for i in range(2))
+    return out
+
+
+#: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
+_CONVERSIONS = {
+    "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
+    "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
+}
+
+
+def framework_call(entry, hyper):
+    """The keywords of the framework constructor ``entry`` (a :class:`FrameworkOptimizer`) for
+    npoptim hyperparameters ``hyper`` (npoptim's names)."""
+    out = {}
+    for key, target in entry.names.items():
+        name, index = target if isinstance(target, tuple) else (target, None)
+        if name not in hyper:
+            continue
+        if index in _CONVERSIONS:
+            out[key] = _CONVERSIONS[index][1](hyper[name])
+        else:
+            out[key] = hyper[name] if index is None else hyper[name][index]
+    return out
+
+
+def framework_names(flavor_name, optimizer, hyper):
+    """The framework's own keywords for npoptim ``hyper`` (npoptim names): how a user of that
+    framework writes the same constructor (the golden files store it beside npoptim's)."""
+    entry = get(flavor_name).constructor_for(optimizer)
+    return None if entry is None else framework_call(entry, hyper)
+
+
+def from_framework(framework, optimizer, params, **framework_kwargs):
+    """An npoptim optimizer built from a framework's constructor call, in its names:
+    ``from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)``.
+
+    Missing arguments take the framework's defaults (not torch's); the flavor's convention
+    switches are set; a framework option that is not a convention is refused by name.
+    """
+    flavor = get(framework)
+    if optimizer not in flavor.constructors:
+        raise ValueError(f"{framework} has no optimizer {optimizer!r} that npoptim reproduces; "
+                         f"it has {', '.join(flavor.constructors)}")
+    entry = flavor.constructors[optimizer]
+    missing = [k for k, v in entry.defaults.items() if v is REQUIRED and k not in
+               framework_kwargs]
+    if missing:
+        raise TypeError(f"{framework} {optimizer} requires {', '.join(missing)}")
+    given = dict(entry.defaults)
+    given.update(framework_kwargs)
+    given = {k: v for k, v in given.items() if v is not REQUIRED}
+    kwargs = translate(entry, given, framework)  # a pair's missing half: the default's
+    kwargs.update(entry.fixed)
+    return registry.get(entry.npoptim)(params, flavor=framework, **kwargs)
+
+
+# ------------------------------------------------------------------ the constructor wrapper
+def flavored(init):
+    """Give an optimizer's ``__init__`` the keyword ``flavor`` (see the module docstring).
+
+    The flavor fills every keyword the caller did not give with the flavor's value; the
+    optimizer records ``self.flavor``. Keyword checks of values the flavor cannot take
+    (:attr:`Flavor.zero_only`) run on the final values.
+    """
+    owner = init.__qualname__.split(".")[0]
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, params, *args, flavor="torch", **kwargs):
+        preset = get(flavor)
+        if flavor == "torch":
+            init(self, params, *args, **kwargs)
+        else:
+            given = signature.bind_partial(self, params, *args, **kwargs).arguments
+            given.pop("self")
+            given.pop("params")
+            merged = preset.defaults(owner)
+            unknown = set(merged) - set(signature.parameters)
+            if unknown:  # a switch this optimizer lacks: a table error, not a user error
+                raise TypeError(f"flavor {flavor!r} sets {sorted(unknown)}, which {owner} lacks")
+            merged.update(given)
+            for name, why in preset.zero_only.get(owner, {}).items():
+                if merged.get(name, 0) not in (0, 0.0, None):
+                    raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
+            init(self, params, **merged)
+        self.flavor = flavor
+
+    return __init__

@@ -1,0 +1,131 @@
+"""The flavor cases, ``reference_results/cases/<flavor>/<Optimizer>.json``: rows of the torch
+table (:data:`npoptim.golden.cases.TABLE`) computed in another framework's conventions
+(:mod:`npoptim.flavors`), kept only where those conventions change the math.
+
+For each generated flavor and each optimizer it has:
+
+* ``<flavor>/defaults``: the framework's own defaults (``Adam(params, flavor="keras")``: eps
+  1e-7, ...), the "framework defaults" case;
+* ``<flavor>/<row>`` for each torch row the framework can express: the torch case's
+  hyperparameters and inputs (the same seed) with the flavor's convention switches, so that it
+  differs from the torch case by the conventions only.
+
+A case is kept only if the torch case of the same row would fail it (the conventions change
+the result beyond the tolerance); otherwise the framework is expected to pass the torch case
+itself. A row is left out where the framework cannot express it: an option no constructor of
+the framework names (``maximize``, ``lr_decay``, ``dampening``, ...), a value the flavor refuses
+(Keras's decoupled weight decay on optimizers that have L2 only), CSR gradients, and missing
+gradients (``none-grad``: frameworks count steps globally, which npoptim does not implement
+yet), and float64 where the framework holds a hyperparameter as float32 that is not exact
+there (ONNX attributes; the ``f32-exact`` rows are). Case ids are
+``"<Optimizer>/<flavor>/<row>/<dtype>"``.
+"""
+import dataclasses
+
+import numpy as np
+
+from npoptim import flavors, registry
+from npoptim.golden import cases as table
+from npoptim.golden.inputs import case_seed
+
+#: The flavors whose cases are generated and checked against the framework in CI.
+GENERATED = ("keras", "optax", "onnx", "tfjs")
+
+
+def expressible(flavor, optimizer):
+    """npoptim keywords some constructor of the framework sets for ``optimizer``."""
+    names = {"lr"}
+    for entry in flavors.get(flavor).constructors.values():
+        if entry.npoptim != optimizer:
+            continue
+        names |= {t[0] if isinstance(t, tuple) else t for t in entry.names.values()}
+        names |= set(entry.fixed)
+    return names
+
+
+def optimizers(flavor):
+    """The optimizers with flavor cases: those whose switches the flavor sets or whose
+    defaults it changes, and that have rows and no variants (variants have their own rows)."""
+    return [name for name in flavors.get(flavor).switches
+            if name in table.TABLE and not registry.variants(name)[0]]
+
+
+def candidate_rows(flavor, optimizer):
+    """``(row, torch_row)``: the flavor's rows of ``optimizer`` before the "changes the math"
+    test; ``torch_row`` is the row whose case it is compared with (None for defaults)."""
+    from npoptim.golden.generate import hyperparameters
+    framework = flavors.get(flavor).framework.split(" (")[0]
+    out = [(table.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
+                      f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
+                      flavor=flavor), None)]
+    switch_keys = set(flavors.get(flavor).switches.get(optimizer, {}))
+    allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
+    cls = registry.get(optimizer)
+    for row in table.TABLE[optimizer]:
+        if row.name == "defaults" or row.grads.startswith("csr") or "none" in row.grads:
+            continue
+        if set(row.hyper) - allowed:
+            continue
+        resolved = hyperparameters(cls([np.zeros(1)], **row.hyper))
+        hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in resolved.items()
+                 if k not in switch_keys and k not in getattr(cls, "torch_conventions", {})}
+        try:
+            cls([np.zeros(1)], flavor=flavor, **hyper)
+        except ValueError:  # a value the flavor refuses (see Flavor.zero_only)
+            continue
+        if not any(all(hyper.get(k, v) == v for k, v in entry.fixed.items())
+                   for entry in flavors.get(flavor).constructors.values()
+                   if entry.npoptim == optimizer):
+            continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
+        out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
+                                        flavor=flavor, matches=()), row))
+    return out
+
+
+def build_flavor_cases(flavor, optimizer):
+    """The kept cases (JSON-ready dicts) of one flavor and optimizer."""
+    from npoptim.golden.compare import compare_case
+    from npoptim.golden.generate import build_case, results_file
+    from npoptim.golden.schema import parse
+    kept = []
+    for row, torch_row in candidate_rows(flavor, optimizer):
+        base = torch_row or next(r for r in table.TABLE[optimizer] if r.name == "defaults")
+        for dtype in row.dtypes:
+            if dtype not in flavors.get(flavor).dtypes or (
+                    dtype == "float64" and not _exact_in_float32(flavor, row)):
+                continue
+            torch_id = f"{optimizer}/{base.name}/{dtype}"
+            case = build_case(row, dtype, seed=case_seed(torch_id))
+            reference = build_case(base, dtype)
+            if _same_within_tolerance(case, reference, parse, compare_case, results_file):
+                continue
+            kept.append(case)
+    return kept
+
+
+def _exact_in_float32(flavor, row):
+    """False if the framework holds a hyperparameter as float32 that is not exact there
+    (such a float64 case would fail a correct implementation of that framework)."""
+    from npoptim.golden.generate import hyperparameters
+    hyper = hyperparameters(registry.get(row.optimizer)([np.zeros(1)], flavor=flavor,
+                                                        **row.hyper))
+    for name in flavors.get(flavor).float32_hyperparameters:
+        values = hyper.get(name, ())
+        for value in values if isinstance(values, (tuple, list)) else (values,):
+            if isinstance(value, float) and float(np.float32(value)) != value:
+                return False
+    return True
+
+
+def _same_within_tolerance(case, reference, parse, compare_case, results_file):
+    """Would the reference's trajectory pass ``case``? (same inputs, other conventions)."""
+    if len(case["params"]) != len(reference["params"]) or case["params"] != reference["params"]:
+        return False
+    doc = {"schema": "npoptim-golden", "schema_version": 2, "kind": "cases",
+           "notes": {f: {"description": f} for f in set(case["flags"]) | set(reference["flags"])},
+           "cases": [case]}
+    parsed = parse(doc, "<flavor>", "cases").cases[0]
+    got = {"id": case["id"], "steps": [{"params": s["expected"]["params"]}
+                                       for s in reference["steps"]]}
+    result = parse(results_file([got]), "<torch>", "results").cases[0]
+    return compare_case(parsed, result, "<torch>").passed

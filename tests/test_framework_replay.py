@@ -1,0 +1,319 @@
+"""The flavors against the frameworks themselves: each flavor's golden cases replayed through the
+real framework, as its users run it, must pass ``npoptim verify``; the torch cases the flavor
+overrides must fail through the same framework (the switches matter).
+
+* optax (jax with ``jax_enable_x64``): ``optax.<name>`` wrapped in ``optax.inject_hyperparams``
+  so the learning rate can change per step, ``tx.update`` then ``optax.apply_updates``.
+* Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, ``floatx`` float64, x64):
+  ``keras.optimizers.<Name>(**framework_hyperparameters)``, ``opt.learning_rate = lr``,
+  ``opt.apply_gradients``.
+
+Which cases a framework runs is decided by npoptim's flavor tables, not by this file: the
+framework constructor is built from the case's hyperparameters in the framework's names
+(``framework_hyperparameters``, or for a torch case their translation), and a case is declared
+skipped, with the reason, when npoptim's own ``from_framework`` of that call does not give the
+case's hyperparameters (an option the framework lacks: ``maximize``, L2 decay in Keras, ...),
+or when it needs what the framework cannot do (CSR gradients; missing gradients, which Keras
+and optax count as steps of a global counter: npoptim has no global-step switch yet). Known
+framework bugs are expected failures listed in tests/data/framework_known_bugs.json.
+
+Skips cleanly without the framework; ``NPOPTIM_REQUIRE_OPTAX=1`` / ``NPOPTIM_REQUIRE_KERAS=1``
+(set by .ci/run) make a missing one fail the session instead (tests/conftest.py).
+"""
+import fnmatch
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npoptim import flavors
+from npoptim.golden import codec, compare, generate
+from npoptim.golden.schema import load_all, parse
+
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports keras
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "reference_results"
+KNOWN_BUGS = json.loads((ROOT / "tests" / "data" / "framework_known_bugs.json").read_text())
+
+
+def _known_bug(framework, case_id):
+    return next((b for b in KNOWN_BUGS["bugs"] if b["framework"] == framework
+                 and any(fnmatch.fnmatchcase(case_id, p) for p in b["cases"])), None)
+
+
+# ------------------------------------------------------------------ which constructor, if any
+def _framework_kwargs(entry, hyper):
+    """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
+    (Keras ``SGD(momentum=0)``, an int, raises "must be a float")."""
+    return {k: float(v) if type(v) is int else v
+            for k, v in flavors.framework_call(entry, hyper).items()}
+
+
+#: ONNX float attributes are float32; a float64 case runs only if they are exact in float32.
+ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient"),
+                   "Adagrad": ("decay_factor", "epsilon", "norm_coefficient"),
+                   "Momentum": ("alpha", "beta", "norm_coefficient")}
+
+
+def constructor_for_case(flavor, case, use_switches=True):
+    """``(framework name, kwargs)`` of the framework's constructor that computes ``case``, or
+    ``(None, reason)``. With ``use_switches=False`` the case's hyperparameters are translated
+    name by name, whatever their conventions (how a user would replay a torch case)."""
+    if "csr" in case.tags:
+        return None, f"{flavor} takes dense gradients only"
+    if flavor == "tfjs" and case.dtype != "float32":
+        return None, "tfjs's CPU backend computes in float32 only"
+    if "none-grad" in case.tags:
+        return None, (f"{flavor} counts steps globally (a missing gradient still ages the "
+                      "step); npoptim has no global-step switch yet")
+    hyper = generate.from_json_hyper(case.hyperparameters)
+    tried = []
+    for name, entry in flavors.get(flavor).constructors.items():
+        if entry.npoptim != case.optimizer:
+            continue
+        kwargs = _framework_kwargs(entry, hyper)
+        if not use_switches:
+            return name, kwargs
+        try:
+            built = flavors.from_framework(flavor, name, [np.zeros(1)], **kwargs)
+        except (TypeError, ValueError) as exc:
+            tried.append(f"{name}: {exc}")
+            continue
+        resolved = generate.hyperparameters(built)
+        differ = sorted(k for k in set(resolved) | set(case.hyperparameters)
+                        if resolved.get(k) != case.hyperparameters.get(k))
+        if not differ and flavor == "onnx" and case.dtype == "float64":
+            inexact = [k for k in ONNX_ATTRIBUTES[name]
+                       if float(np.float32(kwargs[k])) != float(kwargs[k])]
+            if inexact:
+                return None, ("ONNX float attributes are float32: "
+                              f"{', '.join(inexact)} not exact in float32")
+        if not differ:
+            return name, kwargs
+        tried.append(f"{name} cannot express {', '.join(differ)}")
+    return None, "; ".join(tried) or f"{flavor} has no {case.optimizer}"
+
+
+# ------------------------------------------------------------------------------- runners
+def optax_make_step(name, kwargs):
+    import jax
+    import jax.numpy as jnp
+    import optax
+    jax.config.update("jax_enable_x64", True)
+
+    def make_step(params, _hyper):
+        dtype = params[0].dtype
+        factory = optax.inject_hyperparams(getattr(optax, name))
+        tx = factory(**dict(kwargs, learning_rate=jnp.asarray(kwargs["learning_rate"], dtype)))
+        state = {"params": [jnp.asarray(p) for p in params]}
+        state["opt"] = tx.init(state["params"])
+
+        def step(grads, lr):
+            state["opt"].hyperparams["learning_rate"] = jnp.asarray(lr, dtype)
+            updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
+                                              state["params"])
+            state["params"] = optax.apply_updates(state["params"], updates)
+            return [np.asarray(p) for p in state["params"]]
+        return step
+    return make_step
+
+
+def keras_make_step(name, kwargs):
+    import keras
+
+    def make_step(params, _hyper):
+        dtype = str(params[0].dtype)
+        variables = [keras.Variable(p.copy(), dtype=dtype) for p in params]
+        opt = getattr(keras.optimizers, name)(**kwargs)
+
+        def step(grads, lr):
+            opt.learning_rate = lr
+            opt.apply_gradients([(keras.ops.convert_to_tensor(g, dtype=dtype), v)
+                                 for g, v in zip(grads, variables)])
+            return [np.asarray(v.value) for v in variables]
+        return step
+    return make_step
+
+
+def onnx_make_step(name, kwargs):
+    """One ``ai.onnx.preview.training`` node per parameter (the single-tensor form; the
+    reference's multi-tensor Adam casts to float32), run by ``onnx.reference``. T is the step
+    count from 1 for Adam (its bias correction), from 0 for Adagrad and Momentum."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    slots = {"Adam": ("V", "H"), "Adagrad": ("H",), "Momentum": ("V",)}[name]
+    attributes = {k: kwargs[k] for k in ONNX_ATTRIBUTES[name]}
+    if name == "Momentum":
+        attributes["mode"] = kwargs["mode"]
+
+    def evaluator(dtype, shape):
+        elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
+        names = ["R", "T", "X", "G", *slots]
+        kinds = {"T": TensorProto.INT64}
+        inputs = [helper.make_tensor_value_info(n, kinds.get(n, elem),
+                                                [] if n in ("R", "T") else list(shape))
+                  for n in names]
+        outputs = [helper.make_tensor_value_info(n + "_new", elem, list(shape))
+                   for n in ["X", *slots]]
+        node = helper.make_node(name, names, [o.name for o in outputs],
+                                domain="ai.onnx.preview.training", **attributes)
+        graph = helper.make_graph([node], name, inputs, outputs)
+        model = helper.make_model(graph, opset_imports=[
+            helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.preview.training", 1)])
+        return ReferenceEvaluator(model)
+
+    def make_step(params, _hyper):
+        dtype = params[0].dtype
+        runs = [evaluator(dtype, p.shape) for p in params]
+        initial = kwargs.get("H_initial", 0.0) if name == "Adagrad" else 0.0
+        state = [{"X": p.copy(), **{n: np.full(p.shape, initial if n == "H" else 0.0, dtype)
+                                    for n in slots}} for p in params]
+        t = [0]
+
+        def step(grads, lr):
+            t[0] += 1
+            for run, s, g in zip(runs, state, grads):
+                feed = {"R": np.array(lr, dtype),
+                        "T": np.array(t[0] if name == "Adam" else t[0] - 1, np.int64),
+                        "G": g, **s}
+                out = run.run(None, feed)
+                for n, value in zip(["X", *slots], out):
+                    s[n] = np.asarray(value, dtype)
+            return [s["X"] for s in state]
+        return step
+    return make_step
+
+
+RUNNERS = {"optax": optax_make_step, "keras": keras_make_step, "onnx": onnx_make_step}
+MODULES = {"optax": ("optax", "jax"), "keras": ("keras", "jax"), "onnx": ("onnx",)}
+
+#: tf.train.<name>'s positional arguments, in order.
+TFJS_ARGS = {"adam": ("learningRate", "beta1", "beta2", "epsilon"), "sgd": ("learningRate",),
+             "momentum": ("learningRate", "momentum", "useNesterov"),
+             "adagrad": ("learningRate", "initialAccumulatorValue"),
+             "rmsprop": ("learningRate", "decay", "momentum", "epsilon", "centered"),
+             "adamax": ("learningRate", "beta1", "beta2", "epsilon", "decay"),
+             "adadelta": ("learningRate", "rho", "epsilon")}
+TFJS_SCRIPT = ROOT / "tests" / "tfjs" / "replay.cjs"
+
+
+def tfjs_dir():
+    """The directory ``npm install @tensorflow/tfjs-core@4.22.0 @tensorflow/tfjs-backend-cpu``
+    ran in (``NPOPTIM_TFJS_DIR``, set by .ci/run), or None."""
+    path = os.environ.get("NPOPTIM_TFJS_DIR")
+    if path and (Path(path) / "node_modules" / "@tensorflow" / "tfjs-core").is_dir():
+        return path
+    return None
+
+
+def replay_tfjs(jobs_cases, tmp_path):
+    """Results entries of ``[(case, name, kwargs)]`` through tfjs in one Node process."""
+    import subprocess
+    jobs = []
+    for case, name, kwargs in jobs_cases:
+        full = dict(flavors.get("tfjs").constructors[name].defaults, **kwargs)
+        jobs.append({"id": case.id, "ctor": name, "args": [full[k] for k in TFJS_ARGS[name]],
+                     "params": [{"shape": list(p.shape), "data": p.ravel().tolist()}
+                                for p in case.params],
+                     "steps": [{"lr": st.lr, "grads": [g.ravel().tolist() for g in st.grads]}
+                               for st in case.steps]})
+    jobs_file, out_file = tmp_path / "tfjs-jobs.json", tmp_path / "tfjs-out.json"
+    jobs_file.write_text(json.dumps(jobs))
+    subprocess.run(["node", str(TFJS_SCRIPT), str(jobs_file), str(out_file)], check=True,
+                   env=dict(os.environ, NPOPTIM_TFJS_DIR=tfjs_dir()), timeout=600)
+    out = json.loads(out_file.read_text())
+    shapes = {c.id: [p.shape for p in c.params] for c, _, _ in jobs_cases}
+    return [{"id": r["id"], "steps": [{"params": [
+        codec.encode_array(np.array(d, np.float32).reshape(shape))
+        for d, shape in zip(st["params"], shapes[r["id"]])]} for st in r["steps"]]}
+        for r in out]
+
+
+def _available(flavor):
+    if flavor == "tfjs":
+        return tfjs_dir() is not None
+    return all(importlib.util.find_spec(m) is not None for m in MODULES[flavor])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _keras_on_jax_in_float64():
+    """Keras 3 as a float64 JAX user runs it: the backend is chosen before keras is imported,
+    and floatx float64 keeps the learning-rate variable from rounding to float32."""
+    os.environ["KERAS_BACKEND"] = "jax"
+    if importlib.util.find_spec("keras") is not None and importlib.util.find_spec("jax"):
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import keras
+        if keras.backend.backend() != "jax":
+            pytest.skip("keras was imported with another backend before this module")
+        keras.config.set_floatx("float64")
+
+
+def replay_flavor(flavor, cases, use_switches=True, tmp_path=None):
+    """Results (the schema's ``"results"`` entries) of ``cases`` through the framework."""
+    entries, batch = [], []
+    for case in cases:
+        name, kwargs = constructor_for_case(flavor, case, use_switches)
+        if name is None:
+            entries.append({"id": case.id, "skipped": kwargs})
+        elif flavor == "tfjs":
+            batch.append((case, name, kwargs))
+        else:
+            entries.append(generate.replay(case, RUNNERS[flavor](name, kwargs),
+                                           grad_format="dense"))
+    if batch:
+        entries += replay_tfjs(batch, tmp_path)
+    return parse(json.loads(codec.dumps(generate.results_file(entries, flavor))),
+                 f"<{flavor}>", "results").cases
+
+
+@pytest.mark.parametrize("flavor", ["optax", "keras", "onnx", "tfjs"])
+def test_framework_passes_its_flavor(flavor, tmp_path):
+    if not _available(flavor):
+        pytest.skip(f"{flavor} is not installed")
+    cases = compare.select(load_all(SUITE, kind="cases"), flavors=[flavor])
+    results = {r.id: r for r in replay_flavor(flavor, cases, tmp_path=tmp_path)}
+    reports = [compare.compare_case(c, results[c.id], f"<{flavor}>") for c in cases]
+    ran = [r for r in reports if r.status != "skipped"]
+    own = [r for r, c in zip(reports, cases) if c.flavor == flavor]
+    failed = [r for r in reports if r.failed and not _known_bug(flavor, r.case_id)]
+    assert not failed, compare.format_reports(failed, summary=True)
+    assert all(r.status != "skipped" for r in own), [r.case_id for r in own if r.failed]
+    assert len(ran) > len(own), compare.format_reports(reports, summary=True)
+    for r in reports:  # a listed bug must still fail: a fix upstream is noticed
+        if _known_bug(flavor, r.case_id) and r.status != "skipped":
+            assert r.failed, f"{r.case_id} passes {flavor}: remove it from the known bugs"
+    # and through the CLI, as a user runs it, declaring the known bugs skipped
+    path = tmp_path / "results.json"
+    entries = [{"id": r.id, "skipped": f"known {flavor} bug: {_known_bug(flavor, r.id)['what']}"}
+               if _known_bug(flavor, r.id) else r.raw for r in results.values()]
+    path.write_text(codec.dumps(generate.results_file(entries, flavor)))
+    from npoptim.cli import verify as verify_cli
+    import argparse
+    parser = argparse.ArgumentParser()
+    verify_cli.add_arguments(parser)
+    assert verify_cli.run(parser.parse_args([str(SUITE), str(path), "--flavor", flavor,
+                                             "--summary"])) == 0
+
+
+@pytest.mark.parametrize("flavor", ["optax", "keras", "onnx", "tfjs"])
+def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
+    """The conventions matter: every torch case the flavor overrides, replayed through the
+    framework with the same hyperparameters in its names, fails."""
+    if not _available(flavor):
+        pytest.skip(f"{flavor} is not installed")
+    every = load_all(SUITE, kind="cases")
+    by_id = {c.id: c for c in every}
+    overridden = [by_id[compare._torch_id(c)] for c in every if c.flavor == flavor
+                  and "/defaults/" not in c.id and compare._torch_id(c) in by_id]
+    assert overridden
+    results = {r.id: r for r in replay_flavor(flavor, overridden, use_switches=False,
+                                              tmp_path=tmp_path)}
+    passing = [c.id for c in overridden
+               if compare.compare_case(c, results[c.id], f"<{flavor}>").passed]
+    assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
