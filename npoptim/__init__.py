@@ -12,8 +12,9 @@ CSR row gradients::
 Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (imported on first
 use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`row_sparse_grad` and
 :class:`RowSparseGrad`, :func:`embedding_row_grad` (the CSR form), the
-checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshold`, and the
-:class:`~npoptim.optim.lookahead.Lookahead` wrapper.
+checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshold`, the
+:class:`~npoptim.optim.lookahead.Lookahead` wrapper, and :func:`explain`
+(:mod:`npoptim.explainer`).
 """
 import importlib
 
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",
            "save", "load",
            "set_parallel_threshold", "get_parallel_threshold", "Lookahead",
-           *registry.OPTIMIZERS]
+           *registry.OPTIMIZERS, "explain"]
 
 
 def __getattr__(name):
@@ -38,6 +39,8 @@ def __getattr__(name):
         return importlib.import_module("npoptim.optim.lookahead").Lookahead
     if name == "lr_scheduler":
         return importlib.import_module("npoptim.lr_scheduler")
+    if name == "explain":  # the function (its package is npoptim.explainer)
+        return importlib.import_module("npoptim.explainer").explain
     raise AttributeError(f"module 'npoptim' has no attribute {name!r}")
 
 

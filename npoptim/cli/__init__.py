@@ -19,6 +19,10 @@ COMMANDS = {
     "bench": ("npoptim.cli.bench", "benchmark sparse and dense steps (vs torch when installed)"),
     "plot": ("npoptim.cli.plot", "contours and paths of optimizers at the same settings, loss, "
                                  "lr, trust ratios (PNG/SVG; needs npoptim[plot])"),
+    "explain": ("npoptim.cli.explain", "every intermediate of an optimizer's steps, as its "
+                                       "kernels compute them"),
+    "diagnose": ("npoptim.cli.diagnose", "name the convention or mistake that reproduces "
+                                         "another implementation's results"),
 }
 
 

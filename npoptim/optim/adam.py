@@ -96,7 +96,8 @@ def adam_moments(p, g, m, v, h):
 def _adam_param(p, m, v_hat, h):
     """The last line of the math: ``p - step_size * m / denom``."""
     denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
-    return p + h.neg_step_size * m / denom
+    update = h.neg_step_size * m / denom
+    return p + update
 
 
 @kernel

@@ -322,6 +322,8 @@ class LBFGS(Optimizer):
     parameters, dense arrays or None for zero) and returns the first loss it computed.
     """
 
+    needs_closure = True
+
     step_in_state_dict = None
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,

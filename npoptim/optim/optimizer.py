@@ -47,10 +47,13 @@ class Optimizer:
       ``"dense-only"`` (a CSR gradient is refused).
     * ``step_in_state_dict``: how torch stores ``step``: ``"tensor"`` (a float32 scalar tensor,
       exported as a 0-d float32 array), ``"int"``, or ``None`` (no step counter).
+    * ``needs_closure``: True for an optimizer whose step evaluates the loss itself
+      (``step(closure)`` only: LBFGS, PolyakSGD).
     """
 
     sparse_kind = "dense-only"
     step_in_state_dict = "tensor"
+    needs_closure = False
     #: True where ``_update`` creates a state that options switched on later need (RMSprop's
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False

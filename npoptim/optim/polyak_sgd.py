@@ -68,6 +68,7 @@ class PolyakSGD(Optimizer):
     ``"sps+"``), ``maximize``; ``step(closure)``."""
 
     sparse_kind = "dense-only"
+    needs_closure = True
     step_in_state_dict = None
 
     def __init__(self, params, lr=1.0, max_learning_rate=1.0, f_min=0.0, eps=0.0, *,
