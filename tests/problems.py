@@ -9,7 +9,7 @@ second parameter every third step; LBFGS (one group only, as in torch) minimizes
 """
 import numpy as np
 
-from npoptim.golden.cases import CLOSURE_DRIVEN
+from npoptim import registry
 
 SHAPES = [(4, 3), (3, 5)]
 
@@ -113,7 +113,7 @@ def make(cls, name, kwargs, params):
 
 def step(opt, params, name, k):
     """Step ``k`` of an npoptim optimizer over ``params``."""
-    if name in CLOSURE_DRIVEN:
+    if registry.get(name).needs_closure:
         opt.step(closure=lambda: objective(params))
     else:
         opt.step(step_gradients(params, k))

@@ -28,7 +28,6 @@ if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
 
 from npoptim import registry  # noqa: E402
-from npoptim.golden.cases import CLOSURE_DRIVEN  # noqa: E402
 
 
 # ------------------------------------------------------------------- cases (also the worker)
@@ -80,7 +79,7 @@ def run_case(case):
     rng, dtype, shape, param = make(case)
     opt = registry.get(case["name"])([param], **hyper_from_json(case["hyper"]))
     rows, cols = (shape[0], int(np.prod(shape[1:], dtype=np.int64))) if shape else (0, 0)
-    if case["name"] in CLOSURE_DRIVEN:
+    if registry.get(case["name"]).needs_closure:
         w = np.asarray(rng.uniform(0.5, 2, shape)).astype(dtype)
         c = np.asarray(rng.standard_normal(shape)).astype(dtype)
 
@@ -88,7 +87,7 @@ def run_case(case):
             return (float(np.sum(0.5 * w * param * param + c * param)),
                     [np.asarray(w * param + c, dtype)])
     for _ in range(case["steps"]):
-        if case["name"] in CLOSURE_DRIVEN:
+        if registry.get(case["name"]).needs_closure:
             opt.step(closure=closure)
         elif case["grad"] == "csr":
             opt.step([random_csr(rng, rows, cols, case["density"], case["dup"], dtype)[0]])
@@ -456,7 +455,7 @@ def trained(case):
     w = np.asarray(rng.uniform(0.5, 2, shape)).astype(dtype)
 
     def step():
-        if case["name"] in CLOSURE_DRIVEN:
+        if registry.get(case["name"]).needs_closure:
             opt.step(closure=lambda: (float(np.sum(0.5 * w * param * param)),
                                       [np.asarray(w * param, dtype)]))
         else:
@@ -494,7 +493,7 @@ def test_checkpoint_round_trip_is_exact_and_continues_identically(tmp_path_facto
         rng = np.random.default_rng()
         rng.bit_generator.state = copy.deepcopy(rng_state)
         for _ in range(2):
-            if case["name"] in CLOSURE_DRIVEN:
+            if registry.get(case["name"]).needs_closure:
                 target.step(closure=lambda p=p: (float(np.sum(p * p)),
                                                  [np.asarray(2 * p, p.dtype)]))
             else:

@@ -127,7 +127,7 @@ def build(args):
     shape_text = "_".join("x".join(map(str, s)) for s in shapes)
     case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-{grad}-d{args.density:g}-"
                           f"seed{args.seed}/{args.dtype}")
-    objective = "separable-quartic" if args.optimizer in table.CLOSURE_DRIVEN else None
+    objective = "separable-quartic" if cls.needs_closure else None
     if objective:
         grad, pattern = "objective", "dense"
         case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-objective-"

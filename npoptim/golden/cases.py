@@ -18,11 +18,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-#: Optimizers whose step needs a closure: their cases use an objective (``npoptim golden``
-#: gives them ``separable-quartic``).
-CLOSURE_DRIVEN = ("LBFGS",)
-
-
 # ------------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Row:
@@ -720,7 +715,6 @@ TABLE["NoisySGD"] = [
         matches=("optax.noisy_sgd 0.2.8 (given the same samples)",)),
 ]
 
-CLOSURE_DRIVEN += ("PolyakSGD",)
 TABLE["PolyakSGD"] = [
     Row("PolyakSGD", "defaults", "optax's defaults (scaling 1, max_learning_rate 1, f_min 0) "
         "on the separable quartic (the case stores the objective, not gradients).", {},
