@@ -161,3 +161,45 @@ def test_adamax_eps_added_is_its_formula():
         u = np.maximum(b2 * u, np.abs(g))
         ref = ref - lr / (1 - b1 ** t) * m / (u + eps)
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+
+
+def test_global_step_ages_a_skipped_parameter_and_is_its_formula():
+    """step_scope="global": a None gradient leaves the values and moments alone but the step
+    count advances, so the next gradient is bias-corrected with the optimizer's count."""
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(4), None, None, rng.standard_normal(4)]
+    for scope, ts in (("per_param", (1, 2)), ("global", (1, 4))):
+        w, never = np.ones(4), np.ones(2)
+        opt = npoptim.Adam([w, never], lr=lr, step_scope=scope)
+        for g in grads:
+            opt.step([g, None])
+        ref, m, v = np.ones(4), 0, 0
+        for t, g in zip(ts, (grads[0], grads[3])):
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            ref = ref - lr / (1 - b1 ** t) * m / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+        assert opt.state[0]["step"] == ts[-1]
+        # a parameter that never had a gradient: untouched; globally it has zero state, aged
+        np.testing.assert_array_equal(never, 1.0)
+        if scope == "global":
+            assert opt.state[1]["step"] == 4 and not opt.state[1]["exp_avg"].any()
+        else:
+            assert 1 not in opt.state
+
+
+def test_step_scope_comes_from_the_flavor_and_an_explicit_keyword_wins():
+    assert npoptim.Adam([np.zeros(2)]).step_scope == "per_param"
+    assert npoptim.Adam([np.zeros(2)], flavor="keras").step_scope == "global"
+    assert npoptim.Adamax([np.zeros(2)], flavor="tfjs").step_scope == "global"
+    assert npoptim.Adam([np.zeros(2)], flavor="optax").step_scope == "per_param"
+    assert npoptim.Adam([np.zeros(2)], flavor="keras",
+                        step_scope="per_param").step_scope == "per_param"
+    with pytest.raises(ValueError, match="step_scope must be one of"):
+        npoptim.Adam([np.zeros(2)], step_scope="iterations")
+    # optimizers without a step count are not changed by it
+    w = np.ones(2)
+    opt = npoptim.SGD([w, np.ones(1)], lr=0.1, momentum=0.9, step_scope="global")
+    opt.step([np.ones(2), None])
+    assert list(opt.state) == [0]

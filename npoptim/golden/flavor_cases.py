@@ -14,9 +14,10 @@ A case is kept only if the torch case of the same row would fail it (the convent
 the result beyond the tolerance); otherwise the framework is expected to pass the torch case
 itself. A row is left out where the framework cannot express it: an option no constructor of
 the framework names (``maximize``, ``lr_decay``, ``dampening``, ...), a value the flavor refuses
-(Keras's decoupled weight decay on optimizers that have L2 only), CSR gradients, and missing
-gradients (``none-grad``: frameworks count steps globally, which npoptim does not implement
-yet), and float64 where the framework holds a hyperparameter as float32 that is not exact
+(Keras's decoupled weight decay on optimizers that have L2 only), CSR gradients, missing
+gradients (``none-grad``) where the framework has none (:attr:`npoptim.flavors.Flavor.step_scope`
+None: optax, ONNX, the TF kernels; Keras and TF.js have them, with a global step count), and
+float64 where the framework holds a hyperparameter as float32 that is not exact
 there (ONNX attributes; the ``f32-exact`` rows are). Case ids are
 ``"<Optimizer>/<flavor>/<row>/<dtype>"``.
 """
@@ -62,8 +63,10 @@ def candidate_rows(flavor, optimizer):
     allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
     cls = registry.get(optimizer)
     for row in table.TABLE[optimizer]:
-        if row.name == "defaults" or row.grads.startswith("csr") or "none" in row.grads:
+        if row.name == "defaults" or row.grads.startswith("csr"):
             continue
+        if "none" in row.grads and flavors.get(flavor).step_scope != "global":
+            continue  # a framework without missing gradients (see Flavor.step_scope)
         if set(row.hyper) - allowed:
             continue
         resolved = hyperparameters(cls([np.zeros(1)], **row.hyper))
