@@ -142,6 +142,8 @@ KERAS = Flavor(
         "Adamax": dict(eps_mode="added"),
         "Adadelta": {},
         "LAMB": dict(variant="keras3"),
+        # Keras's schedule beta_1 (1 - 0.96^t / 2) is torch's with momentum_decay 1
+        "NAdam": dict(momentum_decay=1.0, decoupled_weight_decay=True, state_dtype="param"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -175,6 +177,11 @@ KERAS = Flavor(
                      "weight_decay": "weight_decay"},
             dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  weight_decay=None)),
+        "Nadam": FrameworkOptimizer(
+            "NAdam", {"learning_rate": "lr", **_BETAS, "epsilon": "eps",
+                      "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=None)),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -187,6 +194,9 @@ KERAS = Flavor(
         "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7; global step count",
         "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7",
         "LAMB": "the keras3 variant (decoupled decay outside the trust ratio)",
+        "NAdam": "momentum schedule beta_1 (1 - 0.96^t / 2) (torch's with momentum_decay 1, "
+                 "not 0.004); u_product in the parameter's dtype (state_dtype='param'); "
+                 "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
     },
     zero_only={opt: {"weight_decay": KERAS_WD.format(opt=opt)}
                for opt in ("Adagrad", "RMSprop", "SGD", "Adamax", "Adadelta")}
@@ -329,7 +339,8 @@ TF = Flavor(
              "the momentum buffer", "SGD": "ApplyMomentum = torch", "Adagrad": "ApplyAdagrad "
              "(V1, no eps) = torch with eps=0; accumulator starts at 0.1",
              "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max"},
-    verified="not in CI (tensorflow-cpu is 1.6 GB): examples/framework_replay/tf_kernels.py",
+    verified="not in CI (tensorflow-cpu is 1.6 GB): examples/framework_replay/tf_kernels.py, "
+             "run by hand 2026-12-01 (tensorflow-cpu 2.21.0: 59 cases pass, 156 skipped)",
     step_scope=None,
 )
 

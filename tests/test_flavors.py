@@ -79,7 +79,7 @@ def test_unimplemented_conventions_are_refused():
     with pytest.raises(ValueError, match="eps_root"):
         flavors.from_framework("optax", "adam", [np.zeros(2)], learning_rate=0.1, eps_root=1e-8)
     with pytest.raises(ValueError, match="has no NAdam"):
-        npoptim.NAdam([np.zeros(2)], flavor="keras")
+        npoptim.NAdam([np.zeros(2)], flavor="tfjs")
     with pytest.raises(ValueError, match="unknown flavor"):
         npoptim.Adam([np.zeros(2)], flavor="pytorch")
     with pytest.raises(ValueError, match="eps_mode must be one of"):
@@ -203,3 +203,42 @@ def test_step_scope_comes_from_the_flavor_and_an_explicit_keyword_wins():
     opt = npoptim.SGD([w, np.ones(1)], lr=0.1, momentum=0.9, step_scope="global")
     opt.step([np.ones(2), None])
     assert list(opt.state) == [0]
+
+
+def test_nadam_keras_is_torch_with_momentum_decay_one_and_a_parameter_dtype_product():
+    opt = flavors.from_framework("keras", "Nadam", [np.zeros(2)], weight_decay=0.01)
+    d = opt.defaults
+    assert (d["momentum_decay"], d["decoupled_weight_decay"], d["state_dtype"], d["eps"],
+            d["lr"], d["weight_decay"]) == (1.0, True, "param", 1e-7, 1e-3, 0.01)
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-3
+    w, grads = _run(lambda p: npoptim.NAdam(p, lr=lr, eps=eps, flavor="keras"))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = 0
+    prod = 1.0
+    for t, g in enumerate(grads, 1):  # Keras's Nadam.update_step, written out
+        u, u_next = b1 * (1 - 0.5 * 0.96 ** t), b1 * (1 - 0.5 * 0.96 ** (t + 1))
+        prod *= u
+        m = m + (g - m) * (1 - b1)
+        v = v + (g * g - v) * (1 - b2)
+        m_hat = u_next * m / (1 - prod * u_next) + (1 - u) * g / (1 - prod)
+        ref = ref - m_hat * lr / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+    # torch keeps mu_product in float32 whatever the parameter's dtype
+    torch_like = npoptim.NAdam([np.zeros(2)])
+    torch_like.step([np.ones(2)])
+    assert torch_like.state[0]["mu_product"].dtype == np.float32
+    opt = npoptim.NAdam([np.zeros(2)], state_dtype="param")
+    opt.step([np.ones(2)])
+    assert opt.state[0]["mu_product"].dtype == np.float64
+    assert "state_dtype" not in torch_like.state_dict()["param_groups"][0]
+    with pytest.raises(ValueError, match="state_dtype must be one of"):
+        npoptim.NAdam([np.zeros(2)], state_dtype="float16")
+
+
+def test_nadam_global_step_ages_the_momentum_product():
+    w, skipped = np.ones(2), np.ones(2)
+    opt = npoptim.NAdam([w, skipped], step_scope="global", state_dtype="param")
+    for _ in range(3):
+        opt.step([np.ones(2), None])
+    assert opt.state[1]["step"] == 3
+    assert opt.state[1]["mu_product"] == opt.state[0]["mu_product"]

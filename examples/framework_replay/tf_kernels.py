@@ -1,10 +1,11 @@
 """Replay npoptim's golden cases through TensorFlow's raw training kernels (the ``tf`` flavor).
 
 TensorFlow is not installed in npoptim's CI (tensorflow-cpu is 1.6 GB), so this script is for a
-user who has it; it is NOT run by CI and was not run when it was written (only optax and
-Keras 3 are replayed in CI: tests/test_framework_replay.py). Usage::
+user who has it; it is NOT run by CI (optax, Keras 3, ONNX and TF.js are replayed in CI:
+tests/test_framework_replay.py). Run by hand on 2026-12-01 with tensorflow-cpu 2.21.0
+(Python 3.11): 59 cases pass ``npoptim verify``, 156 are skipped; about 20 s. Usage::
 
-    pip install tensorflow-cpu
+    pip install tensorflow-cpu==2.21.0
     python examples/framework_replay/tf_kernels.py -o tf-results.json
     npoptim verify reference_results tf-results.json --flavor keras --flavor torch \\
         --optimizer Adam --optimizer SGD --optimizer Adagrad --optimizer RMSprop \\
