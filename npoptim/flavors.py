@@ -123,8 +123,6 @@ class Flavor:
         return out
 
 
-KERAS_WD = ("Keras applies weight_decay decoupled (w -= w*weight_decay*lr before the update); "
-            "npoptim's {opt} has L2 decay only, so the keras flavor takes weight_decay=0")
 _BETAS = {"beta_1": ("betas", 0), "beta_2": ("betas", 1)}
 _KERAS_ADAM_NAMES = {"learning_rate": "lr", **_BETAS, "epsilon": "eps", "amsgrad": "amsgrad",
                      "weight_decay": "weight_decay"}
@@ -136,11 +134,12 @@ KERAS = Flavor(
     switches={
         "Adam": dict(eps_mode="eps_hat", decoupled_weight_decay=True),
         "AdamW": dict(eps_mode="eps_hat"),
-        "Adagrad": dict(eps_in_sqrt=True),
-        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
-        "SGD": dict(lr_in_buffer=True),
-        "Adamax": dict(eps_mode="added"),
-        "Adadelta": {},
+        # Keras's base optimizer decays every optimizer's variables decoupled, before the rule
+        "Adagrad": dict(eps_in_sqrt=True, decoupled_weight_decay=True),
+        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True, decoupled_weight_decay=True),
+        "SGD": dict(lr_in_buffer=True, decoupled_weight_decay=True),
+        "Adamax": dict(eps_mode="added", decoupled_weight_decay=True),
+        "Adadelta": dict(decoupled_weight_decay=True),
         "LAMB": dict(variant="keras3"),
         # Keras's schedule beta_1 (1 - 0.96^t / 2) is torch's with momentum_decay 1
         "NAdam": dict(momentum_decay=1.0, decoupled_weight_decay=True, state_dtype="param"),
@@ -187,21 +186,21 @@ KERAS = Flavor(
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
                 "weight_decay decoupled; global step count",
         "AdamW": "eps-hat; eps 1e-7; weight_decay default 0.004; global step count",
-        "Adagrad": "eps inside the square root; accumulator starts at 0.1; lr 1e-3; eps 1e-7",
-        "RMSprop": "eps inside the square root; lr inside the momentum buffer; rho 0.9",
+        "Adagrad": "eps inside the square root; accumulator starts at 0.1; lr 1e-3; eps 1e-7; "
+                   "weight_decay decoupled",
+        "RMSprop": "eps inside the square root; lr inside the momentum buffer; rho 0.9; "
+                   "weight_decay decoupled",
         "SGD": "lr inside the momentum buffer (m = mu*m - lr*g; equal to torch only at constant "
-               "lr); no dampening; lr 0.01",
-        "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7; global step count",
-        "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7",
+               "lr); no dampening; lr 0.01; weight_decay decoupled",
+        "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7; weight_decay decoupled; "
+                  "global step count",
+        "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7; weight_decay decoupled",
         "LAMB": "the keras3 variant (decoupled decay outside the trust ratio)",
         "NAdam": "momentum schedule beta_1 (1 - 0.96^t / 2) (torch's with momentum_decay 1, "
                  "not 0.004); u_product in the parameter's dtype (state_dtype='param'); "
                  "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
     },
-    zero_only={opt: {"weight_decay": KERAS_WD.format(opt=opt)}
-               for opt in ("Adagrad", "RMSprop", "SGD", "Adamax", "Adadelta")}
-    | {"SGD": {"weight_decay": KERAS_WD.format(opt="SGD"),
-               "dampening": "Keras SGD has no dampening"}},
+    zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
     step_scope="global",
@@ -267,9 +266,8 @@ OPTAX = Flavor(
         "adadelta": FrameworkOptimizer(
             "Adadelta", {"learning_rate": "lr", "rho": "rho", "eps": "eps",
                          "weight_decay": "weight_decay"},
-            dict(learning_rate=REQUIRED, rho=0.9, eps=1e-6, weight_decay=0.0),
-            unsupported={"weight_decay": ((0.0,), "optax adds weight_decay*w after the "
-                                                  "Adadelta scaling; not implemented")}),
+            # optax chains add_decayed_weights before scale_by_adadelta: torch's L2 decay
+            dict(learning_rate=REQUIRED, rho=0.9, eps=1e-6, weight_decay=0.0)),
         "lamb": FrameworkOptimizer("LAMB", {"learning_rate": "lr", "b1": ("betas", 0),
                                             "b2": ("betas", 1), "eps": "eps",
                                             "weight_decay": "weight_decay"},
@@ -295,7 +293,8 @@ OPTAX = Flavor(
                    "inside the momentum buffer (trace after scale_by_learning_rate); decay 0.9",
         "SGD": "torch's math (trace = torch's buffer without dampening)",
         "Adamax": "torch's math",
-        "Adadelta": "torch's math; rho 0.9, eps 1e-6",
+        "Adadelta": "torch's math (weight_decay is L2, added before the scaling); rho 0.9, "
+                    "eps 1e-6",
         "LAMB": "the paper_v5 variant",
         "LARS": "the optax variant",
     },

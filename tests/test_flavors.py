@@ -74,8 +74,8 @@ def test_non_convention_options_are_refused_by_name(option, value):
 
 
 def test_unimplemented_conventions_are_refused():
-    with pytest.raises(ValueError, match="decoupled"):
-        npoptim.SGD([np.zeros(2)], flavor="keras", weight_decay=0.1)
+    with pytest.raises(ValueError, match="no dampening"):
+        npoptim.SGD([np.zeros(2)], flavor="keras", dampening=0.1)
     with pytest.raises(ValueError, match="eps_root"):
         flavors.from_framework("optax", "adam", [np.zeros(2)], learning_rate=0.1, eps_root=1e-8)
     with pytest.raises(ValueError, match="has no NAdam"):
@@ -242,3 +242,25 @@ def test_nadam_global_step_ages_the_momentum_product():
         opt.step([np.ones(2), None])
     assert opt.state[1]["step"] == 3
     assert opt.state[1]["mu_product"] == opt.state[0]["mu_product"]
+
+
+@pytest.mark.parametrize("name", ["SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax"])
+def test_keras_decays_every_optimizer_decoupled_before_its_rule(name):
+    """Keras's base optimizer: w -= w*wd*lr, then the rule without L2 (npoptim: the switch
+    decoupled_weight_decay, applied by the base class); the torch flavor keeps L2."""
+    cls = registry.get(name)
+    lr, wd = 0.05, 0.3
+    extra = {"momentum": 0.9} if name == "SGD" else {}  # plain SGD: L2 = decoupled
+    keras, _ = _run(lambda p: cls(p, lr=lr, weight_decay=wd, flavor="keras", **extra))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(5)
+    grads = [rng.standard_normal(5) for _ in range(6)]
+    by_hand = cls([w], lr=lr, flavor="keras", **extra)
+    for g in grads:
+        w *= 1 - lr * wd
+        by_hand.step([g])
+    np.testing.assert_allclose(keras, w, rtol=1e-14, atol=1e-15)
+    torch_like, _ = _run(lambda p: cls(p, lr=lr, weight_decay=wd, **extra))
+    assert np.max(np.abs(torch_like - keras)) > 1e-4
+    assert flavors.from_framework("keras", name, [np.zeros(2)], weight_decay=wd).defaults[
+        "decoupled_weight_decay"] is True

@@ -65,6 +65,10 @@ class Optimizer:
     #: True where ``_update`` creates a state that options switched on later need (RMSprop's
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
+    #: True where the switch ``decoupled_weight_decay`` is applied by the base class before
+    #: the family's rule (see :meth:`_decay_before_rule`); False where the rule has its own
+    #: decoupled form (Adam, NAdam) or none.
+    decouples_weight_decay = False
     _step_scope = "per_param"
 
     def __init__(self, params, defaults, state_arrays=None):
@@ -259,7 +263,7 @@ class Optimizer:
             if state is None:
                 state = self.state[index] = self._init_state(param, group)
             with flat_view(param) as flat:
-                self._update(flat, grad, state, group)
+                self._update(flat, grad, state, self._decay_before_rule(flat, group))
         if self._step_scope == "global" and self.step_in_state_dict is not None:
             stepped = {index for _, index, _, _ in prepared}
             index = 0
@@ -271,6 +275,18 @@ class Optimizer:
                             state = self.state[index] = self._init_state(param, group)
                         self._age(state, group)
                     index += 1
+
+    def _decay_before_rule(self, flat, group):
+        """Decoupled weight decay where the family's torch rule has L2 decay only
+        (:attr:`decouples_weight_decay`): with ``decoupled_weight_decay`` and a non-zero
+        ``weight_decay``, ``p <- p (1 - lr wd)`` before the rule (Keras's ``_apply_weight_decay``
+        of every optimizer, and torch's decoupled form in Adam), and the group the rule reads,
+        with ``weight_decay`` 0 (no L2 on top)."""
+        if not (self.decouples_weight_decay and group.get("decoupled_weight_decay")
+                and group["weight_decay"] != 0):
+            return group
+        np.multiply(flat, flat.dtype.type(1 - group["lr"] * group["weight_decay"]), out=flat)
+        return dict(group, weight_decay=0)
 
     def _age(self, state, group):
         """A step without a gradient under ``step_scope="global"``: advance the step count
