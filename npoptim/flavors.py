@@ -399,11 +399,10 @@ ONNX = Flavor(
         # accumulator tensor the caller passes in at the first step.
         "Adam": FrameworkOptimizer("Adam", {"R": "lr", "alpha": ("betas", 0),
                                             "beta": ("betas", 1), "epsilon": "eps",
-                                            "norm_coefficient": "weight_decay"},
+                                            "norm_coefficient": "weight_decay",
+                                            "norm_coefficient_post": "post_weight_decay"},
                                    dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=0.0,
-                                        norm_coefficient=0.0, norm_coefficient_post=0.0),
-                                   unsupported={"norm_coefficient_post": (
-                                       (0.0,), "decay after the update is not implemented")}),
+                                        norm_coefficient=0.0, norm_coefficient_post=0.0)),
         "Adagrad": FrameworkOptimizer(
             "Adagrad", {"R": "lr", "decay_factor": "lr_decay", "epsilon": "eps",
                         "norm_coefficient": "weight_decay",
@@ -416,7 +415,9 @@ ONNX = Flavor(
             dict(R=REQUIRED, alpha=REQUIRED, beta=REQUIRED, norm_coefficient=0.0,
                  mode="standard")),
     },
-    differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes",
+    differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes; "
+                     "norm_coefficient_post: decay (1 - c) x after the update "
+                     "(post_weight_decay)",
              "Adagrad": "= torch (T counts from 0); float32 attributes",
              "SGD": "Momentum = torch with dampening (beta = 1 - dampening, 1 at T=0); float32 "
                     "attributes"},
@@ -581,4 +582,5 @@ def flavored(init):
     parameters[at:at] = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
                          for name, value in OPTIMIZER_CONVENTIONS.items()]
     __init__.__signature__ = signature.replace(parameters=parameters)
+    __init__.takes_flavor = True
     return __init__

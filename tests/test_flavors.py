@@ -264,3 +264,36 @@ def test_keras_decays_every_optimizer_decoupled_before_its_rule(name):
     assert np.max(np.abs(torch_like - keras)) > 1e-4
     assert flavors.from_framework("keras", name, [np.zeros(2)], weight_decay=wd).defaults[
         "decoupled_weight_decay"] is True
+
+
+def test_onnx_post_update_decay_is_its_formula():
+    """ONNX Adam's norm_coefficient_post: X_final = (1 - c) X_new, not scaled by lr."""
+    lr, b1, b2, eps, c = 0.01, 0.9, 0.999, 1e-8, 0.05
+    w, grads = _run(lambda p: flavors.from_framework("onnx", "Adam", p, R=lr, epsilon=eps,
+                                                     norm_coefficient_post=c))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = 0
+    for t, g in enumerate(grads, 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        ref = (1 - c) * (ref - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps))
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+    assert "post_weight_decay" not in npoptim.Adam([np.zeros(2)]).state_dict()["param_groups"][0]
+    with pytest.raises(ValueError, match="post_weight_decay"):
+        npoptim.Adam([np.zeros(2)], post_weight_decay=-0.1)
+
+
+def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
+    """step_scope="global" only where the aging is known (the flavored optimizers); the
+    float optimizers' decay outside the rule is not rounded as the 16-bit kernels round."""
+    with pytest.raises(ValueError, match="per-parameter step counts only"):
+        npoptim.Adafactor([np.zeros(2)]).step_scope = "global"
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from npoptim import precision
+    w = np.zeros(2, ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match="not implemented for 16-bit"):
+        precision.SGD([w], weight_decay=0.1, decoupled_weight_decay=True)
+    with pytest.raises(ValueError, match="not implemented for 16-bit"):
+        precision.Adam([w], post_weight_decay=0.1)
+    with pytest.raises(ValueError, match="per-parameter step counts only"):
+        precision.Adam([w], step_scope="global")

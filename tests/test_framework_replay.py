@@ -58,7 +58,8 @@ def _framework_kwargs(entry, hyper):
 
 
 #: ONNX float attributes are float32; a float64 case runs only if they are exact in float32.
-ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient"),
+ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient",
+                            "norm_coefficient_post"),
                    "Adagrad": ("decay_factor", "epsilon", "norm_coefficient"),
                    "Momentum": ("alpha", "beta", "norm_coefficient")}
 
@@ -93,8 +94,8 @@ def constructor_for_case(flavor, case, use_switches=True):
                         # without a missing gradient both step scopes give the same steps
                         and not (k == "step_scope" and "none-grad" not in case.tags))
         if not differ and flavor == "onnx" and case.dtype == "float64":
-            inexact = [k for k in ONNX_ATTRIBUTES[name]
-                       if float(np.float32(kwargs[k])) != float(kwargs[k])]
+            inexact = [k for k in ONNX_ATTRIBUTES[name] if k in kwargs
+                       and float(np.float32(kwargs[k])) != float(kwargs[k])]
             if inexact:
                 return None, ("ONNX float attributes are float32: "
                               f"{', '.join(inexact)} not exact in float32")
@@ -153,7 +154,7 @@ def onnx_make_step(name, kwargs):
     from onnx.reference import ReferenceEvaluator
 
     slots = {"Adam": ("V", "H"), "Adagrad": ("H",), "Momentum": ("V",)}[name]
-    attributes = {k: kwargs[k] for k in ONNX_ATTRIBUTES[name]}
+    attributes = {k: kwargs[k] for k in ONNX_ATTRIBUTES[name] if k in kwargs}
     if name == "Momentum":
         attributes["mode"] = kwargs["mode"]
 

@@ -32,6 +32,17 @@ from npoptim.golden.inputs import case_seed
 #: The flavors whose cases are generated and checked against the framework in CI.
 GENERATED = ("keras", "optax", "onnx", "tfjs")
 
+#: Rows of a flavor that no torch row has, for a hyperparameter torch lacks; their cases have
+#: no torch counterpart. Names as in the torch table (``<flavor>/`` is prefixed).
+FLAVOR_ROWS = {
+    "onnx": {"Adam": (table.Row(
+        "Adam", "post-weight-decay", "ONNX Adam's norm_coefficient_post (npoptim "
+        "post_weight_decay): x <- (1 - c) x after the update; with L2 decay "
+        "(norm_coefficient) too; hyperparameters exact in float32.",
+        dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
+             weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),)},
+}
+
 
 def expressible(flavor, optimizer):
     """npoptim keywords some constructor of the framework sets for ``optimizer``."""
@@ -82,6 +93,8 @@ def candidate_rows(flavor, optimizer):
             continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=()), row))
+    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
+            for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
 
 

@@ -26,7 +26,8 @@ and for each element, with gradient :math:`g` (negated when ``maximize``):
 the parameter's dtype, as Keras keeps its ``u_product`` (the ``keras`` flavor, with
 ``momentum_decay=1``: Keras's schedule :math:`\beta_1(1 - \tfrac12 0.96^{t})` is torch's with
 :math:`\psi = 1`). Under ``step_scope="global"`` a step without a gradient ages ``step`` and
-multiplies ``mu_product`` by that step's :math:`\mu_t`, as Keras's one ``u_product`` does. Loading a state_dict casts it to the parameter's dtype, as torch's
+multiplies ``mu_product`` by that step's :math:`\mu_t`, as Keras's one ``u_product`` does.
+Loading a state_dict casts it to the parameter's dtype, as torch's
 ``load_state_dict`` does with every floating-point state except ``step``; so for a float64
 parameter a loaded optimizer continues (like torch) with a float64 ``mu_product`` and drifts
 from an uninterrupted run in the last digits. Dense gradients only, as in torch.

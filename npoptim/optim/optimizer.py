@@ -152,6 +152,8 @@ class Optimizer:
             self.skipped_steps += 1
             return loss
         self._apply(prepared)
+        if self._step_scope == "global":
+            self._age_skipped(prepared)
         return loss
 
     @property
@@ -184,8 +186,9 @@ class Optimizer:
           created, zero, if it had none, as Keras builds every slot up front), so its next
           gradient is bias-corrected with the optimizer's step count. :meth:`_age` says what
           aging means for a family (NAdam also multiplies its momentum product). Optimizers
-          without a step count (``step_in_state_dict`` None) are not changed by it. It is not
-          part of ``state_dict()``, like :attr:`nonfinite`.
+          without a step count (``step_in_state_dict`` None) are not changed by it. Only the
+          optimizers that take ``flavor=`` (:data:`npoptim.flavors.FLAVORED`, whose aging is
+          known) accept it. It is not part of ``state_dict()``, like :attr:`nonfinite`.
         """
         return self._step_scope
 
@@ -194,6 +197,10 @@ class Optimizer:
         if scope not in STEP_SCOPES:
             raise ValueError(f"step_scope must be one of {', '.join(map(repr, STEP_SCOPES))}, "
                              f"got {scope!r}")
+        if scope != "per_param" and not getattr(type(self).__init__, "takes_flavor", False):
+            raise ValueError(f"{type(self).__name__} has per-parameter step counts only "
+                             "(step_scope='global' is defined for the optimizers that take "
+                             "flavor=)")
         self._step_scope = scope
 
     def zero_grad(self, set_to_none=True):
@@ -264,17 +271,21 @@ class Optimizer:
                 state = self.state[index] = self._init_state(param, group)
             with flat_view(param) as flat:
                 self._update(flat, grad, state, self._decay_before_rule(flat, group))
-        if self._step_scope == "global" and self.step_in_state_dict is not None:
-            stepped = {index for _, index, _, _ in prepared}
-            index = 0
-            for group in self.param_groups:
-                for param in group["params"]:
-                    if index not in stepped:
-                        state = self.state.get(index)
-                        if state is None:
-                            state = self.state[index] = self._init_state(param, group)
-                        self._age(state, group)
-                    index += 1
+
+    def _age_skipped(self, prepared):
+        """``step_scope="global"``: age every parameter without a gradient this step."""
+        if self.step_in_state_dict is None:
+            return
+        stepped = {index for _, index, _, _ in prepared}
+        index = 0
+        for group in self.param_groups:
+            for param in group["params"]:
+                if index not in stepped:
+                    state = self.state.get(index)
+                    if state is None:
+                        state = self.state[index] = self._init_state(param, group)
+                    self._age(state, group)
+                index += 1
 
     def _decay_before_rule(self, flat, group):
         """Decoupled weight decay where the family's torch rule has L2 decay only
