@@ -14,11 +14,12 @@ A case is kept only if the torch case of the same row would fail it (the convent
 the result beyond the tolerance); otherwise the framework is expected to pass the torch case
 itself. A row is left out where the framework cannot express it: an option no constructor of
 the framework names (``maximize``, ``lr_decay``, ``dampening``, ...), a value the flavor refuses
-(Keras's decoupled weight decay on optimizers that have L2 only), CSR gradients, missing
+(:attr:`npoptim.flavors.Flavor.zero_only`: Keras SGD's dampening), CSR gradients, missing
 gradients (``none-grad``) where the framework has none (:attr:`npoptim.flavors.Flavor.step_scope`
 None: optax, ONNX, the TF kernels; Keras and TF.js have them, with a global step count), and
 float64 where the framework holds a hyperparameter as float32 that is not exact
-there (ONNX attributes; the ``f32-exact`` rows are). Case ids are
+there (ONNX attributes; the ``f32-exact`` rows are). :data:`FLAVOR_ROWS` adds rows of a
+flavor for a hyperparameter torch lacks (ONNX's ``norm_coefficient_post``). Case ids are
 ``"<Optimizer>/<flavor>/<row>/<dtype>"``.
 """
 import dataclasses
