@@ -338,8 +338,8 @@ TF = Flavor(
              "the momentum buffer", "SGD": "ApplyMomentum = torch", "Adagrad": "ApplyAdagrad "
              "(V1, no eps) = torch with eps=0; accumulator starts at 0.1",
              "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max"},
-    verified="not in CI (tensorflow-cpu is 1.6 GB): examples/framework_replay/tf_kernels.py, "
-             "run by hand 2026-12-01 (tensorflow-cpu 2.21.0: 59 cases pass, 156 skipped)",
+    verified="in CI (tensorflow-cpu 2.21.0 in a venv of its own, tests/test_tf_kernels.py): "
+             "examples/framework_replay/tf_kernels.py, 59 cases pass, 156 skipped",
     step_scope=None,
 )
 
