@@ -101,6 +101,9 @@ class Flavor:
     #: zeros, which is a step; ONNX and the TF kernels: the caller passes the step count), so
     #: its ``none-grad`` cases are not generated
     step_scope: object = "per_param"
+    #: framework constructors of optimizers npoptim has, whose math differs where npoptim has
+    #: no switch for it: framework name -> why (``from_framework`` refuses them by name)
+    not_reproduced: dict = field(default_factory=dict)
 
     def constructor_for(self, optimizer):
         for entry in self.constructors.values():
@@ -143,6 +146,10 @@ KERAS = Flavor(
         "LAMB": dict(variant="keras3"),
         # Keras's schedule beta_1 (1 - 0.96^t / 2) is torch's with momentum_decay 1
         "NAdam": dict(momentum_decay=1.0, decoupled_weight_decay=True, state_dtype="param"),
+        # Lion's decoupled decay is Keras's (the decay does not reach the sign); Ftrl is
+        # Keras's own (npoptim's Ftrl follows it)
+        "Lion": {},
+        "Ftrl": {},
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -181,6 +188,19 @@ KERAS = Flavor(
                       "weight_decay": "weight_decay"},
             dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  weight_decay=None)),
+        "Lion": FrameworkOptimizer(
+            "Lion", {"learning_rate": "lr", **_BETAS, "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.99, weight_decay=None)),
+        "Ftrl": FrameworkOptimizer(
+            "Ftrl", {"learning_rate": "lr", "learning_rate_power": "learning_rate_power",
+                     "initial_accumulator_value": "initial_accumulator_value",
+                     "l1_regularization_strength": "l1", "l2_regularization_strength": "l2",
+                     "l2_shrinkage_regularization_strength": "l2_shrinkage", "beta": "beta"},
+            dict(learning_rate=1e-3, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 l2_shrinkage_regularization_strength=0.0, beta=0.0, weight_decay=None),
+            unsupported={"weight_decay": ((None, 0.0), "npoptim's Ftrl has no decoupled "
+                                                       "decay (use l2 or l2_shrinkage)")}),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -199,13 +219,22 @@ KERAS = Flavor(
         "NAdam": "momentum schedule beta_1 (1 - 0.96^t / 2) (torch's with momentum_decay 1, "
                  "not 0.004); u_product in the parameter's dtype (state_dtype='param'); "
                  "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
+        "Lion": "npoptim's math; lr 1e-3; weight_decay decoupled (as the paper's)",
+        "Ftrl": "Keras's math (npoptim's Ftrl is Keras's); no weight_decay",
     },
     zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
+    not_reproduced={
+        "Adafactor": "Keras adds epsilon_1 to g^2 (torch's Adafactor clamps the second-moment "
+                     "estimate at eps1^2) and its decay differs: measured in float64 1e-9 of "
+                     "the scale without decay, 1e-5 with weight_decay 0.1, after 2 steps; "
+                     "npoptim's Adafactor (torch's) has no switch for either",
+    },
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
     step_scope="global",
 )
 
+_OPTAX_MASK = ((None,), "use param groups with weight_decay=0")
 _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
                      "eps": "eps"}
 _OPTAX_ADAM_UNSUPPORTED = {"eps_root": ((0.0,), "eps_root (eps inside the square root) is not "
@@ -226,6 +255,25 @@ OPTAX = Flavor(
         "Adadelta": {},
         "LAMB": dict(variant="paper_v5"),
         "LARS": dict(variant="optax"),
+        # optimizers optax and torch-style libraries both ship (npoptim's default = optax's
+        # math unless a variant is named)
+        "Lion": {},
+        "Yogi": {},
+        "Adan": dict(variant="optax"),
+        "AdamaxW": {},
+        "NovoGrad": {},
+        "Fromage": dict(variant="optax"),
+        "SM3": {},
+        "SignSGD": {},
+        "Signum": {},
+        "OptimisticGD": {},
+        "OptimisticAdam": dict(variant="optax"),
+        "ADOPT": {},
+        "AdEMAMix": {},
+        "SimplifiedAdEMAMix": {},
+        "MADGRAD": {},
+        "Prodigy": dict(variant="optax"),
+        "DAdaptAdamW": dict(variant="optax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -282,6 +330,93 @@ OPTAX = Flavor(
                                    dict(learning_rate=REQUIRED, weight_decay=0.0,
                                         trust_coefficient=0.001, eps=0.0, momentum=0.9,
                                         nesterov=False)),
+        "lion": FrameworkOptimizer("Lion", {"learning_rate": "lr", "b1": ("betas", 0),
+                                            "b2": ("betas", 1), "weight_decay": "weight_decay"},
+                                   dict(learning_rate=REQUIRED, b1=0.9, b2=0.99,
+                                        weight_decay=1e-3, mu_dtype=None, mask=None),
+                                   unsupported=dict(mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+                                                    mask=_OPTAX_MASK)),
+        "yogi": FrameworkOptimizer("Yogi", {"learning_rate": "lr", "b1": ("betas", 0),
+                                            "b2": ("betas", 1), "eps": "eps"},
+                                   dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-3)),
+        "adan": FrameworkOptimizer("Adan", {"learning_rate": "lr", "b1": ("betas", 0),
+                                            "b2": ("betas", 1), "b3": ("betas", 2),
+                                            "eps": "eps", "eps_root": "eps_root",
+                                            "weight_decay": "weight_decay"},
+                                   dict(learning_rate=REQUIRED, b1=0.98, b2=0.92, b3=0.99,
+                                        eps=1e-8, eps_root=1e-8, weight_decay=0.0, mask=None),
+                                   unsupported=dict(mask=_OPTAX_MASK)),
+        "adamaxw": FrameworkOptimizer("AdamaxW", {"learning_rate": "lr", "b1": ("betas", 0),
+                                                  "b2": ("betas", 1), "eps": "eps",
+                                                  "weight_decay": "weight_decay"},
+                                      dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
+                                           weight_decay=1e-4, mask=None),
+                                      unsupported=dict(mask=_OPTAX_MASK)),
+        "novograd": FrameworkOptimizer("NovoGrad", {"learning_rate": "lr", "b1": ("betas", 0),
+                                                    "b2": ("betas", 1), "eps": "eps",
+                                                    "eps_root": "eps_root",
+                                                    "weight_decay": "weight_decay"},
+                                       dict(learning_rate=REQUIRED, b1=0.9, b2=0.25, eps=1e-6,
+                                            eps_root=0.0, weight_decay=0.0)),
+        "fromage": FrameworkOptimizer("Fromage", {"learning_rate": "lr", "min_norm": "min_norm"},
+                                      dict(learning_rate=REQUIRED, min_norm=1e-6)),
+        "sm3": FrameworkOptimizer("SM3", {"learning_rate": "lr", "momentum": "momentum"},
+                                  dict(learning_rate=REQUIRED, momentum=0.9)),
+        "sign_sgd": FrameworkOptimizer("SignSGD", {"learning_rate": "lr"},
+                                       dict(learning_rate=REQUIRED)),
+        "signum": FrameworkOptimizer("Signum", {"learning_rate": "lr", "beta": "momentum"},
+                                     dict(learning_rate=REQUIRED, beta=0.9,
+                                          accumulator_dtype=None),
+                                     unsupported={"accumulator_dtype": (
+                                         (None,), "npoptim keeps the momentum in the "
+                                                  "parameter's dtype")}),
+        "optimistic_gradient_descent": FrameworkOptimizer(
+            "OptimisticGD", {"learning_rate": "lr", "alpha": "alpha", "beta": "beta"},
+            dict(learning_rate=REQUIRED, alpha=1.0, beta=1.0)),
+        "optimistic_adam_v2": FrameworkOptimizer(
+            "OptimisticAdam", dict(_OPTAX_ADAM_NAMES, alpha="alpha", beta="beta",
+                                   eps_root="eps_root", nesterov="nesterov"),
+            dict(learning_rate=REQUIRED, alpha=1.0, beta=1.0, b1=0.9, b2=0.999, eps=1e-8,
+                 eps_root=0.0, mu_dtype=None, nesterov=True),
+            unsupported=dict(mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"])),
+        "contrib.adopt": FrameworkOptimizer(
+            "ADOPT", dict(_OPTAX_ADAM_NAMES, nesterov="nesterov"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.9999, eps=1e-6, mu_dtype=None,
+                 nesterov=False, use_clipping=True),
+            unsupported=dict(mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+                             use_clipping=((True,), "npoptim's clip_exponent=None; not mapped"),
+                             clip_value_fn=((), "a callable: npoptim's clip is step ** 0.25 "
+                                                "(clip_exponent)"))),
+        "contrib.ademamix": FrameworkOptimizer(
+            "AdEMAMix", {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
+                         "b3": ("betas", 2), "alpha": "alpha", "eps": "eps",
+                         "weight_decay": "weight_decay"},
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, b3=0.9999, alpha=5.0, eps=1e-8,
+                 eps_root=0.0, mu_dtype=None, weight_decay=0.0, mask=None),
+            unsupported=dict(eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"],
+                             mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"], mask=_OPTAX_MASK)),
+        "contrib.simplified_ademamix": FrameworkOptimizer(
+            "SimplifiedAdEMAMix", {"learning_rate": "lr", "b1": ("betas", 0),
+                                   "b2": ("betas", 1), "alpha": "alpha", "eps": "eps",
+                                   "weight_decay": "weight_decay"},
+            dict(learning_rate=REQUIRED, b1=0.99, b2=0.95, alpha=0.0, eps=1e-8, eps_root=0.0,
+                 weight_decay=0.0, mask=None),
+            unsupported=dict(eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mask=_OPTAX_MASK)),
+        "contrib.madgrad": FrameworkOptimizer(
+            "MADGRAD", {"learning_rate": "lr", "momentum": "momentum",
+                        "weight_decay": "weight_decay", "eps": "eps"},
+            dict(learning_rate=REQUIRED, momentum=0.9, weight_decay=0.0, eps=1e-6)),
+        "contrib.prodigy": FrameworkOptimizer(
+            "Prodigy", {"learning_rate": "lr", "betas": "betas", "beta3": "beta3", "eps": "eps",
+                        "estim_lr0": "d0", "estim_lr_coef": "d_coef",
+                        "weight_decay": "weight_decay", "safeguard_warmup": "safeguard_warmup"},
+            dict(learning_rate=1.0, betas=(0.9, 0.999), beta3=None, eps=1e-8, estim_lr0=1e-6,
+                 estim_lr_coef=1.0, weight_decay=0.0, safeguard_warmup=False)),
+        "contrib.dadapt_adamw": FrameworkOptimizer(
+            "DAdaptAdamW", {"learning_rate": "lr", "betas": "betas", "eps": "eps",
+                            "estim_lr0": "d0", "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, betas=(0.9, 0.999), eps=1e-8, estim_lr0=1e-6,
+                 weight_decay=0.0)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -297,8 +432,33 @@ OPTAX = Flavor(
                     "eps 1e-6",
         "LAMB": "the paper_v5 variant",
         "LARS": "the optax variant",
+        "Lion": "npoptim's math (the paper's decoupled decay); weight_decay default 1e-3",
+        "Yogi": "npoptim's math (initial accumulator 1e-6, eps_root 0: not settable in "
+                "optax.yogi); eps 1e-3",
+        "Adan": "the optax variant",
+        "AdamaxW": "npoptim's math",
+        "NovoGrad": "npoptim's math",
+        "Fromage": "the optax variant",
+        "SM3": "npoptim's math (eps 1e-8, not settable in optax.sm3)",
+        "SignSGD": "npoptim's math; optax.sign_sgd has no weight_decay",
+        "Signum": "npoptim's math (beta is the momentum); optax.signum has no weight_decay",
+        "OptimisticGD": "npoptim's math",
+        "OptimisticAdam": "the optax variant (optimistic_adam_v2)",
+        "ADOPT": "npoptim's math (optax.contrib.adopt: clip step ** 0.25); no weight decay",
+        "AdEMAMix": "npoptim's math; no warmups (optax takes schedules for b3 and alpha)",
+        "SimplifiedAdEMAMix": "npoptim's math",
+        "MADGRAD": "npoptim's math (L2 decay)",
+        "Prodigy": "the optax variant",
+        "DAdaptAdamW": "the optax variant",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
+    not_reproduced={
+        "radam": "optax adds eps to sqrt(v_hat) (the bias-corrected v), torch's RAdam to "
+                 "sqrt(v) before the sqrt(1 - b2^t) factor, and rectifies at rho >= 5 (torch: "
+                 "rho > 5); npoptim RAdam has no eps switch",
+        "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
+                 "step moves nothing), torch's Rprop this step's; no switch",
+    },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
     step_scope=None,
@@ -483,7 +643,7 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
         else:
             out[target] = value
     for name, parts in pairs.items():
-        out[name] = tuple(parts.get(i) for i in range(2))
+        out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
     return out
 
 
@@ -524,6 +684,9 @@ def from_framework(framework, optimizer, params, **framework_kwargs):
     switches are set; a framework option that is not a convention is refused by name.
     """
     flavor = get(framework)
+    if optimizer in flavor.not_reproduced:
+        raise ValueError(f"{framework} {optimizer} is not reproduced: "
+                         f"{flavor.not_reproduced[optimizer]}")
     if optimizer not in flavor.constructors:
         raise ValueError(f"{framework} has no optimizer {optimizer!r} that npoptim reproduces; "
                          f"it has {', '.join(flavor.constructors)}")

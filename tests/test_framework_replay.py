@@ -24,6 +24,7 @@ Skips cleanly without the framework; ``NPOPTIM_REQUIRE_OPTAX=1`` / ``NPOPTIM_REQ
 """
 import fnmatch
 import importlib.util
+import inspect
 import json
 import os
 from pathlib import Path
@@ -64,6 +65,12 @@ ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient",
                    "Momentum": ("alpha", "beta", "norm_coefficient")}
 
 
+def _stepless(optimizer):
+    """No step count (``step_in_state_dict`` None): the step scope changes nothing."""
+    from npoptim import registry
+    return registry.get(optimizer).step_in_state_dict is None
+
+
 def constructor_for_case(flavor, case, use_switches=True):
     """``(framework name, kwargs)`` of the framework's constructor that computes ``case``, or
     ``(None, reason)``. With ``use_switches=False`` the case's hyperparameters are translated
@@ -91,8 +98,10 @@ def constructor_for_case(flavor, case, use_switches=True):
         resolved = generate.hyperparameters(built)
         differ = sorted(k for k in set(resolved) | set(case.hyperparameters)
                         if resolved.get(k) != case.hyperparameters.get(k)
-                        # without a missing gradient both step scopes give the same steps
-                        and not (k == "step_scope" and "none-grad" not in case.tags))
+                        # without a missing gradient, or without a step count, both step
+                        # scopes give the same steps
+                        and not (k == "step_scope" and ("none-grad" not in case.tags
+                                                        or _stepless(case.optimizer))))
         if not differ and flavor == "onnx" and case.dtype == "float64":
             inexact = [k for k in ONNX_ATTRIBUTES[name] if k in kwargs
                        and float(np.float32(kwargs[k])) != float(kwargs[k])]
@@ -106,6 +115,13 @@ def constructor_for_case(flavor, case, use_switches=True):
 
 
 # ------------------------------------------------------------------------------- runners
+def optax_constructor(name):
+    """``optax.<name>``; a dotted name (``contrib.adopt``) reads the submodule."""
+    import functools
+    import optax
+    return functools.reduce(getattr, name.split("."), optax)
+
+
 def optax_make_step(name, kwargs):
     import jax
     import jax.numpy as jnp
@@ -114,7 +130,11 @@ def optax_make_step(name, kwargs):
 
     def make_step(params, _hyper):
         dtype = params[0].dtype
-        factory = optax.inject_hyperparams(getattr(optax, name))
+        constructor = optax_constructor(name)
+        # a callable default (contrib.adopt's clip_value_fn) is not a schedule to inject
+        static = tuple(k for k, p in inspect.signature(constructor).parameters.items()
+                       if p.default is not p.empty and callable(p.default))
+        factory = optax.inject_hyperparams(constructor, static_args=static)
         tx = factory(**dict(kwargs, learning_rate=jnp.asarray(kwargs["learning_rate"], dtype)))
         state = {"params": [jnp.asarray(p) for p in params]}
         state["opt"] = tx.init(state["params"])

@@ -22,6 +22,7 @@ Dense gradients only: a zero gradient still decays :math:`m`, :math:`u` and :mat
 """
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import lerp, maximum
@@ -66,6 +67,7 @@ class AdamaxW(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-4, *,
                  maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,

@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
@@ -136,6 +137,7 @@ class Adan(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.98, 0.92, 0.99), eps=1e-8, weight_decay=0.0,
                  *, variant="paper", diff_weight=VARIANT_DEFAULT,
                  weight_decay_form=VARIANT_DEFAULT, eps_root=VARIANT_DEFAULT, maximize=False):

@@ -57,6 +57,7 @@ gradients only.
 import math
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
@@ -147,6 +148,7 @@ class AdEMAMix(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0,
                  beta3_warmup=None, alpha_warmup=None, eps=1e-8, weight_decay=0.0, *,
                  maximize=False):
@@ -217,6 +219,7 @@ class SimplifiedAdEMAMix(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.99, 0.95), alpha=0.0, eps=1e-8,
                  weight_decay=0.0, *, maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, alpha=alpha, eps=eps,

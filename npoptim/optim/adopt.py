@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
@@ -120,6 +121,7 @@ class ADOPT(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.9999), eps=1e-6, weight_decay=0.0, *,
                  decoupled_weight_decay=False, clip_exponent=0.25, nesterov=False,
                  maximize=False, variant="paper", clip_count=VARIANT_DEFAULT):

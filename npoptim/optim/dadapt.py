@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
@@ -129,6 +130,7 @@ class DAdaptAdamW(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = "int"
 
+    @flavored
     def __init__(self, params, lr=1.0, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decouple=True, use_bias_correction=VARIANT_DEFAULT, d0=1e-6,
                  growth_rate=None, layer_scale=1.0, *, variant="paper"):

@@ -24,6 +24,7 @@ Dense gradients only: the norms need the whole tensor.
 import math
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
@@ -72,6 +73,7 @@ class Fromage(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1e-2, *, variant="paper", min_norm=VARIANT_DEFAULT,
                  maximize=False):
         self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant,

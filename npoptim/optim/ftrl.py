@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
@@ -115,6 +116,7 @@ class Ftrl(Optimizer):
     sparse_kind = "lazy"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1e-3, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                  l1=0.0, l2=0.0, l2_shrinkage=0.0, beta=0.0):
         super().__init__(params, dict(lr=lr, learning_rate_power=learning_rate_power,

@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
@@ -99,6 +100,7 @@ class Lion(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *,
                  variant="paper", weight_decay_form=VARIANT_DEFAULT, maximize=False):
         self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant,

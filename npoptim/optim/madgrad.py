@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
@@ -111,6 +112,7 @@ class MADGRAD(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1e-2, momentum=0.9, weight_decay=0.0, eps=1e-6,
                  decouple_decay=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,

@@ -30,6 +30,7 @@ Dense gradients only: the layer norm needs the whole gradient.
 import math
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
@@ -67,6 +68,7 @@ class NovoGrad(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.25), eps=1e-6, weight_decay=0.0, *,
                  eps_root=0.0, maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, eps_root=eps_root,

@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
@@ -118,6 +119,7 @@ class OptimisticGD(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-2, alpha=1.0, beta=1.0, *, maximize=False):
         super().__init__(params, dict(lr=lr, alpha=alpha, beta=beta, maximize=maximize))
 
@@ -150,6 +152,7 @@ class OptimisticAdam(Optimizer):
     VARIANTS = {"paper": dict(nesterov=False), "optax": dict(nesterov=True)}
     ALIASES = {}
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, *, alpha=1.0, beta=1.0,
                  eps_root=0.0, variant="paper", nesterov=VARIANT_DEFAULT, maximize=False):
         self.variant, switches = resolve_variant(self.VARIANTS, self.ALIASES, variant,

@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
@@ -166,6 +167,7 @@ class Prodigy(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = "int"
 
+    @flavored
     def __init__(self, params, lr=1.0, betas=(0.9, 0.999), beta3=None, eps=1e-8,
                  weight_decay=0.0, decouple=True, use_bias_correction=VARIANT_DEFAULT,
                  safeguard_warmup=False, d0=1e-6, d_coef=1.0, growth_rate=None, *,

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
@@ -76,6 +77,7 @@ class Signum(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1e-2, momentum=0.9, weight_decay=0.0, *, maximize=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
                                       maximize=maximize))
@@ -104,6 +106,7 @@ class Signum(Optimizer):
 class SignSGD(Signum):
     """signSGD (see the module docstring): ``lr``, ``weight_decay``, ``maximize``; no state."""
 
+    @flavored
     def __init__(self, params, lr=1e-2, weight_decay=0.0, *, maximize=False):
         Optimizer.__init__(self, params, dict(lr=lr, weight_decay=weight_decay,
                                               maximize=maximize))

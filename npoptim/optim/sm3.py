@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
@@ -74,6 +75,7 @@ class SM3(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-2, momentum=0.9, eps=1e-8, *, maximize=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, eps=eps, maximize=maximize))
 

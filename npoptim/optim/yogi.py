@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
@@ -73,6 +74,7 @@ class Yogi(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-2, betas=(0.9, 0.999), eps=1e-3, *, eps_root=0.0,
                  initial_accumulator_value=1e-6, bias_correction=True, maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, eps_root=eps_root,
