@@ -274,6 +274,7 @@ OPTAX = Flavor(
         "MADGRAD": {},
         "Prodigy": dict(variant="optax"),
         "DAdaptAdamW": dict(variant="optax"),
+        "AdaBelief": {},
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -417,6 +418,10 @@ OPTAX = Flavor(
                             "estim_lr0": "d0", "weight_decay": "weight_decay"},
             dict(learning_rate=1.0, betas=(0.9, 0.999), eps=1e-8, estim_lr0=1e-6,
                  weight_decay=0.0)),
+        "adabelief": FrameworkOptimizer(
+            "AdaBelief", dict(_OPTAX_ADAM_NAMES, eps_root="eps_root", nesterov="nesterov"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-16, eps_root=1e-16,
+                 nesterov=False)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -450,6 +455,8 @@ OPTAX = Flavor(
         "MADGRAD": "npoptim's math (L2 decay)",
         "Prodigy": "the optax variant",
         "DAdaptAdamW": "the optax variant",
+        "AdaBelief": "the paper's math; eps_root given (npoptim's None is eps_root = eps, "
+                     "optax's default 1e-16 = its default eps); no weight decay",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
@@ -634,6 +641,9 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
                             f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
         target = entry.names[key]
+        if value is None and entry.defaults.get(key, None) is not None and target not in (
+                "weight_decay", "momentum"):  # npoptim's None (eps_root = eps) has no twin
+            raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
         if isinstance(target, tuple) and target[1] in _CONVERSIONS:

@@ -605,6 +605,10 @@ TABLE["AdaBelief"] = [
     Row("AdaBelief", "eps-dominated", "Tiny gradients: eps inside s and outside the root.",
         dict(lr=1e-2, eps=1e-8), grad_scale=1e-9, flags=("eps-dominated",),
         matches=("optax.adabelief 0.2.8 (eps=eps_root=1e-8)",)),
+    Row("AdaBelief", "optax-eps-root", "optax.adabelief's separate eps_root, nesterov, betas "
+        "(0.8, 0.99), dense gradients under warmup + cosine (the optax flavor replays it).",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-8, eps_root=1e-12, nesterov=True), steps=12,
+        schedule="warmup-cosine", matches=("optax.adabelief 0.2.8 (nesterov)",)),
 ]
 
 TABLE["Adan"] = [
@@ -671,6 +675,10 @@ TABLE["Fromage"] = [
         "gradients, under warmup + cosine.", dict(lr=0.05, variant="optax", maximize=True),
         shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
         matches=("optax.fromage 0.2.8 (negated gradients)",)),
+    Row("Fromage", "optax-dense", "optax's min_norm=1e-6 with dense gradients (the optax "
+        "flavor replays it); a zero-initialised bias takes the guard.",
+        dict(lr=0.05, variant="optax"), shapes=LAYERS, init=("uniform", "zeros"),
+        matches=("optax.fromage 0.2.8",)),
 ]
 
 TABLE["SM3"] = [
@@ -746,6 +754,9 @@ TABLE["OptimisticAdam"] = [
         "beta 2, eps_root, missing and zero gradients, under warmup + cosine.",
         dict(lr=1e-2, variant="optax", alpha=0.5, beta=2.0, eps_root=1e-10), shapes=MIXED,
         grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.optimistic_adam_v2 0.2.8",)),
+    Row("OptimisticAdam", "optax-dense", "optax's defaults (Nesterov moments) with dense "
+        "gradients (the optax flavor replays it).", dict(lr=1e-2, variant="optax"),
         matches=("optax.optimistic_adam_v2 0.2.8",)),
 ]
 

@@ -68,9 +68,17 @@ def candidate_rows(flavor, optimizer):
     test; ``torch_row`` is the row whose case it is compared with (None for defaults)."""
     from npoptim.golden.generate import hyperparameters
     framework = flavors.get(flavor).framework.split(" (")[0]
-    out = [(table.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
-                      f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
-                      flavor=flavor), None)]
+    torch_defaults = next((r for r in table.TABLE[optimizer] if r.name == "defaults"), None)
+    out = []
+    if torch_defaults is not None:  # (an optimizer without a defaults row has no such case)
+        row = table.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
+                        f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
+                        flavor=flavor)
+        row = dataclasses.replace(row, hyper=_required_lr(flavor, optimizer, torch_defaults))
+        cls = registry.get(optimizer)
+        if (hyperparameters(cls([np.zeros(1)], flavor=flavor, **row.hyper))
+                != hyperparameters(cls([np.zeros(1)], **torch_defaults.hyper))):
+            out.append((row, None))  # (the same defaults: torch's defaults case is the case)
     switch_keys = set(flavors.get(flavor).switches.get(optimizer, {}))
     allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
     cls = registry.get(optimizer)
@@ -97,6 +105,16 @@ def candidate_rows(flavor, optimizer):
     out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
+
+
+def _required_lr(flavor, optimizer, torch_defaults):
+    """``{"lr": ...}`` of the torch defaults row where the framework has no default lr
+    (optax's ``learning_rate`` is required): a framework without one does not change it."""
+    entry = flavors.get(flavor).constructor_for(optimizer)
+    required = entry is not None and any(
+        target == "lr" and entry.defaults.get(name) is flavors.REQUIRED
+        for name, target in entry.names.items())
+    return {"lr": torch_defaults.hyper["lr"]} if required and "lr" in torch_defaults.hyper else {}
 
 
 def build_flavor_cases(flavor, optimizer):

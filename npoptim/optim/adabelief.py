@@ -59,6 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, maximum
@@ -156,6 +157,7 @@ class AdaBelief(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-16, weight_decay=0.0,
                  amsgrad=False, *, variant="paper", eps_root=None,
                  decoupled_weight_decay=VARIANT_DEFAULT, fixed_decay=False,
