@@ -275,6 +275,8 @@ OPTAX = Flavor(
         "Prodigy": dict(variant="optax"),
         "DAdaptAdamW": dict(variant="optax"),
         "AdaBelief": {},
+        "ScheduleFreeSGD": {},
+        "ScheduleFreeAdamW": {},
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -422,6 +424,24 @@ OPTAX = Flavor(
             "AdaBelief", dict(_OPTAX_ADAM_NAMES, eps_root="eps_root", nesterov="nesterov"),
             dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-16, eps_root=1e-16,
                  nesterov=False)),
+        "contrib.schedule_free_sgd": FrameworkOptimizer(
+            "ScheduleFreeSGD", {"learning_rate": "lr", "warmup_steps": ("warmup_steps", "none0"),
+                                "b1": "momentum", "weight_decay": "weight_decay",
+                                "weight_lr_power": "weight_lr_power"},
+            dict(learning_rate=1.0, warmup_steps=None, b1=0.9, weight_decay=None,
+                 weight_lr_power=2.0, state_dtype=None),
+            unsupported={"state_dtype": ((None,), "npoptim keeps the state in the parameter's "
+                                                  "dtype")}),
+        "contrib.schedule_free_adamw": FrameworkOptimizer(
+            "ScheduleFreeAdamW", {"learning_rate": "lr",
+                                  "warmup_steps": ("warmup_steps", "none0"),
+                                  "b1": ("betas", 0), "b2": ("betas", 1), "eps": "eps",
+                                  "weight_decay": "weight_decay",
+                                  "weight_lr_power": "weight_lr_power"},
+            dict(learning_rate=0.0025, warmup_steps=None, b1=0.9, b2=0.999, eps=1e-8,
+                 weight_decay=0.0, weight_lr_power=2.0, state_dtype=None),
+            unsupported={"state_dtype": ((None,), "npoptim keeps the state in the parameter's "
+                                                  "dtype")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -457,6 +477,10 @@ OPTAX = Flavor(
         "DAdaptAdamW": "the optax variant",
         "AdaBelief": "the paper's math; eps_root given (npoptim's None is eps_root = eps, "
                      "optax's default 1e-16 = its default eps); no weight decay",
+        "ScheduleFreeSGD": "the paper's math without warmup (a warmup_steps is refused: see "
+                           "npoptim.flavors._no_warmup); no r",
+        "ScheduleFreeAdamW": "the paper's math without warmup (a warmup_steps is refused: see "
+                             "npoptim.flavors._no_warmup); no r",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
@@ -465,6 +489,16 @@ OPTAX = Flavor(
                  "rho > 5); npoptim RAdam has no eps switch",
         "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
                  "step moves nothing), torch's Rprop this step's; no switch",
+        "nadam": "optax's nadam is Adam with a Nesterov first moment at a constant b1 (no "
+                 "momentum schedule), torch's NAdam (npoptim's) has mu_t = b1 (1 - 0.96^(t "
+                 "momentum_decay) / 2): no momentum_decay gives a constant b1; no switch",
+        "nadamw": "as nadam, with decoupled decay",
+        "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
+                     "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
+                     "g^2) is not torch's Adafactor (npoptim's); no switch",
+        "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
+                     "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
+                     "same numbers",
     },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
@@ -661,7 +695,18 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
 _CONVERSIONS = {
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
+    "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
 }
+
+
+def _no_warmup(steps):
+    """optax schedule_free's ``warmup_steps``: None (or 0) is npoptim's 0; a warmup is refused
+    (optax's warmup runs on its int32 count, rounded to float32 under x64, and with the optax
+    variant's lag: npoptim ``variant="optax"``, which this constructor does not select)."""
+    if steps in (None, 0):
+        return 0
+    raise ValueError(f"optax schedule_free warmup_steps={steps!r}: not mapped (use npoptim "
+                     "ScheduleFree*(..., variant='optax', warmup_steps=...))")
 
 
 def framework_call(entry, hyper):

@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, lerp_arrays
@@ -248,6 +249,7 @@ class ScheduleFree(Optimizer):
 class ScheduleFreeSGD(ScheduleFree):
     """Schedule-Free SGD, the authors' ``SGDScheduleFree`` (see the module docstring)."""
 
+    @flavored
     def __init__(self, params, lr=1.0, momentum=0.9, weight_decay=0.0, warmup_steps=0, r=0.0,
                  weight_lr_power=2.0, *, variant="paper", warmup_lag=VARIANT_DEFAULT):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
@@ -267,6 +269,7 @@ class ScheduleFreeSGD(ScheduleFree):
 class ScheduleFreeAdamW(ScheduleFree):
     """Schedule-Free AdamW, the authors' ``AdamWScheduleFree`` (see the module docstring)."""
 
+    @flavored
     def __init__(self, params, lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  warmup_steps=0, r=0.0, weight_lr_power=2.0, *, variant="paper",
                  warmup_lag=VARIANT_DEFAULT):
