@@ -700,6 +700,8 @@ TABLE["SignSGD"] = [
     Row("SignSGD", "weight-decay-maximize", "The authors' L2 weight decay inside the sign, "
         "maximize.", dict(lr=1e-2, weight_decay=0.5, maximize=True),
         matches=("mxnet.optimizer.Signum (momentum=0, the authors')",)),
+    Row("SignSGD", "defaults", "sign(g), dense gradients (the optax flavor replays it).",
+        dict(lr=1e-2), matches=("optax.sign_sgd 0.2.8",)),
 ]
 
 TABLE["Signum"] = [
