@@ -22,7 +22,8 @@ value the caller wrote.
 Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
-which).
+which), and a framework constructor of an optimizer npoptim has whose math no switch
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``radam``, Keras's ``Adafactor``, ...).
 """
 import functools
 import inspect

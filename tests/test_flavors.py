@@ -297,3 +297,30 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], post_weight_decay=0.1)
     with pytest.raises(ValueError, match="per-parameter step counts only"):
         precision.Adam([w], step_scope="global")
+
+
+@pytest.mark.parametrize("framework, name", [("optax", "radam"), ("optax", "rprop"),
+                                             ("optax", "nadam"), ("keras", "Adafactor")])
+def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(framework,
+                                                                                  name):
+    why = flavors.get(framework).not_reproduced[name]
+    with pytest.raises(ValueError, match="is not reproduced") as info:
+        flavors.from_framework(framework, name, [np.zeros(2)], learning_rate=1e-2)
+    assert why in str(info.value)
+
+
+def test_none_without_a_framework_twin_and_optax_warmup_are_refused():
+    """npoptim's AdaBelief eps_root=None (= eps) is no optax number; optax's schedule-free
+    warmup is its variant's (not mapped); None (optax's) is npoptim's 0 warmup."""
+    with pytest.raises(ValueError, match="eps_root=None"):
+        flavors.from_framework("optax", "adabelief", [np.zeros(2)], learning_rate=1e-2,
+                               eps_root=None)
+    with pytest.raises(ValueError, match="warmup_steps=5"):
+        flavors.from_framework("optax", "contrib.schedule_free_sgd", [np.zeros(2)],
+                               warmup_steps=5)
+    opt = flavors.from_framework("optax", "contrib.schedule_free_adamw", [np.zeros(2)])
+    assert opt.defaults["warmup_steps"] == 0 and opt.defaults["lr"] == 0.0025
+    assert flavors.framework_names("optax", "ScheduleFreeSGD",
+                                   dict(lr=1.0, warmup_steps=0))["warmup_steps"] is None
+    assert flavors.from_framework("optax", "adan", [np.zeros(2)],
+                                  learning_rate=1e-2).defaults["betas"] == (0.98, 0.92, 0.99)
