@@ -278,6 +278,7 @@ OPTAX = Flavor(
         "AdaBelief": {},
         "ScheduleFreeSGD": {},
         "ScheduleFreeAdamW": {},
+        "PolyakSGD": {},
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -443,6 +444,11 @@ OPTAX = Flavor(
                  weight_decay=0.0, weight_lr_power=2.0, state_dtype=None),
             unsupported={"state_dtype": ((None,), "npoptim keeps the state in the parameter's "
                                                   "dtype")}),
+        # the loss is an extra argument of update (value=); npoptim's lr is optax's scaling
+        "polyak_sgd": FrameworkOptimizer(
+            "PolyakSGD", {"scaling": "lr", "max_learning_rate": "max_learning_rate",
+                          "f_min": "f_min", "eps": "eps", "variant": "mode"},
+            dict(max_learning_rate=1.0, scaling=1.0, f_min=0.0, eps=0.0, variant="sps")),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -482,6 +488,8 @@ OPTAX = Flavor(
                            "npoptim.flavors._no_warmup); no r",
         "ScheduleFreeAdamW": "the paper's math without warmup (a warmup_steps is refused: see "
                              "npoptim.flavors._no_warmup); no r",
+        "PolyakSGD": "npoptim's math (optax's code: the scaling, npoptim's lr, divides the "
+                     "Polyak ratio); the loss is update's value=",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={

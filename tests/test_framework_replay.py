@@ -128,6 +128,10 @@ def optax_make_step(name, kwargs):
     import optax
     jax.config.update("jax_enable_x64", True)
 
+    # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step
+    lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
+                   if t == "lr")
+
     def make_step(params, _hyper):
         dtype = params[0].dtype
         constructor = optax_constructor(name)
@@ -135,15 +139,20 @@ def optax_make_step(name, kwargs):
         static = tuple(k for k, p in inspect.signature(constructor).parameters.items()
                        if p.default is not p.empty and callable(p.default))
         factory = optax.inject_hyperparams(constructor, static_args=static)
-        tx = factory(**dict(kwargs, learning_rate=jnp.asarray(kwargs["learning_rate"], dtype)))
+        tx = factory(**dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
         state = {"params": [jnp.asarray(p) for p in params]}
         state["opt"] = tx.init(state["params"])
 
         def step(grads, lr):
-            state["opt"].hyperparams["learning_rate"] = jnp.asarray(lr, dtype)
+            state["opt"].hyperparams[lr_name] = jnp.asarray(lr, dtype)
+            extra = {}
+            if callable(grads):  # a case with an objective: the loss is update's value=
+                extra["value"], grads = grads()  # (evaluated at ``params``, kept current)
             updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
-                                              state["params"])
+                                              state["params"], **extra)
             state["params"] = optax.apply_updates(state["params"], updates)
+            for p, new in zip(params, state["params"]):
+                p[...] = np.asarray(new)
             return [np.asarray(p) for p in state["params"]]
         return step
     return make_step

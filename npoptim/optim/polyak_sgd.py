@@ -34,6 +34,7 @@ import math
 import numbers
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
@@ -71,6 +72,7 @@ class PolyakSGD(Optimizer):
     needs_closure = True
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1.0, max_learning_rate=1.0, f_min=0.0, eps=0.0, *,
                  mode="sps", maximize=False):
         self._loss = 0.0
