@@ -46,6 +46,7 @@ CONFIGS = {
     "Signum": [dict(lr=0.01, weight_decay=0.1)],
     "NoisySGD": [dict(lr=0.01, seed=3)],
     "PolyakSGD": [dict(lr=0.5)],
+    "DPSGD": [dict(lr=0.05, seed=4), dict(lr=0.05, momentum=0.9, nesterov=True)],
     "OptimisticGD": [dict(lr=0.01)],
     "OptimisticAdam": [dict(lr=0.01), dict(lr=0.01, variant='optax')],
     "ADOPT": [dict(lr=0.01, weight_decay=0.1, nesterov=True)],
@@ -111,9 +112,17 @@ def make(cls, name, kwargs, params):
     return opt
 
 
+def per_example(grads):
+    """Per-example gradients (DPSGD) made of batch gradients: a batch of three examples, the
+    gradient scaled by 1, -0.5 and 3 (so a clipping norm of 1 clips some of them)."""
+    return [None if g is None else np.stack([g, -0.5 * g, 3 * g]) for g in grads]
+
+
 def step(opt, params, name, k):
     """Step ``k`` of an npoptim optimizer over ``params``."""
     if registry.get(name).needs_closure:
         opt.step(closure=lambda: objective(params))
+    elif registry.get(name).per_example_grads:
+        opt.step(per_example(step_gradients(params, k)))
     else:
         opt.step(step_gradients(params, k))

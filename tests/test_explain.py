@@ -55,6 +55,8 @@ def test_three_explained_steps_end_at_the_bits_of_opt_step(name):
     for _ in range(3):
         if opt.needs_closure:
             opt.step(lambda: (float(np.sum(p * p)), [2 * p]))
+        elif opt.per_example_grads:
+            opt.step([(2 * p)[None]])
         else:
             opt.step([2 * p])
     assert e.final[0].tobytes() == p.tobytes()

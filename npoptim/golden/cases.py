@@ -749,6 +749,19 @@ TABLE["OptimisticAdam"] = [
         matches=("optax.optimistic_adam_v2 0.2.8",)),
 ]
 
+TABLE["DPSGD"] = [
+    Row("DPSGD", "clipped-noised", "Per-example gradients (batch 4, a leading axis) of growing "
+        "norms, the global norm clipped to 2 (most examples clipped), noise multiplier 0.5 from "
+        "the documented counter-based stream (npoptim.kernels.counter_stream), seed 0.",
+        dict(lr=0.05, l2_norm_clip=2.0, noise_multiplier=0.5), grads="per-example",
+        matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
+    Row("DPSGD", "nesterov-mixed-schedule", "Nesterov momentum 0.9 over three parameters (one "
+        "global norm across them), clipping norm 4, seed 12345, under warmup + cosine.",
+        dict(lr=0.05, l2_norm_clip=4.0, noise_multiplier=1.0, momentum=0.9, nesterov=True,
+             seed=12345), shapes=MIXED, grads="per-example", steps=16,
+        schedule="warmup-cosine",
+        matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
+]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these

@@ -49,11 +49,14 @@ class Optimizer:
       exported as a 0-d float32 array), ``"int"``, or ``None`` (no step counter).
     * ``needs_closure``: True for an optimizer whose step evaluates the loss itself
       (``step(closure)`` only: LBFGS, PolyakSGD).
+    * ``per_example_grads``: True for an optimizer whose step takes per-example gradients,
+      each of shape ``(batch, *param.shape)`` (DPSGD).
     """
 
     sparse_kind = "dense-only"
     step_in_state_dict = "tensor"
     needs_closure = False
+    per_example_grads = False
     #: True where ``_update`` creates a state that options switched on later need (RMSprop's
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
