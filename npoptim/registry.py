@@ -50,6 +50,7 @@ OPTIMIZERS = {
     "MADGRAD": ("npoptim.optim.madgrad", None),
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
     "DPSGD": ("npoptim.optim.dpsgd", None),
+    "Sophia": ("npoptim.optim.sophia", None),
 }
 
 

@@ -16,7 +16,8 @@ from npoptim.explainer.trace import python_kernels, recording
 X3 = np.array([0.5, -1.25, 2.0])
 X33 = np.array([[0.5, -1.25, 2.0], [0.3, -0.7, 1.1], [0.9, 0.2, -0.4]])
 #: settings under which each optimizer moves visibly in three steps
-SETTINGS = {"Adafactor": {}, "LBFGS": dict(lr=1.0, line_search_fn="strong_wolfe", max_iter=3)}
+SETTINGS = {"Adafactor": {}, "LBFGS": dict(lr=1.0, line_search_fn="strong_wolfe", max_iter=3),
+            "Sophia": dict(lr=0.1, hessian_estimate="squared-gradient")}
 
 
 def first_row(e, step=0, table=0):

@@ -219,6 +219,10 @@ def hyperparameters(draw, name, sparse=False):
         return draw(st.fixed_dictionaries(dict(lr=st.floats(0.1, 1.0),
                                                history_size=st.integers(1, 5),
                                                max_iter=st.integers(1, 5))))
+    if name == "Sophia":   # the estimate the step makes itself (no hessian= in these tests)
+        return draw(st.fixed_dictionaries(dict(
+            lr=st.floats(1e-4, 0.1), update_interval=st.integers(1, 3),
+            hessian_estimate=st.just("squared-gradient"))))
     return {"lr": draw(st.floats(1e-4, 0.1))}
 
 

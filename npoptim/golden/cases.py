@@ -762,6 +762,20 @@ TABLE["DPSGD"] = [
         schedule="warmup-cosine",
         matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
 ]
+TABLE["Sophia"] = [
+    Row("Sophia", "squared-gradient", "optax's defaults with the Hessian-diagonal estimate g*g "
+        "of the step's gradient (hessian_estimate='squared-gradient'), updated every 3rd step "
+        "(steps 1, 4, 7, 10): the first step is a clipped sign step, later ones mostly clipped.",
+        dict(lr=1e-2, update_interval=3, hessian_estimate="squared-gradient"),
+        matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+    Row("Sophia", "no-clip-mixed-schedule", "No clipping (clip_threshold null), gamma 1 and "
+        "eps 0.1 bounding the step, betas (0.9, 0.8), decoupled weight decay 0.1, the estimate "
+        "every 2nd step, missing and zero gradients, under warmup + cosine.",
+        dict(lr=1e-2, betas=(0.9, 0.8), eps=0.1, weight_decay=0.1, gamma=1.0,
+             clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
+        shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these

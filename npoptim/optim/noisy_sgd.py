@@ -47,17 +47,19 @@ def check_seed(seed):
         raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
 
 
-def check_noise(params, noise):
-    """The caller's noise samples as a list, checked: one array (or None) per parameter, of
-    its shape and dtype."""
+def check_noise(params, noise, name="noise"):
+    """The caller's per-parameter arrays ``name`` (noise samples, or another step input) as a
+    list, checked: one array (or None) per parameter, of its shape and dtype."""
+    if isinstance(noise, np.ndarray) or not hasattr(noise, "__iter__"):
+        raise ValueError(f"{name} must be a list with one array (or None) per parameter")
     noise = list(noise)
     if len(noise) != len(params):
-        raise ValueError(f"noise has {len(noise)} arrays for {len(params)} parameters")
+        raise ValueError(f"{name} has {len(noise)} arrays for {len(params)} parameters")
     for k, (z, p) in enumerate(zip(noise, params)):
         if z is None:
             continue
         if not isinstance(z, np.ndarray) or z.shape != p.shape or z.dtype != p.dtype:
-            raise ValueError(f"noise[{k}] must be an array of shape {p.shape} and dtype "
+            raise ValueError(f"{name}[{k}] must be an array of shape {p.shape} and dtype "
                              f"{p.dtype}")
     return noise
 
