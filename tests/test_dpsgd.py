@@ -157,6 +157,18 @@ def test_bad_input_changes_nothing():
     assert opt.state == {}
 
 
+def test_nonfinite_raise_names_the_example():
+    w = np.zeros((2, 2))
+    opt = DPSGD([w])
+    opt.nonfinite = "raise"
+    g = np.zeros((3, 2, 2))
+    g[2, 1, 0] = np.nan
+    with pytest.raises(FloatingPointError, match=r"grads\[0\] has a non-finite value at "
+                                                 r"example 2, index \(1, 0\)"):
+        opt.step([g])
+    assert opt.state == {} and not w.any()
+
+
 def test_float32_runs_in_float32():
     w = np.zeros(3, np.float32)
     DPSGD([w], lr=1.0, l2_norm_clip=1e6, noise_multiplier=1e-6).step(

@@ -501,7 +501,12 @@ def _first_nonfinite_grad(prepared):
         else:
             k = _first_nonfinite(grad)
             if k >= 0:
-                return index, f"index {tuple(int(i) for i in np.unravel_index(k, param.shape))}"
+                example = ""
+                if grad.size != param.size:   # per-example gradients (DPSGD), flattened
+                    b, k = divmod(k, param.size)
+                    example = f"example {b}, "
+                return index, (f"{example}index "
+                               f"{tuple(int(i) for i in np.unravel_index(k, param.shape))}")
     return None
 
 
