@@ -51,6 +51,7 @@ OPTIMIZERS = {
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
     "DPSGD": ("npoptim.optim.dpsgd", None),
     "Sophia": ("npoptim.optim.sophia", None),
+    "GaLoreAdamW": ("npoptim.optim.galore", None),
 }
 
 

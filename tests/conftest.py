@@ -33,6 +33,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_PRODIGYOPT``: the authors' prodigyopt (Prodigy).
 * ``NPOPTIM_REQUIRE_MADGRAD``: the authors' madgrad (MADGRAD).
 * ``NPOPTIM_REQUIRE_DADAPTATION``: the authors' dadaptation (D-Adaptation AdamW).
+* ``NPOPTIM_REQUIRE_GALORE_TORCH``: the authors' galore-torch (GaLore AdamW; ``--no-deps``, only
+  located here: its package ``__init__`` imports transformers and bitsandbytes, and
+  tests/test_galore.py loads its two files alone).
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -64,15 +67,17 @@ REQUIRED = {
     "PRODIGYOPT": ("prodigyopt",),
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
+    "GALORE_TORCH": ("galore_torch",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
 }
 
 
 def _importable(module):
-    if module in ("timm", "keras", "torchao"):  # only located: importing them here would run
-        # timm's package __init__, fix keras's backend before a test chooses it, or register
-        # torchao's torch.compile machinery for the whole session (see above)
+    if module in ("timm", "keras", "torchao", "galore_torch"):  # only located: importing them
+        # here would run timm's package __init__, fix keras's backend before a test chooses
+        # it, register torchao's torch.compile machinery for the whole session, or import
+        # galore-torch's transformers (see above)
         return importlib.util.find_spec(module) is not None
     if module == "tfjs":  # an npm package in NPOPTIM_TFJS_DIR, run by node
         import shutil

@@ -48,6 +48,7 @@ CONFIGS = {
     "PolyakSGD": [dict(lr=0.5)],
     "DPSGD": [dict(lr=0.05, seed=4), dict(lr=0.05, momentum=0.9, nesterov=True)],
     "Sophia": [dict(lr=0.01, update_interval=2, hessian_estimate="squared-gradient")],
+    "GaLoreAdamW": [dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1)],
     "OptimisticGD": [dict(lr=0.01)],
     "OptimisticAdam": [dict(lr=0.01), dict(lr=0.01, variant='optax')],
     "ADOPT": [dict(lr=0.01, weight_decay=0.1, nesterov=True)],

@@ -776,6 +776,20 @@ TABLE["Sophia"] = [
         shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
         matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
 ]
+TABLE["GaLoreAdamW"] = [
+    Row("GaLoreAdamW", "tall-wide-vector", "Rank 2 on a tall (8x5, right projector) and a wide "
+        "(4x9, left projector) matrix and plain AdamW on a vector; the projectors refreshed "
+        "from the SVD (signed: each singular vector's largest entry positive) at steps 1, 5 "
+        "and 9, the moments carried over.",
+        dict(lr=1e-2, rank=2, update_proj_gap=4), shapes=((8, 5), (4, 9), (6,)),
+        matches=("galore_torch.GaLoreAdamW 1.0 (SVD in float64, the same signs)",)),
+    Row("GaLoreAdamW", "decay-no-bias-correction-schedule", "Rank 3, scale 1, decoupled weight "
+        "decay 0.1 after the step, correct_bias False, a refresh every 5 steps, under warmup "
+        "+ cosine.", dict(lr=1e-2, rank=3, update_proj_gap=5, scale=1.0, weight_decay=0.1,
+                          correct_bias=False),
+        shapes=((6, 4),), steps=16, schedule="warmup-cosine",
+        matches=("galore_torch.GaLoreAdamW 1.0 (SVD in float64, the same signs)",)),
+]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
