@@ -128,7 +128,6 @@ class DPSGD(Optimizer):
     def __init__(self, params, lr=1e-2, l2_norm_clip=1.0, noise_multiplier=1.0, momentum=0.0,
                  nesterov=False, *, seed=0):
         self._noise = None
-        self._current_index = 0
         self._multipliers = None
         self._batch = 0
         super().__init__(params, dict(lr=lr, l2_norm_clip=l2_norm_clip,
@@ -196,7 +195,7 @@ class DPSGD(Optimizer):
 
     def _apply(self, prepared):
         """The clipping multipliers from every parameter's per-example gradients, then each
-        parameter (one at a time: ``_update`` needs its index, the noise stream's key)."""
+        parameter."""
         if not prepared:
             return
         batch = self._batch
@@ -206,9 +205,7 @@ class DPSGD(Optimizer):
             for b in range(batch):
                 sumsq[b] += float(grad_sumsq(rows[b]))
         self._multipliers = clip_multipliers(sumsq, self.defaults["l2_norm_clip"])
-        for item in prepared:
-            self._current_index = item[1]
-            super()._apply([item])
+        super()._apply(prepared)
 
     def _update(self, param, grad, state, group):
         state["step"] += 1

@@ -171,11 +171,6 @@ class GaLoreAdamW(Optimizer):
         projector, low = shapes
         return {"exp_avg": low, "exp_avg_sq": low, "ortho_matrix": projector}
 
-    def _apply(self, prepared):
-        for item in prepared:   # one at a time: _update needs the parameter's shape
-            self._current_shape = item[2].shape
-            super()._apply([item])
-
     def _update(self, param, grad, state, group):
         refresh = state["step"] % group["update_proj_gap"] == 0
         state["step"] += 1

@@ -92,7 +92,6 @@ class NoisySGD(Optimizer):
 
     def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, maximize=False):
         self._noise = None
-        self._current_index = 0
         super().__init__(params, dict(lr=lr, eta=eta, gamma=gamma, seed=seed,
                                       maximize=maximize))
 
@@ -130,10 +129,3 @@ class NoisySGD(Optimizer):
                              sigma=math.sqrt(group["eta"] / step ** group["gamma"]),
                              neg_lr=-group["lr"])
         _noisy_sgd_dense(param, grad, (z,), hyper)
-
-    def _apply(self, prepared):
-        # one at a time, so that ``_update`` (which sees a flat view) knows the parameter's
-        # index, the stream's key
-        for item in prepared:
-            self._current_index = item[1]
-            super()._apply([item])

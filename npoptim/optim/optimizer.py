@@ -228,6 +228,8 @@ class Optimizer:
             state = self.state.get(index)
             if state is None:
                 state = self.state[index] = self._init_state(param, group)
+            # for an _update that needs them: the index (a noise stream's key) and the shape
+            self._current_index, self._current_shape = index, param.shape
             with flat_view(param) as flat:
                 self._update(flat, grad, state, group)
 

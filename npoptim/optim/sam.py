@@ -40,7 +40,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.optimizer import Optimizer, flat_view, step_arguments, typed_record
+from npoptim.optim.optimizer import flat_view, step_arguments, typed_record
+from npoptim.optim.wrapper import OptimizerWrapper
 
 
 class SAMHyper(NamedTuple):
@@ -61,21 +62,19 @@ def _sam_ascent(param, grad, states, hyper):
     apply_dense(sam_ascent_rule, param, grad, states, SAMHyper(*hyper))
 
 
-class SAM:
+class SAM(OptimizerWrapper):
     """SAM around ``optimizer`` (an npoptim optimizer taking gradients); see the module
     docstring. ``step(closure)`` only."""
 
     needs_closure = True
 
     def __init__(self, optimizer, rho=0.05, *, eps=0.0, adversarial_steps=1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"SAM wraps an npoptim optimizer, got {type(optimizer).__name__}")
+        super().__init__(optimizer)
         if optimizer.needs_closure or optimizer.per_example_grads:
             raise TypeError(f"SAM gives the wrapped optimizer one gradient per parameter; "
                             f"{type(optimizer).__name__} takes "
                             + ("a closure" if optimizer.needs_closure
                                else "per-example gradients"))
-        self.optimizer = optimizer
         self.rho, self.eps, self.adversarial_steps = self._checked(rho, eps, adversarial_steps)
 
     @staticmethod
@@ -93,18 +92,6 @@ class SAM:
     def __repr__(self):
         return (f"SAM(rho={self.rho}, eps={self.eps}, adversarial_steps="
                 f"{self.adversarial_steps}, optimizer={self.optimizer!r})")
-
-    @property
-    def param_groups(self):
-        """The wrapped optimizer's param groups (so lr schedulers drive it)."""
-        return self.optimizer.param_groups
-
-    @property
-    def params(self):
-        return self.optimizer.params
-
-    def zero_grad(self, set_to_none=True):
-        """Nothing to clear (kept for torch code)."""
 
     def step(self, grads=None, closure=None):
         """One SAM step (see the module docstring); returns the loss at the parameters.

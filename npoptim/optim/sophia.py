@@ -118,7 +118,6 @@ class Sophia(Optimizer):
                  gamma=0.01, clip_threshold=1.0, update_interval=10, seed=0,
                  hessian_estimate="caller"):
         self._estimates = self._source = None
-        self._current_index = 0
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       gamma=gamma, clip_threshold=clip_threshold,
                                       update_interval=update_interval, seed=seed,
@@ -173,16 +172,16 @@ class Sophia(Optimizer):
         if estimates and (hessian is not None or hvp is not None):
             raise TypeError("a param group with hessian_estimate='squared-gradient' makes its "
                             "own estimate: pass no hessian= or hvp=")
-        due = [(index, param) for group, index, param, _ in prepared
+        due = [(index, param, group) for group, index, param, _ in prepared
                if self._due(index, group) and index not in estimates]
         if not due:
             self._estimates = estimates
             return prepared
         if hessian is None and hvp is None:
             raise ValueError(f"this step updates the Hessian estimate of parameter(s) "
-                             f"{[i for i, _ in due]}: pass hessian=[...] or hvp=fn")
+                             f"{[i for i, _, _ in due]}: pass hessian=[...] or hvp=fn")
         if hessian is not None:
-            for index, _ in due:
+            for index, _, _ in due:
                 if hessian[index] is None:
                     raise ValueError(f"hessian[{index}] is None but its step updates the "
                                      "Hessian estimate")
@@ -190,7 +189,7 @@ class Sophia(Optimizer):
         else:
             vectors = self._probes(due, probes)
             products = check_noise(self.params, hvp(vectors), "hvp(probes)")
-            for index, _ in due:
+            for index, _, _ in due:
                 if products[index] is None:
                     raise ValueError(f"hvp returned None for parameter {index}")
                 estimates[index] = vectors[index] * products[index]
@@ -202,7 +201,7 @@ class Sophia(Optimizer):
         the estimate): the caller's, or from the counter stream."""
         params = self.params
         vectors = [np.zeros_like(p) for p in params]
-        for index, param in due:
+        for index, param, group in due:
             if probes is not None:
                 if probes[index] is None:
                     raise ValueError(f"probes[{index}] is None but its step updates the "
@@ -210,23 +209,10 @@ class Sophia(Optimizer):
                 vectors[index] = probes[index].copy()
             else:
                 t = (self.state[index]["step"] if index in self.state else 0) + 1
-                z = standard_normal(self._group_of(index)["seed"], index, t, param.size)
+                z = standard_normal(group["seed"], index, t, param.size)
                 vectors[index] = np.where(z >= 0, 1.0, -1.0).astype(param.dtype).reshape(
                     param.shape)
         return vectors
-
-    def _group_of(self, index):
-        """The param group holding parameter ``index``."""
-        for group in self.param_groups:
-            if index < len(group["params"]):
-                return group
-            index -= len(group["params"])
-        raise IndexError(index)
-
-    def _apply(self, prepared):
-        for item in prepared:   # one at a time: _update needs the parameter's index
-            self._current_index = item[1]
-            super()._apply([item])
 
     def _update(self, param, grad, state, group):
         due = state["step"] % group["update_interval"] == 0
