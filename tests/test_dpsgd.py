@@ -177,3 +177,19 @@ def test_float32_runs_in_float32():
     expected = -(np.float32(2.0) + np.float32(1.0) * standard_normal(0, 0, 1, 3).astype(
         np.float32)) / np.float32(2.0)
     np.testing.assert_allclose(w, expected, rtol=1e-6)
+
+
+def test_golden_per_example_grads_need_their_tag(tmp_path):
+    import json
+    from pathlib import Path
+
+    from npoptim.golden import schema
+    path = Path(__file__).resolve().parent.parent / "reference_results" / "cases" / "DPSGD.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    loaded = schema.load(path)
+    assert loaded.cases[0].steps[0].grads[0].shape == (4, 3, 5)   # batch 4 of a 3x5 param
+    doc["cases"][0]["tags"].remove("per-example-grads")
+    bad = tmp_path / "untagged.json"
+    bad.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(schema.GoldenFileError, match=r"grads\[0\]\.shape.*expected \[3, 5\]"):
+        schema.load(bad)
