@@ -251,3 +251,92 @@ def test_matches_torchao_bit_for_bit(name, cls, options):
                 assert np.array_equal(opt.state[0][f"{moment}.qmap"], state.qmap.numpy())
             if len(ours) > 1:
                 assert np.array_equal(opt.state[1][moment], ao.state[theirs[1]][moment].numpy())
+
+
+# ------------------------------------------------------------------- bitsandbytes (CPU)
+def test_bnb_table_by_hand():
+    # 0 falls in bin (0 + 1) * 0.5 * 65535 + 0.5 -> 32768, whose centre is -1 + 2 * 32768 /
+    # 65535 = 1.526e-5: the unsigned map's codes 0..7 (0 to 1.5625e-5) all lie within it and
+    # it holds code 7; in the signed map it holds code 131, not 0's 127
+    lut = Q.bnb_lut(Q.dynamic_map(False))
+    assert lut.size == 65536 and Q.bnb_lut_index(f32(0.0)) == 32768 and lut[32768] == 7
+    assert Q.bnb_lut_index(f32(1.0)) == 65535 and lut[65535] == 255
+    assert Q.bnb_lut_index(f32(-3.0)) == 0 and Q.bnb_lut_index(f32(2.0)) == 65535  # clamped
+    signed = Q.dynamic_map(True)
+    lut = Q.bnb_lut(signed)
+    centre = f32(-1) + f32(2 * 32768) / f32(65535)
+    assert lut[0] == 0 and lut[65535] == 255
+    assert lut[32768] == np.argmin(np.abs(signed - centre)) == 131
+    codes, absmax = np.zeros(4, np.uint8), np.zeros(1, f32)
+    Q.bnb_encode_block(np.array([0.0, -2.0, 2.0, 1.0], f32), codes, 0, 4, lut, absmax, 0)
+    assert absmax[0] == 2.0 and list(codes[:3]) == [131, 0, 255]
+    assert abs(signed[codes[3]] - 0.5) == np.min(np.abs(signed - 0.5))
+    Q.bnb_encode_block(np.zeros(4, f32), codes, 0, 4, lut, absmax, 0)
+    assert absmax[0] == 0 and list(codes) == [0] * 4  # an all-zero block: no floor
+
+
+def _bitsandbytes():
+    if os.environ.get("NPOPTIM_REQUIRE_BITSANDBYTES") == "1":
+        return importlib.import_module("bitsandbytes")
+    return pytest.importorskip("bitsandbytes")
+
+
+@pytest.mark.parametrize("n", [4096 + 96, 1000], ids=["8-bit, short last block", "32-bit"])
+def test_matches_bitsandbytes_cpu(n):
+    bnb = _bitsandbytes()
+    import torch
+    from npoptim.precision.bnb_adam import BnbAdamW8bit
+    p0, grads = _problem(n, 20, seed=n)
+    theirs = torch.from_numpy(p0.copy())
+    ref = bnb.optim.AdamW8bit([theirs], lr=1e-2, weight_decay=0.1)
+    ours = p0.copy()
+    opt = BnbAdamW8bit([ours], lr=1e-2, weight_decay=0.1)
+    names = (["state1", "state2", "qmap1", "qmap2", "absmax1", "absmax2"] if n >= 4096
+             else ["state1", "state2"])
+    exact = []
+    for k, g in enumerate(grads):
+        theirs.grad = torch.from_numpy(g.copy())
+        ref.step()
+        opt.step([g])
+        # the moments never read the parameter: every code, absmax and map bit for bit
+        for name in names:
+            assert np.array_equal(opt.state[0][name], ref.state[theirs][name].numpy()), name
+        assert opt.state[0]["step"] == ref.state[theirs]["step"]
+        # the parameter: torch's vectorized sqrt is not always correctly rounded
+        target = theirs.numpy()
+        spacing = np.spacing(np.maximum(np.abs(target), f32(1e-2)))
+        assert np.max(np.abs(ours - target) / spacing) <= 8, f"step {k + 1}"
+        exact.append(np.mean(ours == target))
+    assert min(exact) > 0.9
+    print(f"\nbitsandbytes n={n}: params bit-equal in {min(exact):.1%} of elements at worst")
+
+
+def test_bnb_state_dict_round_trip_and_bad_input():
+    from npoptim.precision.bnb_adam import BnbAdam8bit
+    p0, grads = _problem(4096 + 10, 6)
+    p = p0.copy()
+    opt = BnbAdam8bit([p], lr=1e-2)
+    for g in grads[:3]:
+        opt.step([g])
+    sd = opt.state_dict()
+    assert sorted(sd["state"][0]) == ["absmax1", "absmax2", "qmap1", "qmap2", "state1",
+                                      "state2", "step"]
+    q = p.copy()
+    other = BnbAdam8bit([q], lr=1e-2)
+    other.load_state_dict(sd)
+    for g in grads[3:]:
+        opt.step([g])
+        other.step([g])
+    assert np.array_equal(p, q)
+    before = p.copy()
+    bad = opt.state_dict()
+    bad["state"][0]["absmax1"] = np.zeros(3, f32)
+    with pytest.raises(ValueError, match="absmax1"):
+        opt.load_state_dict(bad)
+    with pytest.raises(ValueError, match="dtype"):
+        opt.step([grads[0].astype(np.float64)])
+    assert np.array_equal(p, before)
+    with pytest.raises(ValueError, match="percentile_clipping"):
+        BnbAdam8bit([np.zeros(10, f32)], percentile_clipping=5)
+    with pytest.raises(ValueError, match="weight_decay"):
+        BnbAdam8bit([np.zeros(10, f32)], weight_decay=-1)

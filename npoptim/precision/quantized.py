@@ -37,6 +37,15 @@ as torch's CPU kernels compute it: ``linspace`` element ``i`` is ``fma(step, i, 
 (torch's CPU ``linspace``, which ATen's compiler contracts to fused multiply-adds); midpoints
 ``(b[i] + b[i+1]) / 2``; then ``float32(10**(e-E+1)) * mid``. The 8-bit signed map runs from
 -0.99297 to 1 (no -1), the unsigned one from 0 to 1.
+
+bitsandbytes 0.50's CPU quantization (:func:`bnb_lut`, :func:`bnb_encode_block`, used by
+:mod:`npoptim.precision.bnb_adam`) differs from torchao's: the absmax has no floor (an
+all-zero block keeps absmax 0 and code 0), ``y = x * (1/absmax)`` (a reciprocal), and the code
+comes from a 65536-bin table over [-1, 1] rather than a search, so values closer together than
+a bin (2/65535) share the code of the bin's centre: in the unsigned map every
+``0 <= y < 3.05e-5`` (codes 0 to 7) becomes code 7 (1.5625e-05), and in the signed map 0
+becomes code 131 (the code nearest the bin's centre 1.53e-5), not 127 (0). bitsandbytes' CUDA
+kernels search the map instead.
 """
 from functools import lru_cache
 
@@ -47,8 +56,8 @@ from npoptim.kernels.scalar import fma
 from npoptim.precision.formats import bits_float32, float32_bits
 
 #: codec name -> code (the ``codec`` argument of the kernels)
-QMAP8, QMAP4, FP8 = 0, 1, 2
-CODECS = {"qmap8": QMAP8, "qmap4": QMAP4, "fp8": FP8}
+QMAP8, QMAP4, FP8, BNB8 = 0, 1, 2, 3
+CODECS = {"qmap8": QMAP8, "qmap4": QMAP4, "fp8": FP8}  # the array API's (torchao's) codecs
 #: the largest finite float8 e4m3fn value
 E4M3_MAX = 448.0
 #: the smallest block scale of torchao's qmap codecs (``clip(1e-12)``)
@@ -311,3 +320,62 @@ def dequantize_blockwise(codes, scale, codec="qmap8", block_size=256, signed=Tru
     _dequantize_flat(np.ascontiguousarray(codes).reshape(-1), qmap,
                      np.ascontiguousarray(scale).reshape(-1), block_size, CODECS[codec], out)
     return out
+
+
+# ------------------------------------------------------------------- bitsandbytes' CPU codec
+#: bitsandbytes' CPU quantization table: 65536 bins over [-1, 1]
+BNB_LUT_SIZE = 65536
+
+
+def bnb_lut(qmap):
+    r"""bitsandbytes 0.50's CPU lookup table for a sorted 256-value ``qmap`` (``uint8``, 65536
+    entries): bin ``i`` stands for :math:`u_i = -1 + (2i)/65535` (float32) and holds the number
+    of midpoints ``0.5 * (qmap[k] + qmap[k+1])`` below :math:`u_i`, the code nearest to
+    :math:`u_i` (a tie to the lower code)."""
+    qmap = np.asarray(qmap, np.float32)
+    midpoints = (np.float32(0.5) * (qmap[:-1] + qmap[1:])).astype(np.float32)
+    bins = np.arange(BNB_LUT_SIZE).astype(np.float32)
+    centers = (np.float32(-1.0) + (np.float32(2.0) * bins) / np.float32(BNB_LUT_SIZE - 1))
+    return np.searchsorted(midpoints, centers.astype(np.float32), side="left").astype(np.uint8)
+
+
+@kernel
+def bnb_lut_index(y):
+    """The bin of the normalised ``y``: clamped to [-1, 1], ``(y + 1) * 0.5 * 65535 + 0.5``
+    in float32, truncated."""
+    if y < np.float32(-1.0):
+        y = np.float32(-1.0)
+    elif y > np.float32(1.0):
+        y = np.float32(1.0)
+    return np.int64((y + np.float32(1.0)) * np.float32(0.5) * np.float32(BNB_LUT_SIZE - 1)
+                    + np.float32(0.5))
+
+
+@kernel
+def bnb_encode_block(values, codes, start, count, lut, absmax, block):
+    """bitsandbytes' CPU ``quantize_blockwise`` of ``values[:count]``: ``absmax = max|x|`` (no
+    floor), codes ``lut[bin(x * (1 / absmax))]`` (a multiplication by the float32 reciprocal);
+    an all-zero block keeps code 0 and absmax 0."""
+    peak = np.float32(0.0)
+    for j in range(count):
+        if peak < abs(values[j]):  # std::max: a NaN is passed over
+            peak = abs(values[j])
+    absmax[block] = peak
+    if peak == np.float32(0.0):
+        for j in range(count):
+            codes[start + j] = 0
+        return
+    inverse = np.float32(1.0) / peak
+    for j in range(count):
+        codes[start + j] = lut[bnb_lut_index(values[j] * inverse)]
+
+
+@kernel
+def encode_state_block(values, state, start, count, block, codec):
+    """Quantize ``values[:count]`` into the state ``(codes, scale, qmap, lut)``: bitsandbytes'
+    table for ``BNB8``, torchao's search otherwise."""
+    codes, scale, qmap, lut = state
+    if codec == BNB8:
+        bnb_encode_block(values, codes, start, count, lut, scale, block)
+    else:
+        encode_block(values, codes, start, count, qmap, scale, block, codec)

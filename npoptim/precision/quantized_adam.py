@@ -45,7 +45,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import driver, kernel
 from npoptim.kernels.parallel import parallel_threshold
 from npoptim.optim.optimizer import Optimizer, _as_step, _check_param, check_betas
-from npoptim.precision.quantized import CODECS, QMAP4, decode, encode_block, qmap_for
+from npoptim.precision.quantized import CODECS, decode, encode_state_block, qmap_for
 
 #: torchao's (and bitsandbytes') smallest parameter with quantized state
 MIN_QUANTIZED_SIZE = 4096
@@ -97,11 +97,12 @@ def quantized_adam_rule(p, g, s, h):
 def _update_block(rule, param, grad, first, second, hyper, block):
     size = hyper.block_size
     start = block * size
-    codes1, scale1, qmap1 = first
-    codes2, scale2, qmap2 = second
-    new1 = np.empty(size, np.float32)
-    new2 = np.empty(size, np.float32)
-    for j in range(size):
+    count = min(size, param.size - start)
+    codes1, scale1, qmap1, _ = first
+    codes2, scale2, qmap2, _ = second
+    new1 = np.empty(count, np.float32)
+    new2 = np.empty(count, np.float32)
+    for j in range(count):
         i = start + j
         s = (decode(codes1, i, qmap1, scale1, size, hyper.codec),
              decode(codes2, i, qmap2, scale2, size, hyper.codec))
@@ -109,16 +110,18 @@ def _update_block(rule, param, grad, first, second, hyper, block):
         param[i] = p
         new1[j] = m
         new2[j] = v
-    encode_block(new1, codes1, start, size, qmap1, scale1, block, hyper.codec)
-    encode_block(new2, codes2, start, size, qmap2, scale2, block, hyper.codec)
+    encode_state_block(new1, first, start, count, block, hyper.codec)
+    encode_state_block(new2, second, start, count, block, hyper.codec)
 
 
 @driver(parallel=True)
 def apply_blockwise(rule, param, grad, first, second, hyper):
     """Apply ``rule`` (``rule(p, g, (s1, s2), h) -> (p, (s1, s2))``) to every element, its two
-    states dequantized from ``first = (codes, scale, qmap)`` and ``second``, and quantize the
-    new states a block at a time. Blocks are independent: the same at any thread count."""
-    blocks = param.size // hyper.block_size
+    states dequantized from ``first = (codes, scale, qmap, lut)`` and ``second`` (``lut``:
+    bitsandbytes' table, for ``h.codec == BNB8``), and quantize the new states a block at a
+    time (the last block may be short). Blocks are independent: the same at any thread
+    count."""
+    blocks = -(-param.size // hyper.block_size)
     if param.size >= parallel_threshold():
         for b in prange(blocks):
             _update_block(rule, param, grad, first, second, hyper, b)
@@ -273,10 +276,10 @@ class QuantizedAdam(Optimizer):
             _plain_dense(param, grad, (state["exp_avg"].reshape(-1),
                                        state["exp_avg_sq"].reshape(-1)), hyper)
             return
-        unused = np.zeros(1, np.float32)
+        no_qmap, no_lut = np.zeros(1, np.float32), np.zeros(1, np.uint8)
         first, second = (
             (state[f"{name}.codes"].reshape(-1), state[f"{name}.scale"],
-             state.get(f"{name}.qmap", unused)) for name, _ in _MOMENTS)
+             state.get(f"{name}.qmap", no_qmap), no_lut) for name, _ in _MOMENTS)
         _quantized_dense(param, grad, first, second, hyper)
 
 
