@@ -41,9 +41,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, _as_step, _check_param, check_betas
 from npoptim.precision.quantized import BNB8, bnb_lut, dynamic_map
-from npoptim.precision.quantized_adam import apply_blockwise
+from npoptim.precision.quantized_adam import BlockwiseStateOptimizer, apply_blockwise
 
 #: bitsandbytes' CPU block size (fixed in its CPU kernel)
 BNB_BLOCK_SIZE = 256
@@ -106,11 +105,10 @@ def _bnb32_dense(param, grad, states, hyper):
 _STATES = (("state1", "qmap1", "absmax1", True), ("state2", "qmap2", "absmax2", False))
 
 
-class BnbAdam8bit(Optimizer):
+class BnbAdam8bit(BlockwiseStateOptimizer):
     """bitsandbytes' ``Adam8bit`` on CPU (see the module docstring), float32 parameters.
     ``amsgrad``, ``optim_bits != 8``, ``percentile_clipping`` and paging are refused."""
 
-    sparse_kind = "dense-only"
     step_in_state_dict = "int"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -127,27 +125,10 @@ class BnbAdam8bit(Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
 
-    def _check_param(self, param, where):
-        _check_param(param, where)
-        if param.dtype != np.float32:
-            raise TypeError(f"{where}: {type(self).__name__} takes float32 parameters, got "
-                            f"{param.dtype}")
-
     def _check_group(self, group):
-        for name in ("lr", "eps", "weight_decay"):
-            value = group.get(name)
-            if not isinstance(value, (int, float, np.floating, np.integer)) or isinstance(
-                    value, bool) or not np.isfinite(value):
-                raise ValueError(f"Invalid {name}: {value!r}")
-        if not 0.0 <= group["lr"]:
-            raise ValueError(f"Invalid learning rate: {group['lr']}")
-        if not 0.0 <= group["eps"]:
-            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        super()._check_group(group)
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
-        check_betas(group.get("betas"))
-        if group.get("amsgrad"):
-            raise ValueError("amsgrad=True is not implemented by bitsandbytes' 8-bit Adam")
 
     def quantized(self, param):
         """Whether ``param`` gets 8-bit state (``param.size >= min_8bit_size``)."""
@@ -165,44 +146,10 @@ class BnbAdam8bit(Optimizer):
             layout[absmax] = ((blocks,), np.dtype(np.float32))
         return layout
 
-    def _init_state(self, param, group):
-        state = {"step": 0}
-        for name, (shape, dtype) in self._layout(param).items():
-            state[name] = np.zeros(shape, dtype)
-        if self.quantized(param):
-            for _, qmap, _, signed in _STATES:
-                state[qmap] = dynamic_map(signed).copy()
-        return state
-
-    def _check_state(self, state, param, group, where):
-        for name, (shape, dtype) in self._layout(param).items():
-            value = state.get(name)
-            if (type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype
-                    or not value.flags.c_contiguous or not value.flags.writeable):
-                raise ValueError(f"{where}['{name}'] must be a writeable C-contiguous {dtype} "
-                                 f"array of shape {shape}")
-
-    def _load_param_state(self, entry, param, group, where):
-        """A parameter's state from a state_dict (npoptim's, or bitsandbytes' with its tensors
-        turned into NumPy arrays); everything checked before anything is kept."""
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be a dict")
-        layout = self._layout(param)
-        expected = set(layout) | {"step"}
-        if set(entry) != expected:
-            raise ValueError(f"{where} has entries {sorted(entry)}, {type(self).__name__} "
-                             f"expects {sorted(expected)} for a parameter of {param.size} "
-                             "elements")
-        out = {"step": _as_step(entry["step"], f"{where}['step']")}
-        for name, (shape, dtype) in layout.items():
-            arr = np.asarray(entry[name])
-            if arr.shape != shape or arr.dtype != dtype:
-                raise ValueError(f"{where}['{name}'] must be {dtype} of shape {shape}, got "
-                                 f"{arr.dtype} of shape {arr.shape}")
-            if name.startswith("qmap") and not np.all(arr[:-1] <= arr[1:]):
-                raise ValueError(f"{where}['{name}'] must be sorted")
-            out[name] = np.array(arr, order="C")
-        return out
+    def _maps(self, param):
+        if not self.quantized(param):
+            return {}
+        return {qmap: dynamic_map(signed) for _, qmap, _, signed in _STATES}
 
     def _hyper(self, group, step):
         f32 = np.float32

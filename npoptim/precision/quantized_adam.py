@@ -144,31 +144,14 @@ def _plain_dense(param, grad, states, hyper):
 _MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))
 
 
-class QuantizedAdam(Optimizer):
-    """torchao's low-bit Adam (``decoupled=False``) and AdamW; the classes below fix the
-    codec. Options and defaults as torchao's; ``block_size`` is the optimizer's (not a
-    group's), as torchao keeps it."""
+class BlockwiseStateOptimizer(Optimizer):
+    """What the quantized Adams share: float32 parameters, Adam's options (``amsgrad``
+    refused), array state of a fixed layout per parameter (``_layout``: codes, scales and maps
+    for quantized parameters, float32 moments for the others), checked before every step and
+    when loaded. Subclasses define ``_layout(param)`` and ``_maps(param)``."""
 
     sparse_kind = "dense-only"
-    step_in_state_dict = "tensor"
-    codec = None
-    decoupled = True
-    default_block_size = 256
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, block_size=None, bf16_stochastic_round=False):
-        block_size = self.default_block_size if block_size is None else block_size
-        if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
-                or block_size < 2 or block_size % 2):
-            raise ValueError(f"block_size must be an even int >= 2, got {block_size!r}")
-        if bf16_stochastic_round:
-            raise ValueError("bf16_stochastic_round is for bfloat16 params; npoptim's quantized "
-                             "optimizers take float32 params")
-        self.block_size = int(block_size)
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad))
-
-    # ------------------------------------------------------------------------- checks
     def _check_param(self, param, where):
         _check_param(param, where)
         if param.dtype != np.float32:
@@ -187,26 +170,15 @@ class QuantizedAdam(Optimizer):
             raise ValueError(f"Invalid epsilon value: {group['eps']}")
         check_betas(group.get("betas"))
         if group.get("amsgrad"):
-            raise ValueError("amsgrad=True is not implemented for npoptim's quantized Adam")
-
-    def quantized(self, param):
-        """Whether ``param`` gets quantized state (torchao's rule: at least 4096 elements and
-        a multiple of ``block_size``)."""
-        return param.size >= MIN_QUANTIZED_SIZE and param.size % self.block_size == 0
+            raise ValueError(f"amsgrad=True is not implemented for {type(self).__name__}")
 
     def _layout(self, param):
         """``{name: (shape, dtype)}`` of a parameter's array state."""
-        if not self.quantized(param):
-            return {name: (param.shape, np.dtype(np.float32)) for name, _ in _MOMENTS}
-        codes_shape = (param.size // 2,) if self.codec == "qmap4" else param.shape
-        layout = {}
-        for name, signed in _MOMENTS:
-            layout[f"{name}.codes"] = (codes_shape, np.dtype(np.uint8))
-            layout[f"{name}.scale"] = ((param.size // self.block_size,), np.dtype(np.float32))
-            qmap = qmap_for(self.codec, signed)
-            if qmap is not None:
-                layout[f"{name}.qmap"] = (qmap.shape, np.dtype(np.float32))
-        return layout
+        raise NotImplementedError
+
+    def _maps(self, param):
+        """``{name: qmap}`` of a new parameter's quantization maps."""
+        raise NotImplementedError
 
     def _state_names(self, group):
         return ()
@@ -215,9 +187,7 @@ class QuantizedAdam(Optimizer):
         state = {"step": 0}
         for name, (shape, dtype) in self._layout(param).items():
             state[name] = np.zeros(shape, dtype)
-        for name, signed in _MOMENTS:
-            if f"{name}.qmap" in state:
-                state[f"{name}.qmap"] = qmap_for(self.codec, signed).copy()
+        state.update({name: qmap.copy() for name, qmap in self._maps(param).items()})
         return state
 
     def _check_state(self, state, param, group, where):
@@ -229,8 +199,8 @@ class QuantizedAdam(Optimizer):
                                  f"array of shape {shape}")
 
     def _load_param_state(self, entry, param, group, where):
-        """A parameter's state from a state_dict: npoptim's, or torchao's with each tensor
-        turned into a NumPy array (float8 codes as their ``uint8`` bits, or as
+        """A parameter's state from a state_dict: npoptim's, or the library's with each tensor
+        turned into a NumPy array (torchao's float8 codes as their ``uint8`` bits or as
         ``ml_dtypes.float8_e4m3fn``). Every array is checked before anything is kept."""
         if not isinstance(entry, dict):
             raise ValueError(f"{where} must be a dict")
@@ -248,10 +218,57 @@ class QuantizedAdam(Optimizer):
             if arr.shape != shape or arr.dtype != dtype:
                 raise ValueError(f"{where}['{name}'] must be {dtype} of shape {shape}, got "
                                  f"{arr.dtype} of shape {arr.shape}")
-            if name.endswith(".qmap") and not np.all(arr[:-1] <= arr[1:]):
-                raise ValueError(f"{where}['{name}'] must be sorted (binary search)")
+            if "qmap" in name and not np.all(arr[:-1] <= arr[1:]):
+                raise ValueError(f"{where}['{name}'] must be sorted (codes are searched in it)")
             out[name] = np.array(arr, order="C")
         return out
+
+
+class QuantizedAdam(BlockwiseStateOptimizer):
+    """torchao's low-bit Adam (``decoupled=False``) and AdamW; the classes below fix the
+    codec. Options and defaults as torchao's; ``block_size`` is the optimizer's (not a
+    group's), as torchao keeps it."""
+
+    step_in_state_dict = "tensor"
+    codec = None
+    decoupled = True
+    default_block_size = 256
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, block_size=None, bf16_stochastic_round=False):
+        block_size = self.default_block_size if block_size is None else block_size
+        if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
+                or block_size < 2 or block_size % 2):
+            raise ValueError(f"block_size must be an even int >= 2, got {block_size!r}")
+        if bf16_stochastic_round:
+            raise ValueError("bf16_stochastic_round is for bfloat16 params; npoptim's quantized "
+                             "optimizers take float32 params")
+        self.block_size = int(block_size)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad))
+
+    def quantized(self, param):
+        """Whether ``param`` gets quantized state (torchao's rule: at least 4096 elements and
+        a multiple of ``block_size``)."""
+        return param.size >= MIN_QUANTIZED_SIZE and param.size % self.block_size == 0
+
+    def _layout(self, param):
+        if not self.quantized(param):
+            return {name: (param.shape, np.dtype(np.float32)) for name, _ in _MOMENTS}
+        codes_shape = (param.size // 2,) if self.codec == "qmap4" else param.shape
+        layout = {}
+        for name, signed in _MOMENTS:
+            layout[f"{name}.codes"] = (codes_shape, np.dtype(np.uint8))
+            layout[f"{name}.scale"] = ((param.size // self.block_size,), np.dtype(np.float32))
+            qmap = qmap_for(self.codec, signed)
+            if qmap is not None:
+                layout[f"{name}.qmap"] = (qmap.shape, np.dtype(np.float32))
+        return layout
+
+    def _maps(self, param):
+        if not self.quantized(param) or self.codec == "fp8":
+            return {}
+        return {f"{name}.qmap": qmap_for(self.codec, signed) for name, signed in _MOMENTS}
 
     # --------------------------------------------------------------------------- the step
     def _hyper(self, group, step):
