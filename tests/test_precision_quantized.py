@@ -127,18 +127,27 @@ def test_small_params_keep_float32_state_and_match_the_float32_rule():
     assert not AdamW8bit([np.zeros(4096 + 100, f32)]).quantized(np.zeros(4196, f32))
 
 
-def test_same_result_at_any_thread_count():
-    p0, grads = _problem(4096 * 2, 4)
+@pytest.mark.parametrize("make,n", [(lambda p: AdamW4bit([p]), 4096 * 2),
+                                    (lambda p: _bnb().BnbAdam8bit([p]), 4096 * 2 + 100)],
+                         ids=["torchao-4bit", "bitsandbytes"])
+def test_same_result_at_any_thread_count(make, n):
+    p0, grads = _problem(n, 4)
     results = []
-    for threshold in (1, 1 << 40):
+    for threshold in (1, 1 << 40):  # every block on the thread pool, or all on this thread
         p = p0.copy()
-        opt = AdamW4bit([p.reshape(64, 128)])
+        opt = make(p)
         with parallel_threshold_set(threshold):
             for g in grads:
-                opt.step([g.reshape(64, 128)])
-        results.append((p, opt.state[0]["exp_avg.codes"], opt.state[0]["exp_avg_sq.scale"]))
+                opt.step([g])
+        results.append([p] + [opt.state[0][name] for name in sorted(opt.state[0])
+                              if name != "step"])
     for a, b in zip(*results):
         assert np.array_equal(a, b)
+
+
+def _bnb():
+    from npoptim.precision import bnb_adam
+    return bnb_adam
 
 
 @pytest.mark.parametrize("cls", [AdamW8bit, AdamW4bit, AdamWFp8])

@@ -42,7 +42,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.precision.quantized import BNB8, bnb_lut, dynamic_map
-from npoptim.precision.quantized_adam import BlockwiseStateOptimizer, apply_blockwise
+from npoptim.precision.drivers import apply_blockwise
+from npoptim.precision.quantized_adam import BlockwiseStateOptimizer
 
 #: bitsandbytes' CPU block size (fixed in its CPU kernel)
 BNB_BLOCK_SIZE = 256

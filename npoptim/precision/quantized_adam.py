@@ -39,13 +39,12 @@ bit for bit (tests/test_precision_quantized.py); on a GPU torch.compile generate
 from typing import NamedTuple
 
 import numpy as np
-from numba import prange
 
 from npoptim.kernels.drivers import apply_dense
-from npoptim.kernels.jit import driver, kernel
-from npoptim.kernels.parallel import parallel_threshold
+from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, _as_step, _check_param, check_betas
-from npoptim.precision.quantized import CODECS, decode, encode_state_block, qmap_for
+from npoptim.precision.drivers import apply_blockwise
+from npoptim.precision.quantized import CODECS, qmap_for
 
 #: torchao's (and bitsandbytes') smallest parameter with quantized state
 MIN_QUANTIZED_SIZE = 4096
@@ -91,43 +90,6 @@ def quantized_adam_rule(p, g, s, h):
     v = compiled_lerp(exp_avg_sq, g * g, h.lerp2_low, h.lerp2_coeff)
     denom = np.sqrt(v) / h.bias_correction2_sqrt + h.eps
     return p - h.lr * (m / h.bias_correction1) / denom, (m, v)
-
-
-@driver
-def _update_block(rule, param, grad, first, second, hyper, block):
-    size = hyper.block_size
-    start = block * size
-    count = min(size, param.size - start)
-    codes1, scale1, qmap1, _ = first
-    codes2, scale2, qmap2, _ = second
-    new1 = np.empty(count, np.float32)
-    new2 = np.empty(count, np.float32)
-    for j in range(count):
-        i = start + j
-        s = (decode(codes1, i, qmap1, scale1, size, hyper.codec),
-             decode(codes2, i, qmap2, scale2, size, hyper.codec))
-        p, (m, v) = rule(param[i], grad[i], s, hyper)
-        param[i] = p
-        new1[j] = m
-        new2[j] = v
-    encode_state_block(new1, first, start, count, block, hyper.codec)
-    encode_state_block(new2, second, start, count, block, hyper.codec)
-
-
-@driver(parallel=True)
-def apply_blockwise(rule, param, grad, first, second, hyper):
-    """Apply ``rule`` (``rule(p, g, (s1, s2), h) -> (p, (s1, s2))``) to every element, its two
-    states dequantized from ``first = (codes, scale, qmap, lut)`` and ``second`` (``lut``:
-    bitsandbytes' table, for ``h.codec == BNB8``), and quantize the new states a block at a
-    time (the last block may be short). Blocks are independent: the same at any thread
-    count."""
-    blocks = -(-param.size // hyper.block_size)
-    if param.size >= parallel_threshold():
-        for b in prange(blocks):
-            _update_block(rule, param, grad, first, second, hyper, b)
-    else:
-        for b in range(blocks):
-            _update_block(rule, param, grad, first, second, hyper, b)
 
 
 @kernel
