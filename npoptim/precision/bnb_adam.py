@@ -28,11 +28,18 @@ the parameter's shape), ``qmap1`` (the signed dynamic map), ``qmap2`` (the unsig
 Agreement: codes and absmax bit for bit with bitsandbytes' CPU path (the moments never read
 the parameter); parameters within a few float32 ulps of the update, since torch's vectorized
 CPU ``sqrt`` is not always correctly rounded (1 ulp in about a sixth of the elements) and
-npoptim's is. Where bitsandbytes' CPU and GPU paths differ (from their sources, not measured
-here: no GPU): the CUDA kernel searches the map for the nearest code (the CPU's 65536-bin
-table merges codes closer than a bin, e.g. every tiny ``exp_avg_sq`` gets code 7, not 0) and
-computes the step as :math:`\theta + (-\gamma c_2/c_1) \cdot m/(\sqrt v + \epsilon c_2)`,
-with ``eps`` scaled by :math:`c_2` rather than added after the division.
+npoptim's is. Where bitsandbytes' CPU and GPU paths differ (read from bitsandbytes' sources,
+``csrc/kernels.cu`` ``kOptimizerStatic8bit2StateBlockwise``, not measured: no GPU here):
+
+* codes: the CUDA kernel searches the map (a binary search, then the nearer of two neighbours
+  by their midpoint), where the CPU's 65536-bin table merges codes closer than a bin (every
+  unsigned value below 3e-5 of the block's absmax gets code 7, a zero signed one code 131);
+  the CUDA kernel divides by the absmax (``__fdividef``), the CPU multiplies by its reciprocal;
+* the step: CUDA :math:`\theta + (-\gamma c_2/c_1)\, m / (\sqrt v + \epsilon c_2)` with
+  ``__powf``/``__fdividef`` (fast approximate intrinsics), the CPU's form above;
+* weight decay: after the Adam step on CUDA, before it on CPU;
+* a NaN or infinite gradient element leaves its parameter unchanged on CUDA; on CPU it
+  propagates.
 """
 from typing import NamedTuple
 
