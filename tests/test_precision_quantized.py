@@ -349,3 +349,33 @@ def test_bnb_state_dict_round_trip_and_bad_input():
         BnbAdam8bit([np.zeros(10, f32)], percentile_clipping=5)
     with pytest.raises(ValueError, match="weight_decay"):
         BnbAdam8bit([np.zeros(10, f32)], weight_decay=-1)
+
+
+def test_codecs_match_torchaos_eager_functions():
+    """torchao's quantizers called directly (eagerly: no C++ build) on values with ties,
+    zeros, signs, a NaN and an infinity: our codes and scales are theirs."""
+    _torchao_optim()
+    import torch
+    from torchao.optim import quant_utils, subclass_fp8
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(4096) * np.exp(rng.uniform(-9, 2, 4096))).astype(np.float32)
+    x[:256] = np.round(x[:256] * 16) / 16  # a block of values on the 4-bit grid: ties
+    x[256:512] = 0.0
+    x[600], x[900] = np.nan, np.inf
+    for codec, block, signed in [("qmap8", 256, True), ("qmap8", 256, False),
+                                 ("qmap4", 128, True), ("qmap4", 128, False)]:
+        values = x if signed else np.abs(x)
+        codes, scale = Q.quantize_blockwise(values, codec, block, signed=signed)
+        scaled, their_scale = quant_utils.scale_tensor(torch.from_numpy(values.copy()), block)
+        qmap = torch.from_numpy(Q.qmap_for(codec, signed).copy())
+        quantize = (quant_utils.quantize_8bit_with_qmap if codec == "qmap8"
+                    else quant_utils.quantize_4bit_with_qmap)
+        theirs = quantize(scaled, qmap).numpy()
+        if codec == "qmap4":
+            theirs = (theirs[::2] << 4) | theirs[1::2]
+        assert np.array_equal(codes, theirs), codec
+        assert np.array_equal(scale, their_scale.numpy(), equal_nan=True)
+    codes, scale = Q.quantize_blockwise(x, "fp8", 256)
+    their_codes, their_scale = subclass_fp8.quantize_fp8(torch.from_numpy(x.copy()), 256)
+    assert np.array_equal(codes, their_codes.view(torch.uint8).numpy())
+    assert np.array_equal(scale, their_scale.numpy(), equal_nan=True)
