@@ -36,6 +36,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
+* ``NPOPTIM_REQUIRE_TENSORFLOW``: an interpreter in ``NPOPTIM_TF_PYTHON`` that imports
+  tensorflow and npoptim (.ci/run makes a venv of its own for tensorflow-cpu; the tf flavor's
+  raw kernels, tests/test_tf_kernels.py).
 * ``NPOPTIM_REQUIRE_BITSANDBYTES``: bitsandbytes (its CPU Adam8bit/AdamW8bit against
   npoptim.precision.bnb_adam; installed with ``--no-deps``). Only located here: its import
   takes seconds.
@@ -69,6 +72,7 @@ REQUIRED = {
     "DADAPTATION": ("dadaptation",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
+    "TENSORFLOW": ("tensorflow",),
     "BITSANDBYTES": ("bitsandbytes",),
 }
 
@@ -86,6 +90,14 @@ def _importable(module):
         where = Path(os.environ.get("NPOPTIM_TFJS_DIR", "")) / "node_modules" / "@tensorflow"
         if shutil.which("node") is None or not (where / "tfjs-core").is_dir():
             raise ImportError("no node, or no tfjs-core in $NPOPTIM_TFJS_DIR/node_modules")
+        return True
+    if module == "tensorflow":  # in an interpreter of its own, NPOPTIM_TF_PYTHON
+        import subprocess
+        python = os.environ.get("NPOPTIM_TF_PYTHON", "")
+        if not python or subprocess.run([python, "-c", "import tensorflow, npoptim"],
+                                        capture_output=True).returncode != 0:
+            raise ImportError("no interpreter in $NPOPTIM_TF_PYTHON that imports tensorflow "
+                              "and npoptim")
         return True
     importlib.import_module(module)
     return True

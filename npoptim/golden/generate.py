@@ -20,6 +20,7 @@ from npoptim.golden import cases as table
 from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.schema import SCHEMA_NAME, SCHEMA_VERSION
+from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 
 #: Constructor options that choose an implementation in torch, or where npoptim keeps its
 #: state (``state_arrays``), and never change the math.
@@ -57,6 +58,10 @@ def hyperparameters(opt):
     conventions = getattr(type(opt), "torch_conventions", {})
     applies = getattr(type(opt), "conventions_apply", {})
     for name in signature_defaults(type(opt)):
+        if name in OPTIMIZER_CONVENTIONS:  # an attribute of the optimizer, not of its groups
+            if getattr(opt, name) != OPTIMIZER_CONVENTIONS[name]:
+                out[name] = to_json_value(getattr(opt, name))
+            continue
         if name in conventions and (opt.defaults.get(name) == conventions[name]
                                     or not opt.defaults.get(applies.get(name, name))):
             continue

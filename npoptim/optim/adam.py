@@ -32,6 +32,8 @@ hyperparameters the one rule reads, not of the rule:
   v/b_2)`, denominator :math:`\sqrt{\hat v} + \epsilon` (the rule runs with
   ``v_divisor = b_2`` and ``bias_correction2_sqrt = 1``). torch and Keras take the max of
   the raw :math:`v`.
+* ``post_weight_decay=c`` (ONNX ``Adam``'s ``norm_coefficient_post``; torch: 0): after the
+  update, :math:`\theta \leftarrow (1 - c)\,\theta` (not scaled by the learning rate).
 """
 from typing import NamedTuple
 
@@ -136,7 +138,7 @@ class Adam(Optimizer):
 
     sparse_kind = "dense-only"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw"}
+    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw", "post_weight_decay": 0.0}
     #: A switch that matters only when this option is on (else it is left out of golden
     #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
     conventions_apply = {"amsgrad_max": "amsgrad"}
@@ -145,16 +147,17 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
-                 eps_mode="torch", amsgrad_max="raw"):
+                 eps_mode="torch", amsgrad_max="raw", post_weight_decay=0.0):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay, eps_mode=eps_mode,
-                        amsgrad_max=amsgrad_max)
+                        amsgrad_max=amsgrad_max, post_weight_decay=post_weight_decay)
         super().__init__(params, defaults)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "weight_decay")
+        check_nonnegative(group, "post_weight_decay", label="post_weight_decay value")
         check_betas(group["betas"])
         check_choice(group, "eps_mode", ("torch", "eps_hat"))
         check_choice(group, "amsgrad_max", ("raw", "bias_corrected"))
@@ -184,6 +187,8 @@ class Adam(Optimizer):
                              neg_step_size=-step_size, v_divisor=v_divisor)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
+        if group["post_weight_decay"] != 0:  # ONNX: X_final = (1 - norm_coefficient_post) X_new
+            np.multiply(param, param.dtype.type(1 - group["post_weight_decay"]), out=param)
 
 
 class AdamW(Adam):
