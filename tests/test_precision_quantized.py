@@ -379,3 +379,56 @@ def test_codecs_match_torchaos_eager_functions():
     their_codes, their_scale = subclass_fp8.quantize_fp8(torch.from_numpy(x.copy()), 256)
     assert np.array_equal(codes, their_codes.view(torch.uint8).numpy())
     assert np.array_equal(scale, their_scale.numpy(), equal_nan=True)
+
+
+def test_bfloat16_params_match_torchao_bit_for_bit():
+    """bfloat16 params (and grads) with 8-bit state, and a small one with torchao's bfloat16
+    moments, over 20 steps."""
+    torchao_optim = _torchao_optim()
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import torch
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+
+    def as_torch(a):
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+
+    def as_numpy(t):
+        return t.view(torch.int16).numpy().view(bf16)
+
+    p0, grads = _problem(4096, 20, seed=11)
+    s0, small_grads = _problem(100, 20, seed=12)
+    ours = [p0.astype(bf16), s0.astype(bf16)]
+    theirs = [as_torch(a) for a in ours]
+    ao = torchao_optim.AdamW8bit(theirs, lr=1e-2, weight_decay=0.1)
+    opt = AdamW8bit(ours, lr=1e-2, weight_decay=0.1)
+    for k, (g, h) in enumerate(zip(grads, small_grads)):
+        gs = [g.astype(bf16), h.astype(bf16)]
+        for t, gt in zip(theirs, gs):
+            t.grad = as_torch(gt)
+        ao.step()
+        opt.step(gs)
+        for mine, t in zip(ours, theirs):
+            assert np.array_equal(mine.view(np.uint16), as_numpy(t).view(np.uint16)), k + 1
+        assert np.array_equal(opt.state[0]["exp_avg.codes"],
+                              ao.state[theirs[0]]["exp_avg"].codes.numpy())
+        assert np.array_equal(opt.state[1]["exp_avg_sq"].view(np.uint16),
+                              as_numpy(ao.state[theirs[1]]["exp_avg_sq"]).view(np.uint16))
+    assert opt.state[1]["exp_avg"].dtype == bf16
+    assert np.mean(ours[0] != p0.astype(bf16)) > 0.5  # the bfloat16 params moved
+
+
+def test_bfloat16_param_with_float32_grad_raises_before_anything_changes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    p0, grads = _problem(4096, 2)
+    p = p0.astype(bf16)
+    opt = AdamW8bit([p])
+    opt.step([grads[0].astype(bf16)])
+    before = p.copy(), opt.state[0]["exp_avg.codes"].copy(), opt.state[0]["step"]
+    with pytest.raises(ValueError, match="dtype"):
+        opt.step([grads[1]])  # float32
+    assert np.array_equal(p.view(np.uint16), before[0].view(np.uint16))
+    assert np.array_equal(opt.state[0]["exp_avg.codes"], before[1])
+    assert opt.state[0]["step"] == before[2]
+    with pytest.raises(ValueError, match="bf16_stochastic_round"):
+        AdamW8bit([p], bf16_stochastic_round=True)

@@ -61,6 +61,7 @@ class BnbAdamHyper(NamedTuple):
 
     codec: int
     block_size: int
+    code: int                  # -1: float32 params (the blockwise driver's field)
     decay: int                 # 1 when weight_decay > 0
     decay_factor: float        # 1 - lr * weight_decay
     beta1: float
@@ -166,7 +167,8 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
         c1 = 1.0 - beta1 ** step
         c2 = (1.0 - beta2 ** step) ** 0.5
         return BnbAdamHyper(
-            codec=np.int64(BNB8), block_size=np.int64(BNB_BLOCK_SIZE), decay=np.int64(wd > 0),
+            codec=np.int64(BNB8), block_size=np.int64(BNB_BLOCK_SIZE), code=np.int64(-1),
+            decay=np.int64(wd > 0),
             decay_factor=f32(1.0 - lr * wd), beta1=f32(beta1), one_minus_beta1=f32(1.0 - beta1),
             beta2=f32(beta2), one_minus_beta2=f32(1.0 - beta2), correction2=f32(c2),
             eps=f32(eps), neg_step=f32(-lr / c1), eps_c2=f32(eps * c2),

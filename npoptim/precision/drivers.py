@@ -104,8 +104,13 @@ def _update_block(rule, param, grad, first, second, hyper, block):
         i = start + j
         s = (decode(codes1, i, qmap1, scale1, size, hyper.codec),
              decode(codes2, i, qmap2, scale2, size, hyper.codec))
-        p, (m, v) = rule(param[i], grad[i], s, hyper)
-        param[i] = p
+        if hyper.code >= 0:  # 16-bit params and grads (uint16 bits of the format hyper.code)
+            p, (m, v) = rule(to_float32(param[i], hyper.code), to_float32(grad[i], hyper.code),
+                             s, hyper)
+            param[i] = from_float32(p, hyper.code)
+        else:
+            p, (m, v) = rule(param[i], grad[i], s, hyper)
+            param[i] = p
         new1[j] = m
         new2[j] = v
     encode_state_block(new1, first, start, count, block, hyper.codec)
@@ -117,7 +122,8 @@ def apply_blockwise(rule, param, grad, first, second, hyper):
     """Apply ``rule`` (``rule(p, g, (s1, s2), h) -> (p, (s1, s2))``) to every element, its two
     states dequantized from ``first = (codes, scale, qmap, lut)`` and ``second`` (``lut``:
     bitsandbytes' table, for ``h.codec == BNB8``), and quantize the new states a block at a
-    time (the last block may be short). Blocks are independent: the same at any thread
+    time (the last block may be short). ``param`` and ``grad`` are float32, or (``h.code``
+    >= 0) ``uint16`` bits of that 16-bit format, the new parameter rounded to nearest. Blocks are independent: the same at any thread
     count."""
     blocks = -(-param.size // hyper.block_size)
     if param.size >= parallel_threshold():

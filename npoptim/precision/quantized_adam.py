@@ -31,7 +31,11 @@ multiple of ``block_size`` get quantized state; smaller ones keep float32 ``exp_
 ``codes`` are here the ``uint8`` bits of torchao's float8 e4m3fn codes): ``codes`` has the
 parameter's shape (flat, half the size, for 4-bit), ``scale`` one float32 per block.
 
-Scope: float32 parameters (torchao also takes bfloat16 ones), ``amsgrad=False``. Blocks are
+Parameters are float32 or bfloat16 (``ml_dtypes.bfloat16`` arrays, grads of the same dtype):
+a bfloat16 parameter and gradient are widened to float32 for the step and the new parameter
+rounded to nearest even (torchao's ``p.copy_(p_f32)``; its ``bf16_stochastic_round`` is not
+reproduced); below 4096 elements the moments are bfloat16 too (torchao's ``zeros_like(p)``),
+rounded to nearest when stored. ``amsgrad=False`` only. Blocks are
 independent, so results are the same at any thread count. torchao's CPU results are matched
 bit for bit (tests/test_precision_quantized.py); on a GPU torch.compile generates other code
 (Triton), whose ``pow``, division and ``sqrt`` need not round the same.
@@ -43,7 +47,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, _as_step, _check_param, check_betas
-from npoptim.precision.drivers import apply_blockwise
+from npoptim.precision.drivers import apply_blockwise, apply_dense16
+from npoptim.precision.formats import BFLOAT16
 from npoptim.precision.quantized import CODECS, qmap_for
 
 #: torchao's (and bitsandbytes') smallest parameter with quantized state
@@ -55,6 +60,7 @@ class QuantizedAdamHyper(NamedTuple):
 
     codec: int
     block_size: int
+    code: int                # -1: float32 params; else their 16-bit format (bfloat16: 0)
     decoupled: int           # 1: AdamW's decay of the parameter; 0: Adam's L2 term
     lr_wd: float             # float32(lr) * float32(weight_decay), rounded to float32
     weight_decay: float
@@ -101,6 +107,17 @@ def _quantized_dense(param, grad, first, second, hyper):
 @kernel
 def _plain_dense(param, grad, states, hyper):
     apply_dense(quantized_adam_rule, param, grad, states, QuantizedAdamHyper(*hyper))
+
+
+@kernel
+def quantized_adam_rule16(p, g, s, h, i):
+    """:func:`quantized_adam_rule` in the 16-bit drivers' shape (with the element index)."""
+    return quantized_adam_rule(p, g, s, h)
+
+
+@kernel
+def _plain_dense16(param, grad, states, hyper):
+    apply_dense16(quantized_adam_rule16, param, grad, states, QuantizedAdamHyper(*hyper))
 
 
 _MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))
@@ -203,11 +220,19 @@ class QuantizedAdam(BlockwiseStateOptimizer):
                 or block_size < 2 or block_size % 2):
             raise ValueError(f"block_size must be an even int >= 2, got {block_size!r}")
         if bf16_stochastic_round:
-            raise ValueError("bf16_stochastic_round is for bfloat16 params; npoptim's quantized "
-                             "optimizers take float32 params")
+            raise ValueError("bf16_stochastic_round=True is not reproduced: npoptim's quantized "
+                             "optimizers round bfloat16 params to nearest")
         self.block_size = int(block_size)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
+
+    def _check_param(self, param, where):
+        if type(param) is np.ndarray and param.dtype.name == "bfloat16":  # ml_dtypes'
+            if not param.flags.writeable:
+                raise ValueError(f"{where}: the parameter array is read-only; the optimizer "
+                                 "updates parameters in place")
+            return
+        super()._check_param(param, where)
 
     def quantized(self, param):
         """Whether ``param`` gets quantized state (torchao's rule: at least 4096 elements and
@@ -215,8 +240,8 @@ class QuantizedAdam(BlockwiseStateOptimizer):
         return param.size >= MIN_QUANTIZED_SIZE and param.size % self.block_size == 0
 
     def _layout(self, param):
-        if not self.quantized(param):
-            return {name: (param.shape, np.dtype(np.float32)) for name, _ in _MOMENTS}
+        if not self.quantized(param):  # torchao's zeros_like(param)
+            return {name: (param.shape, param.dtype) for name, _ in _MOMENTS}
         codes_shape = (param.size // 2,) if self.codec == "qmap4" else param.shape
         layout = {}
         for name, signed in _MOMENTS:
@@ -233,7 +258,7 @@ class QuantizedAdam(BlockwiseStateOptimizer):
         return {f"{name}.qmap": qmap_for(self.codec, signed) for name, signed in _MOMENTS}
 
     # --------------------------------------------------------------------------- the step
-    def _hyper(self, group, step):
+    def _hyper(self, group, step, code=-1):
         f32 = np.float32
         beta1, beta2 = group["betas"]
         lr, wd = f32(group["lr"]), f32(group["weight_decay"])
@@ -241,7 +266,7 @@ class QuantizedAdam(BlockwiseStateOptimizer):
         w1, w2 = 1.0 - beta1, 1.0 - beta2
         return QuantizedAdamHyper(
             codec=np.int64(CODECS[self.codec]), block_size=np.int64(self.block_size),
-            decoupled=np.int64(self.decoupled), lr_wd=f32(lr * wd), weight_decay=wd,
+            code=np.int64(code), decoupled=np.int64(self.decoupled), lr_wd=f32(lr * wd), weight_decay=wd,
             lerp1_low=np.int64(abs(w1) < 0.5), lerp1_coeff=f32(w1 if abs(w1) < 0.5 else w1 - 1),
             lerp2_low=np.int64(abs(w2) < 0.5), lerp2_coeff=f32(w2 if abs(w2) < 0.5 else w2 - 1),
             bias_correction1=f32(1) - f32(beta1) ** t,
@@ -250,10 +275,16 @@ class QuantizedAdam(BlockwiseStateOptimizer):
 
     def _update(self, param, grad, state, group):
         state["step"] += 1
-        hyper = tuple(self._hyper(group, state["step"]))
+        bfloat16 = param.dtype.name == "bfloat16"
+        hyper = tuple(self._hyper(group, state["step"], BFLOAT16 if bfloat16 else -1))
+        if bfloat16:
+            param, grad = param.view(np.uint16), grad.view(np.uint16)
         if not self.quantized(param):
-            _plain_dense(param, grad, (state["exp_avg"].reshape(-1),
-                                       state["exp_avg_sq"].reshape(-1)), hyper)
+            moments = tuple(state[name].reshape(-1) for name, _ in _MOMENTS)
+            if bfloat16:
+                _plain_dense16(param, grad, tuple(m.view(np.uint16) for m in moments), hyper)
+            else:
+                _plain_dense(param, grad, moments, hyper)
             return
         no_qmap, no_lut = np.zeros(1, np.float32), np.zeros(1, np.uint8)
         first, second = (
