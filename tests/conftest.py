@@ -26,7 +26,7 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_TORCH_OPTIMI``: torch-optimi (npoptim.precision's Kahan-compensated updates;
   installed with ``--no-deps``).
 * ``NPOPTIM_REQUIRE_TORCHAO``: torchao (stochastic rounding compared with its
-  ``_AdamW(bf16_stochastic_round=True)``; installed with ``--no-deps``). Only located here, as
+  ``_AdamW(bf16_stochastic_round=True)``, its AdamW8bit/4bit/Fp8; installed with ``--no-deps``). Only located here, as
   timm: importing it registers torch.compile machinery, which the rest of the suite should not
   run under; its test imports it, and fails instead of skipping when this switch is set.
 * ``NPOPTIM_REQUIRE_SCHEDULEFREE``: the authors' schedulefree (Schedule-Free SGD and AdamW).
@@ -42,6 +42,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_TENSORFLOW``: an interpreter in ``NPOPTIM_TF_PYTHON`` that imports
   tensorflow and npoptim (.ci/run makes a venv of its own for tensorflow-cpu; the tf flavor's
   raw kernels, tests/test_tf_kernels.py).
+* ``NPOPTIM_REQUIRE_BITSANDBYTES``: bitsandbytes (its CPU Adam8bit/AdamW8bit against
+  npoptim.precision.bnb_adam; installed with ``--no-deps``). Only located here: its import
+  takes seconds.
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -74,6 +77,7 @@ REQUIRED = {
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "TENSORFLOW": ("tensorflow",),
+    "BITSANDBYTES": ("bitsandbytes",),
 }
 
 
@@ -82,6 +86,8 @@ def _importable(module):
         # here would run timm's package __init__, fix keras's backend before a test chooses
         # it, register torchao's torch.compile machinery for the whole session, or import
         # galore-torch's transformers (see above)
+        return importlib.util.find_spec(module) is not None
+    if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None
     if module == "tfjs":  # an npm package in NPOPTIM_TFJS_DIR, run by node
         import shutil
