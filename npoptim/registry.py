@@ -49,6 +49,7 @@ OPTIMIZERS = {
     "Prodigy": ("npoptim.optim.prodigy", None),
     "MADGRAD": ("npoptim.optim.madgrad", None),
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
+    "ACProp": ("npoptim.optim.acprop", None),
 }
 
 

@@ -56,6 +56,7 @@ CONFIGS = {
     "Prodigy": [dict(weight_decay=0.01)],
     "DAdaptAdamW": [dict(weight_decay=0.01)],
     "MADGRAD": [dict(weight_decay=0.01), dict(momentum=0.0, decouple_decay=True, weight_decay=0.01)],
+    "ACProp": [dict(lr=0.01, weight_decay=0.1)],
 }
 
 

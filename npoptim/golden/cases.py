@@ -750,6 +750,14 @@ TABLE["OptimisticAdam"] = [
 ]
 
 
+TABLE["ACProp"] = _optax_contrib("ACProp", 1e-2, "optax.contrib.acprop 0.2.8", weight_decay=0,
+                                 eps_hyper=dict(eps=1e-9), extra=[
+    Row("ACProp", "decoupled-weight-decay", "Weight decay added to the direction, scaled by "
+        "the lr.", dict(lr=1e-2, weight_decay=0.1)),
+    Row("ACProp", "betas-eps-root", "betas (0.8, 0.99), eps 1e-6, eps_root 1e-10.",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, eps_root=1e-10), shapes=MIXED),
+])
+
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
 #: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.
