@@ -50,6 +50,7 @@ OPTIMIZERS = {
     "MADGRAD": ("npoptim.optim.madgrad", None),
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
     "ACProp": ("npoptim.optim.acprop", None),
+    "COCOB": ("npoptim.optim.cocob", None),
 }
 
 

@@ -758,6 +758,12 @@ TABLE["ACProp"] = _optax_contrib("ACProp", 1e-2, "optax.contrib.acprop 0.2.8", w
         dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, eps_root=1e-10), shapes=MIXED),
 ])
 
+TABLE["COCOB"] = _optax_contrib("COCOB", 1.0, "optax.contrib.cocob 0.2.8", extra=[
+    Row("COCOB", "alpha-eps", "alpha=10 and eps=1e-3: the bet is capped by alpha L in the "
+        "early steps, and the initial scale matters.", dict(alpha=10.0, eps=1e-3),
+        shapes=MIXED),
+])
+
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
 #: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.
