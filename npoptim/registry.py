@@ -51,6 +51,8 @@ OPTIMIZERS = {
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
     "ACProp": ("npoptim.optim.acprop", None),
     "COCOB": ("npoptim.optim.cocob", None),
+    "DoG": ("npoptim.optim.dog", None),
+    "DoWG": ("npoptim.optim.dog", None),
 }
 
 

@@ -58,6 +58,8 @@ CONFIGS = {
     "MADGRAD": [dict(weight_decay=0.01), dict(momentum=0.0, decouple_decay=True, weight_decay=0.01)],
     "ACProp": [dict(lr=0.01, weight_decay=0.1)],
     "COCOB": [dict(weight_decay=0.1, alpha=10.0)],
+    "DoG": [dict(weight_decay=0.1)],
+    "DoWG": [dict(weight_decay=0.1)],
 }
 
 

@@ -764,6 +764,18 @@ TABLE["COCOB"] = _optax_contrib("COCOB", 1.0, "optax.contrib.cocob 0.2.8", extra
         shapes=MIXED),
 ])
 
+TABLE["DoG"] = _optax_contrib("DoG", 1.0, "optax.contrib.dog 0.2.8", extra=[
+    Row("DoG", "distance", "init_step=('distance', 0.1): r_eps given, eps 1e-6; two "
+        "parameters share the step size.", dict(init_step=("distance", 0.1), eps=1e-6),
+        shapes=MIXED),
+    Row("DoG", "learning-rate", "init_step=('learning_rate', 0.05): the first step's size is "
+        "given, r_eps = 0.", dict(init_step=("learning_rate", 0.05))),
+])
+TABLE["DoWG"] = _optax_contrib("DoWG", 1.0, "optax.contrib.dowg 0.2.8", extra=[
+    Row("DoWG", "init-estim", "init_estim_sq_dist=0.01, eps 1e-6; two parameters share the "
+        "step size.", dict(init_estim_sq_dist=0.01, eps=1e-6), shapes=MIXED),
+])
+
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
 #: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.
