@@ -53,6 +53,8 @@ OPTIMIZERS = {
     "COCOB": ("npoptim.optim.cocob", None),
     "DoG": ("npoptim.optim.dog", None),
     "DoWG": ("npoptim.optim.dog", None),
+    "Momo": ("npoptim.optim.momo", None),
+    "MomoAdam": ("npoptim.optim.momo", None),
 }
 
 

@@ -60,6 +60,8 @@ CONFIGS = {
     "COCOB": [dict(weight_decay=0.1, alpha=10.0)],
     "DoG": [dict(weight_decay=0.1)],
     "DoWG": [dict(weight_decay=0.1)],
+    "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
+    "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
 }
 
 
@@ -102,7 +104,7 @@ def objective(params):
 
 
 #: Optimizers whose param groups share one lr (the largest lr, or 0, per group).
-ONE_LR = ("Prodigy", "DAdaptAdamW")
+ONE_LR = ("Prodigy", "DAdaptAdamW", "Momo", "MomoAdam")
 
 
 def make(cls, name, kwargs, params):

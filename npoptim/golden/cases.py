@@ -776,6 +776,29 @@ TABLE["DoWG"] = _optax_contrib("DoWG", 1.0, "optax.contrib.dowg 0.2.8", extra=[
         "step size.", dict(init_estim_sq_dist=0.01, eps=1e-6), shapes=MIXED),
 ])
 
+TABLE["Momo"] = [
+    Row("Momo", "defaults", "optax's defaults (lr 1, beta 0.9, lower_bound 0) on the separable "
+        "quartic (the case stores the objective, not gradients).", {},
+        shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo 0.2.8",)),
+    Row("Momo", "adapt-lower-bound-schedule", "adapt_lower_bound (MoMo*) from -1, weight decay, "
+        "beta 0.5, the lr cap under warmup + cosine.",
+        dict(lr=0.8, beta=0.5, lower_bound=-1.0, weight_decay=0.05, adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("optax.contrib.momo 0.2.8",)),
+]
+TABLE["MomoAdam"] = [
+    Row("MomoAdam", "defaults", "optax's defaults (lr 1e-2, betas (0.9, 0.999), eps 1e-8) on "
+        "the separable quartic.", {}, shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo_adam 0.2.8",)),
+    Row("MomoAdam", "adapt-lower-bound-schedule", "adapt_lower_bound from -1, weight decay, "
+        "betas (0.8, 0.99), the lr cap under warmup + cosine.",
+        dict(lr=0.2, betas=(0.8, 0.99), lower_bound=-1.0, weight_decay=0.05,
+             adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("optax.contrib.momo_adam 0.2.8",)),
+]
+
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
 #: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.
