@@ -64,6 +64,7 @@ REQUIRED = {
     "PRODIGYOPT": ("prodigyopt",),
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
+    "DOG_OPTIMIZER": ("dog",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
 }

@@ -1,15 +1,18 @@
 """DoG and DoWG: trajectories against optax.contrib.dog / dowg 0.2.8 (float64, every init_step
-kind, eps, weight decay, an lr schedule, maximize, two shapes, 24 steps), the step sizes
-hand-derived, two param groups sharing one step size, checkpoints and bad input."""
+kind, eps, weight decay, an lr schedule, maximize, two shapes, 24 steps) and DoG against the
+authors' dog-optimizer 1.0.3 (one param group: reps_rel, init_eta, weight decay, eps, an lr
+schedule), the step sizes hand-derived, two param groups sharing one step size, checkpoints and bad input."""
 import math
 
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_contrib import (assert_trajectories_close, lr_schedule, needs_optax, optax,
-                           problem, run_npoptim, run_optax)
+from optax_contrib import (assert_trajectories_close, authors_code, lr_schedule, needs_optax,
+                           optax, problem, run_npoptim, run_optax, run_torch)
 
 from npoptim.optim.dog import DoG, DoWG
+
+dog, needs_dog = authors_code("dog")
 
 DOG_CASES = {
     "defaults": {},
@@ -63,6 +66,35 @@ def test_lr_schedule_and_maximize_equal_optax(cls, make):
     def negated(t, ps):
         return [-g for g in grad(t, ps)]
     actual, _ = run_npoptim(cls, params, negated, lrs=lrs, weight_decay=0.05, maximize=True)
+    assert_trajectories_close(actual, expected)
+
+
+AUTHORS_CASES = {
+    "defaults": ({}, {}),
+    "reps-rel-weight-decay-eps": (dict(reps_rel=1e-3, weight_decay=0.1, eps=1e-6),
+                                  dict(init_step=("heuristic", 1e-3), weight_decay=0.1,
+                                       eps=1e-6)),
+    "init-eta": (dict(init_eta=0.05), dict(init_step=("learning_rate", 0.05))),
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+@needs_dog
+@pytest.mark.parametrize("case", sorted(AUTHORS_CASES))
+def test_dog_equals_the_authors_code(case):
+    theirs, ours = AUTHORS_CASES[case]
+    params, grad = problem(scale=2.0)
+    expected, _ = run_torch(lambda ts: dog.DoG(ts, **theirs), params, grad)
+    actual, _ = run_npoptim(DoG, params, grad, **ours)
+    assert_trajectories_close(actual, expected)
+
+
+@needs_dog
+def test_dog_lr_schedule_equals_the_authors_code():
+    params, grad = problem(seed=1)
+    lrs = lr_schedule(lr=1.0)
+    expected, _ = run_torch(lambda ts: dog.DoG(ts, weight_decay=0.05), params, grad, lrs=lrs)
+    actual, _ = run_npoptim(DoG, params, grad, lrs=lrs, weight_decay=0.05)
     assert_trajectories_close(actual, expected)
 
 

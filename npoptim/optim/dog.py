@@ -37,6 +37,12 @@ Each parameter's sums are deterministic (:func:`~npoptim.kernels.reduction.sumsq
 added in param-group order; the step sizes are computed in double. A parameter without a
 gradient in a step is left out of that step's norms (optax has no such case). The authors
 recommend iterate averaging on top (not part of the optimizer). Dense gradients only.
+
+The authors' code (formll/dog ``src/dog/dog.py``, PyPI ``dog-optimizer`` 1.0.3, ``DoG``) is
+the same with one param group: its ``reps_rel`` is ``init_step=("heuristic", reps_rel)`` and
+its ``init_eta`` is ``init_step=("learning_rate", init_eta)`` (its first step is ``init_eta``
+itself, so the two agree at lr 1, the authors' recommended value); it keeps :math:`\bar r`
+and :math:`G` per param group, where optax and npoptim share them across groups.
 """
 import math
 from typing import NamedTuple
