@@ -65,6 +65,7 @@ REQUIRED = {
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
     "DOG_OPTIMIZER": ("dog",),
+    "MOMO_OPT": ("momo",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
 }

@@ -780,23 +780,37 @@ TABLE["Momo"] = [
     Row("Momo", "defaults", "optax's defaults (lr 1, beta 0.9, lower_bound 0) on the separable "
         "quartic (the case stores the objective, not gradients).", {},
         shapes=((3, 5), (4,)), objective="separable-quartic",
-        matches=("optax.contrib.momo 0.2.8",)),
+        matches=("optax.contrib.momo 0.2.8", "momo-opt 0.1.0 Momo")),
     Row("Momo", "adapt-lower-bound-schedule", "adapt_lower_bound (MoMo*) from -1, weight decay, "
         "beta 0.5, the lr cap under warmup + cosine.",
         dict(lr=0.8, beta=0.5, lower_bound=-1.0, weight_decay=0.05, adapt_lower_bound=True),
         shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
-        matches=("optax.contrib.momo 0.2.8",)),
+        matches=("momo-opt 0.1.0 Momo (use_fstar)",)),
+    Row("Momo", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.5, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo 0.2.8",)),
+    Row("Momo", "bias-correction", "bias_correction=True: the averages start at 0 and the "
+        "lower bound and the lr cap are scaled by 1 - beta^t.",
+        dict(lr=0.5, weight_decay=0.1, bias_correction=True), shapes=((6,),),
+        objective="separable-quartic", matches=("momo-opt 0.1.0 Momo (bias_correction)",)),
 ]
 TABLE["MomoAdam"] = [
     Row("MomoAdam", "defaults", "optax's defaults (lr 1e-2, betas (0.9, 0.999), eps 1e-8) on "
         "the separable quartic.", {}, shapes=((3, 5), (4,)), objective="separable-quartic",
-        matches=("optax.contrib.momo_adam 0.2.8",)),
+        matches=("optax.contrib.momo_adam 0.2.8", "momo-opt 0.1.0 MomoAdam")),
     Row("MomoAdam", "adapt-lower-bound-schedule", "adapt_lower_bound from -1, weight decay, "
         "betas (0.8, 0.99), the lr cap under warmup + cosine.",
         dict(lr=0.2, betas=(0.8, 0.99), lower_bound=-1.0, weight_decay=0.05,
              adapt_lower_bound=True),
         shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
-        matches=("optax.contrib.momo_adam 0.2.8",)),
+        matches=("momo-opt 0.1.0 MomoAdam (use_fstar)",)),
+    Row("MomoAdam", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.1, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo_adam 0.2.8",)),
+    Row("MomoAdam", "multiply-decay", "weight_decay_form='multiply' (the authors' "
+        "divide=False).", dict(lr=0.1, weight_decay=0.1, weight_decay_form="multiply"),
+        shapes=((6,),), objective="separable-quartic",
+        matches=("momo-opt 0.1.0 MomoAdam (divide=False)",)),
 ]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):

@@ -19,11 +19,12 @@ every group that has a gradient:
         \frac{\big[(1+\alpha\lambda)(\bar f - b_1\ell - \bar\gamma) + \langle m, \theta\rangle
         \big]_+}{\|m\|_D^2}\Big)
         \quad(\tau = \alpha/b_1 \wedge 0 \text{ if } \|m\|_D^2 \le 2^{-52})\\
-    \theta &\leftarrow \theta - \frac{\alpha\lambda}{1+\alpha\lambda}\,\theta
-        - \tau\, D^{-1} m
+    \theta &\leftarrow \frac{\theta - \tau\, D^{-1} m}{1+\alpha\lambda}
 
 * MoMo: :math:`\rho = \beta` (0.9), except :math:`\rho = 0` at the first step (the averages
-  start at the first values); :math:`D = I`, :math:`b_1 = 1`.
+  start at the first values); :math:`D = I`, :math:`b_1 = 1`. With ``bias_correction=True``
+  (the authors' option, not in optax): :math:`\rho = \beta` from the first step (the averages
+  start at 0) and :math:`b_1 = 1-\beta^t`.
 * MoMo-Adam: :math:`\rho = \beta_1` at every step, :math:`v \leftarrow \beta_2 v + (1-\beta_2)
   g^2`, :math:`D = \epsilon + \sqrt{v/(1-\beta_2^t)}` (element-wise),
   :math:`b_1 = 1-\beta_1^t`; :math:`\|m\|_D^2 = \langle m, D^{-1}m\rangle`.
@@ -33,8 +34,29 @@ every group that has a gradient:
 \bar\gamma) + \langle m, \theta\rangle`, :math:`\ell \leftarrow \max(c/(2 b_1(1+\alpha\lambda)),
 \ell_0)` if :math:`c < (1+\alpha\lambda) b_1 \ell`; after it, :math:`\ell \leftarrow
 \max\big((\bar f + \langle m, \theta\rangle - \bar\gamma - \tfrac12\tau\|m\|_D^2)/b_1,\
-\ell_0\big)` (:math:`\theta` before the step), :math:`\ell_0` = ``lower_bound``. This is
-optax's code as it computes it; the step sizes are computed in double.
+\ell_0\big)` (:math:`\theta` before the step), :math:`\ell_0` = ``lower_bound``. The step
+sizes are computed in double.
+
+Where the sources differ, the weight decay (the last line's form is ``weight_decay_form``):
+
+==========================  ===================================================================
+``variant``                 reproduces (repository, file)
+==========================  ===================================================================
+``"paper"`` (default)       the paper's proximal step and the authors' code (alias
+                            ``"authors"``: fabian-sp/MoMo ``momo/momo.py``, ``momo_adam.py``,
+                            PyPI ``momo-opt`` 0.1.0): ``weight_decay_form="divide"``,
+                            :math:`\theta \leftarrow (\theta - \tau D^{-1}m)/(1+\alpha\lambda)`.
+``"optax"``                 google-deepmind/optax ``optax/contrib/_momo.py``:
+                            ``weight_decay_form="optax"``, :math:`\theta \leftarrow \theta -
+                            \frac{\alpha\lambda}{1+\alpha\lambda}\theta - \tau D^{-1}m` (the
+                            decay is not applied to the step).
+==========================  ===================================================================
+
+MoMo-Adam also has ``weight_decay_form="multiply"`` (the authors' ``divide=False``):
+:math:`\theta \leftarrow (1-\alpha\lambda)\theta - \tau D^{-1}m`. Without weight decay the
+forms agree. The authors' ``lb`` is ``lower_bound``, ``use_fstar`` ``adapt_lower_bound``; with
+:math:`\|m\|_D^2 \le 2^{-52}` npoptim and optax take no step where the authors' code divides
+by it.
 
 The lr, ``weight_decay`` and the other options enter the one global step size, so they are one
 value for the whole optimizer (an lr schedule sets every group's lr alike). State: per
@@ -54,8 +76,13 @@ from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import (Optimizer, check_betas, check_nonnegative, flat_view,
                                      loss_and_grads, typed_record)
 from npoptim.optim.prodigy import check_counter
-from npoptim.optim.variants import check_flag, is_real
+from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                    is_real, resolve_variant)
 
+#: The switches each variant sets (see the module docstring).
+VARIANTS = {"paper": dict(weight_decay_form="divide"), "optax": dict(weight_decay_form="optax")}
+#: Other names of the variants.
+ALIASES = {"authors": "paper", "momo_opt": "paper"}
 #: Machine epsilon of a double (optax's ``jnp.finfo(float).eps`` under ``jax_enable_x64``).
 _TINY = 2.0 ** -52
 
@@ -70,8 +97,9 @@ class MomoHyper(NamedTuple):
     one_minus_beta2: float
     bias_correction2: float  # 1 - beta2^t
     eps: float
-    neg_decay: float        # -alpha lambda / (1 + alpha lambda)
+    keep: float             # theta's factor before the step (see weight_decay_form)
     neg_tau: float
+    divisor: float          # theta's divisor after the step (see weight_decay_form)
 
 
 @kernel
@@ -95,7 +123,7 @@ def momo_norm_rule(p, g, s, h):
 def momo_update_rule(p, s, h):
     """Pass 3: the decay and the step ``-tau m``; ``s = (m,)``."""
     (exp_avg,) = s
-    return p + (h.neg_decay * p + h.neg_tau * exp_avg)
+    return (p * h.keep + h.neg_tau * exp_avg) / h.divisor
 
 
 @kernel
@@ -126,7 +154,7 @@ def momo_adam_norm_rule(p, g, s, h):
 def momo_adam_update_rule(p, s, h):
     """Pass 3 of MoMo-Adam: the decay and the step ``-tau m / D``; ``s = (m, v)``."""
     exp_avg, exp_avg_sq = s
-    return p + (h.neg_decay * p + h.neg_tau * (exp_avg / _preconditioner(exp_avg_sq, h)))
+    return (p * h.keep + h.neg_tau * (exp_avg / _preconditioner(exp_avg_sq, h))) / h.divisor
 
 
 @kernel
@@ -172,10 +200,14 @@ class _MomoBase(Optimizer):
     #: (moments, norm, update) kernels.
     KERNELS = ()
     #: Options that are one value for the whole optimizer (besides lr and weight_decay).
-    GLOBAL = ("lower_bound", "adapt_lower_bound", "maximize")
+    GLOBAL = ("lower_bound", "adapt_lower_bound", "maximize", "weight_decay_form")
+    #: The weight_decay_form values this optimizer offers.
+    DECAY_FORMS = ("divide", "optax")
 
     def _check_group(self, group):
+        check_no_variant(group)
         check_nonnegative(group, "lr", "weight_decay")
+        check_choice(group, "weight_decay_form", self.DECAY_FORMS)
         if not is_real(group["lower_bound"]) or not math.isfinite(group["lower_bound"]):
             raise ValueError(f"lower_bound must be a finite number, got "
                              f"{group['lower_bound']!r}")
@@ -245,8 +277,10 @@ class _MomoBase(Optimizer):
             lb = max(((barf + m_dot - gamma) - 0.5 * tau * m_norm) / b1, lower_bound)
         for group in self.param_groups:
             group.update(barf=barf, gamma=gamma, lb=lb, k=k)
+        keep, divisor = {"optax": (1 - alpha * wd / decay, 1.0), "divide": (1.0, decay),
+                         "multiply": (1 - alpha * wd, 1.0)}[first["weight_decay_form"]]
         for group, index, param, grad in prepared:
-            hyper = self._hyper(param, first, k, rho, -alpha * wd / decay, -tau)
+            hyper = self._hyper(param, first, k, rho, keep, -tau, divisor)
             with flat_view(param) as flat:
                 update(flat, self._flat_states(self.state[index], group), hyper)
 
@@ -254,55 +288,69 @@ class _MomoBase(Optimizer):
         """``(rho, b1)`` of step ``k``."""
         raise NotImplementedError
 
-    def _hyper(self, param, group, k, rho, neg_decay=0.0, neg_tau=0.0):
+    def _hyper(self, param, group, k, rho, keep=1.0, neg_tau=0.0, divisor=1.0):
         beta2 = group["betas"][1] if "betas" in group else 0.0
         return typed_record(
             MomoHyper, param, maximize=bool(group["maximize"]), rho=rho, one_minus_rho=1 - rho,
             beta2=beta2, one_minus_beta2=1 - beta2, bias_correction2=1 - beta2 ** k,
-            eps=group.get("eps", 0.0), neg_decay=neg_decay, neg_tau=neg_tau)
+            eps=group.get("eps", 0.0), keep=keep, neg_tau=neg_tau, divisor=divisor)
 
 
 class Momo(_MomoBase):
     """MoMo (see the module docstring): ``lr`` (1, the cap of the step size), ``beta``,
-    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``maximize``; ``step(closure)``."""
+    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``bias_correction``,
+    ``weight_decay_form``, ``maximize``, ``variant``; ``step(closure)``."""
 
     KERNELS = (_momo_moments, _momo_norm, _momo_update)
-    GLOBAL = _MomoBase.GLOBAL + ("beta",)
+    GLOBAL = _MomoBase.GLOBAL + ("beta", "bias_correction")
 
     def __init__(self, params, lr=1.0, beta=0.9, lower_bound=0.0, weight_decay=0.0,
-                 adapt_lower_bound=False, *, maximize=False):
+                 adapt_lower_bound=False, bias_correction=False, *, maximize=False,
+                 weight_decay_form=VARIANT_DEFAULT, variant="paper"):
         self._loss = 0.0
+        self.variant, switches = resolve_variant(
+            VARIANTS, ALIASES, variant, dict(weight_decay_form=weight_decay_form))
         super().__init__(params, dict(lr=lr, beta=beta, lower_bound=lower_bound,
                                       weight_decay=weight_decay,
-                                      adapt_lower_bound=adapt_lower_bound, maximize=maximize,
-                                      barf=0.0, gamma=0.0, lb=lower_bound, k=0))
+                                      adapt_lower_bound=adapt_lower_bound,
+                                      bias_correction=bias_correction, maximize=maximize,
+                                      **switches, barf=0.0, gamma=0.0, lb=lower_bound, k=0))
 
     def _check_group(self, group):
         if not (is_real(group["beta"]) and 0.0 <= group["beta"] < 1.0):
             raise ValueError(f"Invalid beta value: {group['beta']!r} (0 <= beta < 1)")
+        check_flag(group, "bias_correction")
         super()._check_group(group)
 
     def _state_names(self, group):
         return ("exp_avg",)
 
     def _averaging(self, group, k):
-        return (0.0 if k == 1 else group["beta"]), 1.0
+        beta = group["beta"]
+        if group["bias_correction"]:
+            return beta, 1 - beta ** k
+        return (0.0 if k == 1 else beta), 1.0
 
 
 class MomoAdam(_MomoBase):
     """MoMo-Adam (see the module docstring): ``lr`` (1e-2), ``betas``, ``eps``,
-    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``maximize``; ``step(closure)``."""
+    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``weight_decay_form``,
+    ``maximize``, ``variant``; ``step(closure)``."""
 
     KERNELS = (_momo_adam_moments, _momo_adam_norm, _momo_adam_update)
     GLOBAL = _MomoBase.GLOBAL + ("betas", "eps")
+    DECAY_FORMS = ("divide", "multiply", "optax")
 
     def __init__(self, params, lr=1e-2, betas=(0.9, 0.999), eps=1e-8, lower_bound=0.0,
-                 weight_decay=0.0, adapt_lower_bound=False, *, maximize=False):
+                 weight_decay=0.0, adapt_lower_bound=False, *, maximize=False,
+                 weight_decay_form=VARIANT_DEFAULT, variant="paper"):
         self._loss = 0.0
+        self.variant, switches = resolve_variant(
+            VARIANTS, ALIASES, variant, dict(weight_decay_form=weight_decay_form))
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, lower_bound=lower_bound,
                                       weight_decay=weight_decay,
                                       adapt_lower_bound=adapt_lower_bound, maximize=maximize,
-                                      barf=0.0, gamma=0.0, lb=lower_bound, k=0))
+                                      **switches, barf=0.0, gamma=0.0, lb=lower_bound, k=0))
 
     def _check_group(self, group):
         check_betas(group["betas"])
