@@ -1,7 +1,8 @@
 """DoG and DoWG: trajectories against optax.contrib.dog / dowg 0.2.8 (float64, every init_step
 kind, eps, weight decay, an lr schedule, maximize, two shapes, 24 steps) and DoG against the
 authors' dog-optimizer 1.0.3 (one param group: reps_rel, init_eta, weight decay, eps, an lr
-schedule), the step sizes hand-derived, two param groups sharing one step size, checkpoints and bad input."""
+schedule), the step sizes hand-derived, two param groups sharing one step size, checkpoints
+and bad input."""
 import math
 
 import numpy as np
@@ -141,7 +142,8 @@ def test_state_dict_round_trip_continues_bit_for_bit(cls):
     (DoG, dict(lr=-1.0)), (DoG, dict(eps=-1.0)), (DoG, dict(weight_decay=-1.0)),
     (DoG, dict(init_step=("distance", 0.0))), (DoG, dict(init_step=("lr", 1.0))),
     (DoG, dict(init_step=0.1)), (DoG, dict(maximize=1)),
-    (DoWG, dict(eps=-1.0)), (DoWG, dict(eps=0.0)), (DoWG, dict(init_estim_sq_dist=0.0)), (DoWG, dict(lr=math.nan))])
+    (DoWG, dict(eps=-1.0)), (DoWG, dict(eps=0.0)), (DoWG, dict(init_estim_sq_dist=0.0)),
+    (DoWG, dict(lr=math.nan))])
 def test_bad_hyperparameters_raise(cls, bad):
     with pytest.raises(ValueError):
         cls([np.zeros(3)], **bad)

@@ -6,7 +6,8 @@ two param groups sharing one step size, checkpoints and bad input."""
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_compare import SHAPES, assert_same_trajectory, schedule
+from optax_compare import (assert_same_trajectory, optax_value_trajectory, quartic_objective,
+                           schedule)
 
 from npoptim.optim.momo import Momo, MomoAdam
 
@@ -18,42 +19,6 @@ except ImportError:  # pragma: no cover - the tests that need them skip
 needs_momo_opt = pytest.mark.skipif(momo_opt is None, reason="needs momo (momo-opt) and torch")
 
 STEPS = 24
-
-
-def _objective(seed=0, shapes=SHAPES):
-    """(params0, f): f(params) = (loss, grads) of a separable quartic with minimum 0."""
-    rng = np.random.default_rng(seed)
-    centers = [rng.uniform(-1, 1, s) for s in shapes]
-    h = [rng.uniform(0.5, 4.0, s) for s in shapes]
-
-    def f(params, sign=1.0):
-        loss = sum(float(np.sum(0.5 * hk * (p - c) ** 2 + 0.25 * (p - c) ** 4))
-                   for p, c, hk in zip(params, centers, h))
-        grads = [hk * (p - c) + (p - c) ** 3 for p, c, hk in zip(params, centers, h)]
-        return sign * loss, [sign * g for g in grads]
-    return [rng.uniform(-2, 2, s) for s in shapes], f
-
-
-def _optax_run(params0, f, make_tx):
-    optax = pytest.importorskip("optax")
-    jax = pytest.importorskip("jax")
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        import jax.numpy as jnp
-        tx = make_tx(optax)
-        params = [jnp.asarray(p) for p in params0]
-        state = tx.init(params)
-        out = []
-        for _ in range(STEPS):
-            loss, grads = f([np.asarray(p) for p in params])
-            updates, state = tx.update([jnp.asarray(g) for g in grads], state, params,
-                                       value=loss)
-            params = optax.apply_updates(params, updates)
-            out.append([np.asarray(p) for p in params])
-        return out
-    finally:
-        jax.config.update("jax_enable_x64", previous)
 
 
 def _npoptim_run(cls, params0, f, lrs=None, steps=STEPS, **kw):
@@ -90,8 +55,8 @@ MOMO_ADAM_CASES = {
 @pytest.mark.parametrize("case", sorted(MOMO_CASES))
 def test_momo_equals_optax(case):
     ours, theirs = MOMO_CASES[case]
-    params0, f = _objective(0)
-    expected = _optax_run(params0, f, lambda optax: optax.contrib.momo(**theirs))
+    params0, f = quartic_objective(0)
+    expected = optax_value_trajectory(params0, f, lambda optax: optax.contrib.momo(**theirs))
     actual, _ = _npoptim_run(Momo, params0, f, variant="optax", **ours)
     assert_same_trajectory(actual, expected)
 
@@ -99,18 +64,18 @@ def test_momo_equals_optax(case):
 @pytest.mark.parametrize("case", sorted(MOMO_ADAM_CASES))
 def test_momo_adam_equals_optax(case):
     ours, theirs = MOMO_ADAM_CASES[case]
-    params0, f = _objective(0)
-    expected = _optax_run(params0, f, lambda optax: optax.contrib.momo_adam(**theirs))
+    params0, f = quartic_objective(0)
+    expected = optax_value_trajectory(params0, f, lambda optax: optax.contrib.momo_adam(**theirs))
     actual, _ = _npoptim_run(MomoAdam, params0, f, variant="optax", **ours)
     assert_same_trajectory(actual, expected)
 
 
 @pytest.mark.parametrize("cls, make, lr", [(Momo, "momo", 0.8), (MomoAdam, "momo_adam", 0.2)])
 def test_lr_schedule_and_maximize_equal_optax(cls, make, lr):
-    params0, f = _objective(1)
+    params0, f = quartic_objective(1)
     lrs, optax_lrs = schedule(lr)
     # maximize -f with npoptim = minimize f with optax
-    expected = _optax_run(params0, f, lambda optax: getattr(optax.contrib, make)(
+    expected = optax_value_trajectory(params0, f, lambda optax: getattr(optax.contrib, make)(
         learning_rate=optax_lrs, weight_decay=0.05, adapt_lower_bound=True))
     actual, _ = _npoptim_run(cls, params0, lambda ps: f(ps, sign=-1.0), lrs=lrs,
                              weight_decay=0.05, adapt_lower_bound=True, maximize=True,
@@ -173,7 +138,7 @@ AUTHORS_MOMO_ADAM = {
 def test_equals_the_authors_code(cls, case):
     theirs, ours = (AUTHORS_MOMO if cls is Momo else AUTHORS_MOMO_ADAM)[case]
     make = momo_opt.Momo if cls is Momo else momo_opt.MomoAdam
-    params0, f = _objective(0)
+    params0, f = quartic_objective(0)
     expected = _authors_run(lambda ts: make(ts, **theirs), params0, f)
     actual, _ = _npoptim_run(cls, params0, f, **ours)
     assert_same_trajectory(actual, expected)
@@ -184,7 +149,7 @@ def test_equals_the_authors_code(cls, case):
 @pytest.mark.parametrize("cls", [Momo, MomoAdam])
 def test_lr_schedule_equals_the_authors_code(cls):
     make = momo_opt.Momo if cls is Momo else momo_opt.MomoAdam
-    params0, f = _objective(1)
+    params0, f = quartic_objective(1)
     lrs, _ = schedule(0.8 if cls is Momo else 0.2)
     expected = _authors_run(lambda ts: make(ts, weight_decay=0.05), params0, f, lrs=lrs)
     actual, _ = _npoptim_run(cls, params0, f, lrs=lrs, weight_decay=0.05)
@@ -215,7 +180,7 @@ def test_first_step_hand_derived_and_global_over_groups():
 
 @pytest.mark.parametrize("cls", [Momo, MomoAdam])
 def test_state_dict_round_trip_continues_bit_for_bit(cls):
-    params0, f = _objective(2)
+    params0, f = quartic_objective(2)
     _, opt_a = _npoptim_run(cls, params0, f, steps=5, adapt_lower_bound=True)
     sd = opt_a.state_dict()
     b = [p.copy() for p in opt_a.params]

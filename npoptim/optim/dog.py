@@ -51,7 +51,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
+from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.prodigy import check_counter, check_positive
 from npoptim.optim.variants import check_flag, is_real
 
@@ -148,12 +148,13 @@ class _DistanceOverGradients(Optimizer):
             dist, grads = _norms(flat, grad, (state["init_params"],), self._hyper(param, group))
             dist_sq += float(dist)
             grad_sq += float(grads)
-        eta, scalars = self._step_size(self.param_groups[0], dist_sq, grad_sq, init_sq)
+        self._eta, scalars = self._step_size(self.param_groups[0], dist_sq, grad_sq, init_sq)
         for group in self.param_groups:
             group.update(scalars, k=group["k"] + 1)
-        for group, index, param, grad in prepared:
-            with flat_view(param) as flat:
-                _dog_step(flat, grad, (), self._hyper(param, group, -group["lr"] * eta))
+        super()._apply(prepared)
+
+    def _update(self, param, grad, state, group):
+        _dog_step(param, grad, (), self._hyper(param, group, -group["lr"] * self._eta))
 
     def _step_size(self, first, dist_sq, grad_sq, init_sq):
         """``(eta, {scalar: new value})`` from the first group's scalars and the sums."""

@@ -73,7 +73,7 @@ from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
 from npoptim.kernels.scalar import constant, fma
-from npoptim.optim.optimizer import (Optimizer, check_betas, check_nonnegative, flat_view,
+from npoptim.optim.optimizer import (Optimizer, check_betas, check_nonnegative,
                                      loss_and_grads, typed_record)
 from npoptim.optim.prodigy import check_counter
 from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
@@ -245,9 +245,8 @@ class _MomoBase(Optimizer):
         first = self.param_groups[0]
         k = first["k"] + 1
         rho, b1 = self._averaging(first, k)
-        moments, norm_kernel, update = self.KERNELS
+        moments, norm_kernel, _ = self.KERNELS
         grad_dot = m_dot = m_norm = 0.0
-        flats = []
         for group, index, param, grad in prepared:
             state = self.state.get(index)
             if state is None:
@@ -279,10 +278,14 @@ class _MomoBase(Optimizer):
             group.update(barf=barf, gamma=gamma, lb=lb, k=k)
         keep, divisor = {"optax": (1 - alpha * wd / decay, 1.0), "divide": (1.0, decay),
                          "multiply": (1 - alpha * wd, 1.0)}[first["weight_decay_form"]]
-        for group, index, param, grad in prepared:
-            hyper = self._hyper(param, first, k, rho, keep, -tau, divisor)
-            with flat_view(param) as flat:
-                update(flat, self._flat_states(self.state[index], group), hyper)
+        self._step_form = (k, rho, keep, -tau, divisor)
+        super()._apply(prepared)
+
+    def _update(self, param, grad, state, group):
+        """The last pass over one parameter, with the step size of :meth:`_apply`."""
+        k, rho, keep, neg_tau, divisor = self._step_form
+        hyper = self._hyper(param, self.param_groups[0], k, rho, keep, neg_tau, divisor)
+        self.KERNELS[2](param, self._flat_states(state, group), hyper)
 
     def _averaging(self, group, k):
         """``(rho, b1)`` of step ``k``."""
