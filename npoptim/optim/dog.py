@@ -95,6 +95,10 @@ def _dog_step(param, grad, states, hyper):
     apply_dense(dog_step_rule, param, grad, states, DoGHyper(*hyper))
 
 
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _check_finite_nonnegative(group, name, allow_none=False):
     value = group[name]
     if value is None and allow_none:
@@ -110,15 +114,13 @@ class _DistanceOverGradients(Optimizer):
     step_in_state_dict = None
     #: Options that are one value for the whole optimizer (the step size is global).
     GLOBAL = ("eps",)
-    #: The group's global scalars (the same in every group).
-    SCALARS = ()
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "weight_decay", "eps")
         check_flag(group, "maximize")
         check_counter(group, "k")
-        for name in self.GLOBAL:
-            if group[name] != self.defaults[name]:
+        for name in self.GLOBAL:   # (a checkpoint may give init_step back as a list)
+            if _as_tuple(group[name]) != _as_tuple(self.defaults[name]):
                 raise ValueError(f"{name} is one value for the whole optimizer (the step size "
                                  "is global): set it in the constructor, not per group")
 
