@@ -52,6 +52,12 @@ OPTIMIZERS = {
     "DPSGD": ("npoptim.optim.dpsgd", None),
     "Sophia": ("npoptim.optim.sophia", None),
     "GaLoreAdamW": ("npoptim.optim.galore", None),
+    "ACProp": ("npoptim.optim.acprop", None),
+    "COCOB": ("npoptim.optim.cocob", None),
+    "DoG": ("npoptim.optim.dog", None),
+    "DoWG": ("npoptim.optim.dog", None),
+    "Momo": ("npoptim.optim.momo", None),
+    "MomoAdam": ("npoptim.optim.momo", None),
 }
 
 

@@ -36,6 +36,8 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_GALORE_TORCH``: the authors' galore-torch (GaLore AdamW; ``--no-deps``, only
   located here: its package ``__init__`` imports transformers and bitsandbytes, and
   tests/test_galore.py loads its two files alone).
+* ``NPOPTIM_REQUIRE_DOG_OPTIMIZER`` / ``NPOPTIM_REQUIRE_MOMO_OPT``: the authors' dog-optimizer
+  (DoG) and momo-opt (Momo, MomoAdam), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -74,6 +76,8 @@ REQUIRED = {
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
     "GALORE_TORCH": ("galore_torch",),
+    "DOG_OPTIMIZER": ("dog",),
+    "MOMO_OPT": ("momo",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "TENSORFLOW": ("tensorflow",),

@@ -59,6 +59,12 @@ CONFIGS = {
     "Prodigy": [dict(weight_decay=0.01)],
     "DAdaptAdamW": [dict(weight_decay=0.01)],
     "MADGRAD": [dict(weight_decay=0.01), dict(momentum=0.0, decouple_decay=True, weight_decay=0.01)],
+    "ACProp": [dict(lr=0.01, weight_decay=0.1)],
+    "COCOB": [dict(weight_decay=0.1, alpha=10.0)],
+    "DoG": [dict(weight_decay=0.1)],
+    "DoWG": [dict(weight_decay=0.1)],
+    "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
+    "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
 }
 
 
@@ -101,7 +107,7 @@ def objective(params):
 
 
 #: Optimizers whose param groups share one lr (the largest lr, or 0, per group).
-ONE_LR = ("Prodigy", "DAdaptAdamW")
+ONE_LR = ("Prodigy", "DAdaptAdamW", "Momo", "MomoAdam")
 
 
 def make(cls, name, kwargs, params):

@@ -791,6 +791,77 @@ TABLE["GaLoreAdamW"] = [
         matches=("galore_torch.GaLoreAdamW 1.0 (SVD in float64, the same signs)",)),
 ]
 
+def _lean(rows):
+    """Rows without the one-element case (it changes no math; the suite's size cap is shared)."""
+    return [row for row in rows if row.name != "one-element"]
+
+
+TABLE["ACProp"] = _lean(_optax_contrib("ACProp", 1e-2, "optax.contrib.acprop 0.2.8",
+                                       weight_decay=0, maximize=False,
+                                       eps_hyper=dict(eps=1e-9), extra=[
+    Row("ACProp", "decoupled-weight-decay", "Weight decay added to the direction, scaled by "
+        "the lr.", dict(lr=1e-2, weight_decay=0.1)),
+    Row("ACProp", "betas-eps-root", "betas (0.8, 0.99), eps 1e-6, eps_root 1e-10.",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, eps_root=1e-10), shapes=MIXED),
+]))
+
+TABLE["COCOB"] = _lean(_optax_contrib("COCOB", 1.0, "optax.contrib.cocob 0.2.8",
+                                      maximize=False, extra=[
+    Row("COCOB", "alpha-eps", "alpha=10 and eps=1e-3: the bet is capped by alpha L in the "
+        "early steps, and the initial scale matters.", dict(alpha=10.0, eps=1e-3)),
+]))
+
+TABLE["DoG"] = _lean(_optax_contrib("DoG", 1.0, "optax.contrib.dog 0.2.8", maximize=False,
+                                    extra=[
+    Row("DoG", "distance", "init_step=('distance', 0.1): r_eps given, eps 1e-6; two "
+        "parameters share the step size.", dict(init_step=("distance", 0.1), eps=1e-6),
+        shapes=MIXED),
+    Row("DoG", "learning-rate", "init_step=('learning_rate', 0.05): the first step's size is "
+        "given, r_eps = 0.", dict(init_step=("learning_rate", 0.05))),
+]))
+TABLE["DoWG"] = _lean(_optax_contrib("DoWG", 1.0, "optax.contrib.dowg 0.2.8", maximize=False,
+                                     extra=[
+    Row("DoWG", "init-estim", "init_estim_sq_dist=0.01, eps 1e-6; two parameters share the "
+        "step size.", dict(init_estim_sq_dist=0.01, eps=1e-6), shapes=MIXED),
+]))
+
+TABLE["Momo"] = [
+    Row("Momo", "defaults", "optax's defaults (lr 1, beta 0.9, lower_bound 0) on the separable "
+        "quartic (the case stores the objective, not gradients).", {},
+        shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo 0.2.8", "momo-opt 0.1.0 Momo")),
+    Row("Momo", "adapt-lower-bound-schedule", "adapt_lower_bound (MoMo*) from -1, weight decay, "
+        "beta 0.5, the lr cap under warmup + cosine.",
+        dict(lr=0.8, beta=0.5, lower_bound=-1.0, weight_decay=0.05, adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("momo-opt 0.1.0 Momo (use_fstar)",)),
+    Row("Momo", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.5, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo 0.2.8",)),
+    Row("Momo", "bias-correction", "bias_correction=True: the averages start at 0 and the "
+        "lower bound and the lr cap are scaled by 1 - beta^t.",
+        dict(lr=0.5, weight_decay=0.1, bias_correction=True), shapes=((6,),),
+        objective="separable-quartic", matches=("momo-opt 0.1.0 Momo (bias_correction)",)),
+]
+TABLE["MomoAdam"] = [
+    Row("MomoAdam", "defaults", "optax's defaults (lr 1e-2, betas (0.9, 0.999), eps 1e-8) on "
+        "the separable quartic.", {}, shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo_adam 0.2.8", "momo-opt 0.1.0 MomoAdam")),
+    Row("MomoAdam", "adapt-lower-bound-schedule", "adapt_lower_bound from -1, weight decay, "
+        "betas (0.8, 0.99), the lr cap under warmup + cosine.",
+        dict(lr=0.2, betas=(0.8, 0.99), lower_bound=-1.0, weight_decay=0.05,
+             adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("momo-opt 0.1.0 MomoAdam (use_fstar)",)),
+    Row("MomoAdam", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.1, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo_adam 0.2.8",)),
+    Row("MomoAdam", "multiply-decay", "weight_decay_form='multiply' (the authors' "
+        "divide=False).", dict(lr=0.1, weight_decay=0.1, weight_decay_form="multiply"),
+        shapes=((6,),), objective="separable-quartic",
+        matches=("momo-opt 0.1.0 MomoAdam (divide=False)",)),
+]
+
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these
 #: exactly in float64, where they fail the other float64 cases by 1e-11 to 1e-7.

@@ -654,6 +654,21 @@ def step_arguments(grads, closure):
     return grads, closure
 
 
+def loss_and_grads(name, grads, closure):
+    """``(loss, grads)`` from the closure of an optimizer whose step needs the loss
+    (PolyakSGD, Momo): ``TypeError`` without a closure or for a loss that is not a real
+    number, before anything changes."""
+    grads, closure = step_arguments(grads, closure)
+    if closure is None:
+        raise TypeError(f"{name} needs the loss: call step(closure), with closure() "
+                        "returning (loss, grads)")
+    loss, grads = closure()
+    if not isinstance(loss, numbers.Real) or isinstance(loss, bool):
+        raise TypeError(f"closure() must return (loss, grads) with a real loss, got "
+                        f"{type(loss).__name__}")
+    return loss, grads
+
+
 def typed(param, *values):
     """Scalars of the parameter's dtype, as a tuple (for a kernel)."""
     cast = param.dtype.type
