@@ -80,6 +80,8 @@ def adam(bug=None, dtype=None):
                     v_hat = vs[i] if bug in ("no v correction", "no correction") else vs[i] / b2
                     if bug == "eps hat":  # Keras: lr sqrt(b2)/b1 m / (sqrt(v) + eps)
                         x = x - kind(lr) * np.sqrt(b2) / b1 * ms[i] / (np.sqrt(vs[i]) + kind(eps))
+                    elif bug == "eps in sqrt":
+                        x = x - kind(lr) * m_hat / np.sqrt(v_hat + kind(eps))
                     else:
                         x = x - kind(lr) * m_hat / (np.sqrt(v_hat) + kind(eps))
                 if wd and decoupled and bug == "decay after":
@@ -241,6 +243,7 @@ def test_a_correct_implementation_matches(tmp_path):
 
 @pytest.mark.parametrize("bug, entry", [
     ("eps hat", "eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)"),
+    ("eps in sqrt", "eps inside the square root (Adam)"),
     ("no m correction", "no bias correction of m"),
     ("no v correction", "no bias correction of v"),
     ("no correction", "no bias correction at all"),
