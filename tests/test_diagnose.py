@@ -136,18 +136,28 @@ def adagrad(bug=None):
 
 
 def rmsprop(bug=None):
-    """RMSprop without momentum, centering or decay (the cases used here)."""
+    """RMSprop without centering or decay (the cases used here)."""
     def make_step(params, h):
         squares = [np.zeros(p.shape) for p in params]
+        bufs = [np.zeros(p.shape) for p in params]
+        mu = h["momentum"]
 
         def step(grads, lr):
             for i, (p, g) in enumerate(zip(params, grads)):
                 g = dense(g, p.shape)
                 squares[i] = h["alpha"] * squares[i] + (1 - h["alpha"]) * g * g
                 if bug == "eps in sqrt":
-                    p -= lr * g / np.sqrt(squares[i] + h["eps"])
+                    d = np.sqrt(squares[i] + h["eps"])
                 else:
-                    p -= lr * g / (np.sqrt(squares[i]) + h["eps"])
+                    d = np.sqrt(squares[i]) + h["eps"]
+                if mu and bug == "lr in buffer":  # Keras, TF: b = mu b + lr g/d; p -= b
+                    bufs[i] = mu * bufs[i] + lr * g / d
+                    p -= bufs[i]
+                elif mu:
+                    bufs[i] = mu * bufs[i] + g / d
+                    p -= lr * bufs[i]
+                else:
+                    p -= lr * g / d
             return params
         return step
     return make_step
@@ -297,6 +307,8 @@ def test_adagrad_initial_accumulator_is_named(tmp_path):
     # equal to torch's at constant lr: the schedule's first change of lr shows it
     (sgd("lr in buffer"), "lr inside the momentum buffer (SGD)",
      "SGD/momentum-lr-schedule/float64", None),
+    (rmsprop("lr in buffer"), "lr inside the momentum buffer (RMSprop)",
+     "RMSprop/momentum-lr-schedule/float64", None),
 ])
 def test_framework_conventions_are_named(tmp_path, mutant, entry, case, first_step):
     d = diagnosed(tmp_path, mutant, [case])

@@ -265,6 +265,10 @@ TABLE = {
         Row("RMSprop", "momentum", "momentum=0.9.", dict(lr=1e-2, momentum=0.9)),
         Row("RMSprop", "centered-momentum-alpha", "centered, momentum and alpha=0.9.",
             dict(lr=1e-2, centered=True, momentum=0.5, alpha=0.9), shapes=MIXED),
+        Row("RMSprop", "momentum-lr-schedule", "Momentum under a schedule: lr is applied "
+            "outside the buffer (lr inside it, as Keras, TF and optax do, differs from the "
+            "first change of lr on).", dict(lr=1e-2, momentum=0.9), steps=16,
+            schedule="warmup-cosine"),
     ]),
     "Adamax": _common_dense("Adamax", 2e-2, extra=[
         Row("Adamax", "betas", "betas (0.5, 0.9) with shrinking gradients (the infinity norm "
