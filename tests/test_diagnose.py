@@ -213,12 +213,16 @@ def sparse_adam(bug=None):
                         entries[key] = value
                 flat_m, flat_v = ms[i].reshape(g.shape), vs[i].reshape(g.shape)
                 flat_p = p.reshape(g.shape)
-                size = math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                b1, b2 = 1 - beta1 ** t, 1 - beta2 ** t
                 for (row, col), value in entries.items():
                     flat_m[row, col] += (1 - beta1) * (value - flat_m[row, col])
                     flat_v[row, col] += (1 - beta2) * (value * value - flat_v[row, col])
-                    flat_p[row, col] -= lr * size * flat_m[row, col] / (
-                        math.sqrt(flat_v[row, col]) + h["eps"])
+                    if bug == "adam eps":  # Adam's placement: m_hat / (sqrt(v_hat) + eps)
+                        flat_p[row, col] -= lr * (flat_m[row, col] / b1) / (
+                            math.sqrt(flat_v[row, col] / b2) + h["eps"])
+                    else:
+                        flat_p[row, col] -= lr * math.sqrt(b2) / b1 * flat_m[row, col] / (
+                            math.sqrt(flat_v[row, col]) + h["eps"])
             return params
         return step
     return make_step
@@ -336,6 +340,36 @@ def test_sparse_mutants_are_named(tmp_path, bug, entry, case):
     assert d.divergence[1].step >= 1
 
 
+def test_sparse_adam_with_adams_eps_placement_is_named(tmp_path):
+    d = diagnosed(tmp_path, sparse_adam("adam eps"), ["SparseAdam/eps-dominated/float64"])
+    assert_named(d, "eps on sqrt(v_hat) (Adam's placement in SparseAdam)")
+    assert d.candidates[0].entry.kind == "convention"
+
+
+@pytest.mark.parametrize("mutant, case", [
+    (sgd(), "SGD/momentum-lr-schedule/float64"),
+    (sgd(), "SGD/nesterov/float64"),
+    (adagrad(), "Adagrad/eps-dominated/float64"),
+    (rmsprop(), "RMSprop/eps-dominated/float64"),
+    (rmsprop(), "RMSprop/momentum-lr-schedule/float64"),
+    (adamax(), "Adamax/eps-dominated/float64"),
+    (sparse_adam(), "SparseAdam/eps-dominated/float64"),
+])
+def test_each_correct_mutant_matches(tmp_path, mutant, case):
+    # the mutants' correct branches are the reference: else a named mistake proves nothing
+    d = diagnosed(tmp_path, mutant, [case])
+    assert d.verdict == "matches" and not d.failing
+
+
+def test_an_unrelated_mistake_is_no_known_variant_for_rmsprop(tmp_path):
+    def wrong(params, h):  # the square average of |g|, not g²: no catalogue entry does this
+        step = rmsprop()(params, h)
+        return lambda grads, lr: step([np.sqrt(np.abs(dense(g, p.shape))) * np.sign(
+            dense(g, p.shape)) for g, p in zip(grads, params)], lr)
+    d = diagnosed(tmp_path, wrong, ["RMSprop/momentum-lr-schedule/float64"])
+    assert d.verdict == "no known variant" and not d.candidates and d.closest
+
+
 def test_an_unrelated_mistake_is_no_known_variant(tmp_path):
     def wrong(params, h):  # momentum of the gradient's sign: no catalogue entry does this
         step = adam()(params, h)
@@ -369,6 +403,12 @@ def test_the_catalogue_entries_are_documented():
     names = [e.name for e in CATALOGUE]
     assert len(names) == len(set(names))
     assert all(e.doc and e.kind in ("convention", "default", "mistake") for e in CATALOGUE)
+
+
+def test_every_catalogue_entry_has_a_mutant_here():
+    # each entry is named by a test of this file (the issue's "at least one per entry")
+    source = Path(__file__).read_text()
+    assert [e.name for e in CATALOGUE if f'"{e.name}"' not in source] == []
 
 
 def test_csr_rewrites():
