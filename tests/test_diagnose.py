@@ -108,6 +108,10 @@ def sgd(bug=None):
                     bufs[i] = lr * g if bufs[i] is None else mu * bufs[i] + lr * g
                     p -= bufs[i]
                     continue
+                if mu and bug == "keras nesterov":  # m = mu m - lr g; p += mu m - lr g
+                    bufs[i] = -lr * g if bufs[i] is None else mu * bufs[i] - lr * g
+                    p += mu * bufs[i] - lr * g
+                    continue
                 if mu:
                     bufs[i] = g.copy() if bufs[i] is None else mu * bufs[i] + g
                     g = g + mu * bufs[i] if nesterov else bufs[i]
@@ -311,6 +315,9 @@ def test_adagrad_initial_accumulator_is_named(tmp_path):
     # equal to torch's at constant lr: the schedule's first change of lr shows it
     (sgd("lr in buffer"), "lr inside the momentum buffer (SGD)",
      "SGD/momentum-lr-schedule/float64", None),
+    # the other Nesterov form (Keras, Sutskever et al.): the same at constant lr
+    (sgd("keras nesterov"), "lr inside the momentum buffer (SGD)",
+     "SGD/nesterov-lr-schedule/float64", None),
     (rmsprop("lr in buffer"), "lr inside the momentum buffer (RMSprop)",
      "RMSprop/momentum-lr-schedule/float64", None),
 ])
@@ -349,6 +356,7 @@ def test_sparse_adam_with_adams_eps_placement_is_named(tmp_path):
 @pytest.mark.parametrize("mutant, case", [
     (sgd(), "SGD/momentum-lr-schedule/float64"),
     (sgd(), "SGD/nesterov/float64"),
+    (sgd(), "SGD/nesterov-lr-schedule/float64"),
     (adagrad(), "Adagrad/eps-dominated/float64"),
     (rmsprop(), "RMSprop/eps-dominated/float64"),
     (rmsprop(), "RMSprop/momentum-lr-schedule/float64"),

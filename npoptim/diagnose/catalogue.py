@@ -247,7 +247,9 @@ CATALOGUE = (
           switches={"eps_in_sqrt": True}),
     Entry("lr inside the momentum buffer (SGD)", ("SGD",), "convention",
           "b ← μb + lr·g, θ ← θ - b (Sutskever et al.; TF MomentumOptimizer, Keras) instead "
-          "of torch's b ← μb + g, θ ← θ - lr·b: differs when lr changes.",
+          "of torch's b ← μb + g, θ ← θ - lr·b: differs when lr changes. With nesterov it "
+          "is the other Nesterov form, Keras's m ← μm - lr·g, θ ← θ + μm - lr·g, against "
+          "torch's θ ← θ - lr·(g + μb).",
           switches={"lr_in_buffer": True}),
     Entry("lr inside the momentum buffer (RMSprop)", ("RMSprop",), "convention",
           "b ← μb + lr·g/denom, θ ← θ - b (TF, Keras) instead of torch's θ ← θ - lr·b.",

@@ -252,6 +252,10 @@ TABLE = {
             dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
         Row("SGD", "momentum-lr-schedule", "Momentum under a schedule: lr is applied outside "
             "the buffer.", dict(lr=0.1, momentum=0.9), steps=16, schedule="warmup-cosine"),
+        Row("SGD", "nesterov-lr-schedule", "Nesterov momentum under a schedule: torch's "
+            "d = g + mu b and Keras's p += mu m - lr g (lr inside the buffer) differ from the "
+            "first change of lr on.", dict(lr=0.1, momentum=0.9, nesterov=True), steps=16,
+            schedule="warmup-cosine"),
         Row("SGD", "momentum-null-grads", "Momentum with missing and zero gradients.",
             dict(lr=0.1, momentum=0.9), shapes=MIXED, grads="dense-none-zero"),
     ]) + _common_sparse("SGD", 0.1, extra=[
