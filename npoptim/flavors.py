@@ -26,6 +26,7 @@ which).
 """
 import functools
 import inspect
+import math
 from dataclasses import dataclass, field
 
 from npoptim import registry
@@ -226,6 +227,9 @@ OPTAX = Flavor(
         "Adadelta": {},
         "LAMB": dict(variant="paper_v5"),
         "LARS": dict(variant="optax"),
+        "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
+                     weight_layout="in_out"),
+        "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -282,6 +286,35 @@ OPTAX = Flavor(
                                    dict(learning_rate=REQUIRED, weight_decay=0.0,
                                         trust_coefficient=0.001, eps=0.0, momentum=0.9,
                                         nesterov=False)),
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
+        "muon": FrameworkOptimizer(
+            "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
+                     "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
+                     "weight_decay": "weight_decay", "nesterov": "nesterov",
+                     "adaptive": "adaptive",
+                     "consistent_rms": ("adjust_lr_fn", "consistent_rms")},
+            dict(learning_rate=REQUIRED, ns_coeffs=(3.4445, -4.7750, 2.0315), ns_steps=5,
+                 beta=0.95, eps=1e-8, weight_decay=0.0, weight_decay_mask=None,
+                 mu_dtype=None, nesterov=True, adaptive=False, preconditioning="frobenius",
+                 consistent_rms=None, muon_weight_dimension_numbers=None),
+            unsupported={"weight_decay_mask": ((None,), "use param groups with "
+                                                        "weight_decay=0"),
+                         "mu_dtype": ((None,), "npoptim keeps the momentum in the "
+                                               "parameter's dtype"),
+                         "preconditioning": (("frobenius",), "only the Frobenius-norm "
+                                                             "scaling is implemented"),
+                         "muon_weight_dimension_numbers": ((None,), "npoptim's Muon takes "
+                                                                    "2-D parameters only")}),
+        # optax.lbfgs without its line search: one iteration per update, no tolerance tests
+        "lbfgs": FrameworkOptimizer(
+            "LBFGS", {"learning_rate": ("lr", "none_is_one"), "memory_size": "history_size",
+                      "scale_init_precond": "scale_init_precond"},
+            dict(learning_rate=None, memory_size=10, scale_init_precond=True, linesearch=None),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf,
+                       line_search_fn=None),
+            unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
+                                                 "scale_by_zoom_linesearch) is not "
+                                                 "implemented: pass linesearch=None")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -297,6 +330,12 @@ OPTAX = Flavor(
                     "eps 1e-6",
         "LAMB": "the paper_v5 variant",
         "LARS": "the optax variant",
+        "LBFGS": "linesearch=None only (optax's default zoom line search is not implemented); "
+                 "one iteration per step; first step min(1, 1/|g|_2) lr (torch: |g|_1); every "
+                 "pair stored (torch: only if y.s > 1e-10); history 10",
+        "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
+                "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
+                "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
@@ -487,8 +526,21 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     return out
 
 
+def _consistent_rms_to_adjust_lr_fn(value):
+    """optax Muon's ``consistent_rms`` as torch's ``adjust_lr_fn``."""
+    if value is None:
+        return None
+    if value == 0.2:
+        return "match_rms_adamw"
+    raise ValueError(f"optax: consistent_rms={value!r}: only None and 0.2 (torch's "
+                     "adjust_lr_fn='match_rms_adamw') are implemented")
+
+
 #: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
 _CONVERSIONS = {
+    "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
+    "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
+                       lambda v: 0.2 if v == "match_rms_adamw" else None),
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
 }

@@ -112,6 +112,26 @@ def test_adam_eps_hat_is_its_formula():
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.parametrize("amsgrad_max", [None, "raw", "bias_corrected"])
+def test_adam_eps_in_sqrt_is_its_formula(amsgrad_max):
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 0.1
+    amsgrad = dict(amsgrad=True, amsgrad_max=amsgrad_max) if amsgrad_max else {}
+    w, grads = _run(lambda p: npoptim.Adam(p, lr=lr, eps=eps, eps_mode="in_sqrt", **amsgrad))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = vmax = 0
+    for t, g in enumerate(grads, 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        if amsgrad_max == "bias_corrected":
+            vmax = np.maximum(vmax, v / (1 - b2 ** t))
+            v_hat = vmax
+        else:
+            vmax = np.maximum(vmax, v)
+            v_hat = (vmax if amsgrad_max else v) / (1 - b2 ** t)
+        ref = ref - lr * (m / (1 - b1 ** t)) / np.sqrt(v_hat + eps)
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+
+
 def test_amsgrad_bias_corrected_max_is_its_formula():
     lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
     w, grads = _run(lambda p: npoptim.Adam(p, lr=lr, amsgrad=True, amsgrad_max="bias_corrected"))

@@ -252,6 +252,10 @@ TABLE = {
             dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
         Row("SGD", "momentum-lr-schedule", "Momentum under a schedule: lr is applied outside "
             "the buffer.", dict(lr=0.1, momentum=0.9), steps=16, schedule="warmup-cosine"),
+        Row("SGD", "nesterov-lr-schedule", "Nesterov momentum under a schedule: torch's "
+            "d = g + mu b and Keras's p += mu m - lr g (lr inside the buffer) differ from the "
+            "first change of lr on.", dict(lr=0.1, momentum=0.9, nesterov=True), steps=16,
+            schedule="warmup-cosine"),
         Row("SGD", "momentum-null-grads", "Momentum with missing and zero gradients.",
             dict(lr=0.1, momentum=0.9), shapes=MIXED, grads="dense-none-zero"),
     ]) + _common_sparse("SGD", 0.1, extra=[
@@ -265,6 +269,10 @@ TABLE = {
         Row("RMSprop", "momentum", "momentum=0.9.", dict(lr=1e-2, momentum=0.9)),
         Row("RMSprop", "centered-momentum-alpha", "centered, momentum and alpha=0.9.",
             dict(lr=1e-2, centered=True, momentum=0.5, alpha=0.9), shapes=MIXED),
+        Row("RMSprop", "momentum-lr-schedule", "Momentum under a schedule: lr is applied "
+            "outside the buffer (lr inside it, as Keras, TF and optax do, differs from the "
+            "first change of lr on).", dict(lr=1e-2, momentum=0.9), steps=16,
+            schedule="warmup-cosine"),
     ]),
     "Adamax": _common_dense("Adamax", 2e-2, extra=[
         Row("Adamax", "betas", "betas (0.5, 0.9) with shrinking gradients (the infinity norm "

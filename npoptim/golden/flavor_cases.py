@@ -56,11 +56,24 @@ def expressible(flavor, optimizer):
     return names
 
 
+#: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
+NOT_GENERATED = {
+    "optax": {"Muon": "optax's Muon is optax.contrib.muon, which the replay of flavor cases "
+                      "(optax.<name>, tests/test_framework_replay.py) does not reach; the optax "
+                      "flavor is checked against it in tests/test_muon.py",
+              "LBFGS": "the replay of flavor cases steps optimizers with gradients, not "
+                       "closures; the optax flavor is checked against optax.lbfgs in "
+                       "tests/test_lbfgs.py"},
+}
+
+
 def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
-    defaults it changes, and that have rows and no variants (variants have their own rows)."""
+    defaults it changes, and that have rows and no variants (variants have their own rows),
+    less :data:`NOT_GENERATED`."""
     return [name for name in flavors.get(flavor).switches
-            if name in table.TABLE and not registry.variants(name)[0]]
+            if name in table.TABLE and not registry.variants(name)[0]
+            and name not in NOT_GENERATED.get(flavor, {})]
 
 
 def candidate_rows(flavor, optimizer):

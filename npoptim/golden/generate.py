@@ -90,10 +90,14 @@ def to_json_value(value):
 
 
 def from_json_hyper(hyper):
-    """Hyperparameters from a case as constructor keywords (lists become tuples)."""
+    """Hyperparameters from a case as constructor keywords: lists become tuples and the
+    non-finite strings of :func:`to_json_value` (``"Infinity"``, ``"-Infinity"``, ``"NaN"``,
+    :data:`~npoptim.golden.codec.NONFINITE`) floats again, at any depth."""
     def convert(v):
         if isinstance(v, list):
             return tuple(convert(x) for x in v)
+        if isinstance(v, str) and v in codec.NONFINITE:
+            return codec.NONFINITE[v]
         return v
     return {k: convert(v) for k, v in hyper.items()}
 
