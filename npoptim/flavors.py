@@ -444,7 +444,9 @@ ONNX = Flavor(
                       "corrections; eps 1e-6, weight_decay 0; float32 only (adam_mode=0 is "
                       "torch's AdamW)"},
     verified="CI: tests/test_framework_replay.py replays the cases through onnx.reference "
-             "(float32, and float64 cases whose attributes are exact in float32)",
+             "(float32, and float64 cases whose attributes are exact in float32); AdamW "
+             "through onnxruntime-training 1.19.2's training API (tests/test_ort_training.py, "
+             "a venv of its own)",
     float32_hyperparameters=("betas", "eps", "weight_decay", "lr_decay", "momentum",
                              "dampening"),
     step_scope=None,
