@@ -9,43 +9,21 @@ generate_artifacts builds it (AdamWOptimizer adam_mode=1), torch's through adam_
 without such an interpreter; ``NPOPTIM_REQUIRE_ONNXRUNTIME_TRAINING=1`` (set by .ci/run) makes
 that a failure.
 """
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
+from framework_scripts import SUITE, interpreter, replay
 from npoptim.golden import compare
 from npoptim.golden.schema import load_all
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "examples" / "framework_replay" / "ort_training.py"
-SUITE = ROOT / "reference_results"
-
-
-def ort_python():
-    """The interpreter in ``NPOPTIM_ORT_PYTHON`` if it is one, else None."""
-    path = os.environ.get("NPOPTIM_ORT_PYTHON")
-    return path if path and Path(path).is_file() else None
-
-
-def _replay(tmp_path, *flags):
-    out = tmp_path / "ort-results.json"
-    subprocess.run([ort_python(), str(SCRIPT), str(SUITE), "-o", str(out), *flags], check=True,
-                   timeout=900, cwd=ROOT)
-    results = compare.load_results(out)
-    cases = {c.id: c for c in load_all(SUITE, kind="cases")}
-    return [compare.compare_case(cases[i], r, str(out)) for i, r in results.items()]
 
 
 @pytest.fixture(scope="module")
 def needs_ort():
-    if ort_python() is None:
+    if interpreter("NPOPTIM_ORT_PYTHON") is None:
         pytest.skip("no NPOPTIM_ORT_PYTHON interpreter with onnxruntime-training")
 
 
 def test_ort_adamw_passes_the_cases_it_computes(needs_ort, tmp_path):
-    reports = _replay(tmp_path)
+    reports = replay(interpreter("NPOPTIM_ORT_PYTHON"), "ort_training.py", tmp_path)
     ran = [r for r in reports if r.status != "skipped"]
     failed = [r for r in ran if r.failed]
     assert not failed, compare.format_reports(failed, summary=True)
@@ -56,7 +34,8 @@ def test_ort_adamw_passes_the_cases_it_computes(needs_ort, tmp_path):
 
 
 def test_ort_adamw_fails_the_torch_cases_the_onnx_conventions_override(needs_ort, tmp_path):
-    reports = _replay(tmp_path, "--torch-twins")
+    reports = replay(interpreter("NPOPTIM_ORT_PYTHON"), "ort_training.py", tmp_path,
+                     "--torch-twins")
     assert reports, "no onnx AdamW case has a torch twin run through onnxruntime"
     passing = [r.case_id for r in reports if r.passed]
     assert not passing, ("onnxruntime passes torch cases whose conventions it does not share: "

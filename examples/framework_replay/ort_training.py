@@ -33,7 +33,6 @@ Every other AdamW case (float64, amsgrad, maximize, missing gradients) is writte
 parameters are compared. ``--torch-twins`` runs instead the torch case each onnx case overrides
 through the onnx case's graph (adam_mode 1): these must fail (the conventions matter).
 """
-import argparse
 import contextlib
 import os
 import sys
@@ -42,11 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from npoptim.golden import codec, generate  # noqa: E402
-from npoptim.golden.schema import load_all  # noqa: E402
+import replay_cli  # this directory's shared command line; it puts npoptim on sys.path
+from npoptim.golden import generate
 
 OFF = (None, False, 0, 0.0)
 #: The IR version onnxruntime 1.19 loads (it refuses the onnx package's newer default).
@@ -70,12 +66,6 @@ def mode_for(case):
             and h.get("bias_correction", True)):
         return 0, None
     return None, "no adam_mode of onnxruntime's AdamW computes these conventions"
-
-
-def torch_twin_id(case):
-    """``AdamW/onnx/weight-decay/float32`` -> ``AdamW/weight-decay/float32``."""
-    parts = case.id.split("/")
-    return "/".join([parts[0]] + parts[2:]) if case.flavor != "torch" else case.id
 
 
 def linear_model(params):
@@ -115,7 +105,7 @@ def native_stderr_silenced():
         os.close(saved)
 
 
-def make_step(adam_mode, case, workdir):
+def make_step(adam_mode, case):
     import onnx
     from onnxruntime.training import artifacts, onnxblock
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
@@ -124,7 +114,10 @@ def make_step(adam_mode, case, workdir):
 
     def factory(params, _hyper):
         params = [np.asarray(p, np.float32) for p in params]
-        where = Path(tempfile.mkdtemp(dir=workdir))
+        with tempfile.TemporaryDirectory() as where:  # the sessions keep what they loaded
+            return training_step(params, Path(where))
+
+    def training_step(params, where):
         with native_stderr_silenced():
             artifacts.generate_artifacts(
                 linear_model(params), requires_grad=[f"w{i}" for i in range(len(params))],
@@ -157,42 +150,16 @@ def make_step(adam_mode, case, workdir):
     return factory
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="?", default=str(ROOT / "reference_results"))
-    parser.add_argument("-o", "--out", required=True, help="results file to write")
-    parser.add_argument("--torch-twins", action="store_true",
-                        help="instead, run the torch case each onnx AdamW case overrides "
-                             "through the onnx case's graph (these must fail: the conventions "
-                             "matter)")
-    args = parser.parse_args(argv)
+def ort_label():
     import onnxruntime
-    onnxruntime.set_default_logger_severity(3)  # generate_artifacts logs every transformer
-    every = load_all(args.cases, kind="cases")
-    by_id = {c.id: c for c in every}
-    entries = []
-    with tempfile.TemporaryDirectory() as workdir:
-        for case in every:
-            if case.flavor not in ("torch", "onnx") or case.optimizer != "AdamW":
-                continue
-            mode, reason = mode_for(case)
-            if args.torch_twins:
-                twin = by_id.get(torch_twin_id(case))  # the defaults cases are not twins
-                if (case.flavor == "onnx" and mode is not None and twin is not None
-                        and "/defaults/" not in case.id):
-                    entries.append(generate.replay(twin, make_step(mode, twin, workdir),
-                                                   grad_format="dense"))
-                continue
-            if mode is None:
-                entries.append({"id": case.id, "skipped": reason})
-                continue
-            entries.append(generate.replay(case, make_step(mode, case, workdir),
-                                           grad_format="dense"))
-    Path(args.out).write_text(codec.dumps(generate.results_file(
-        entries, f"onnxruntime-training {onnxruntime.__version__} training API (AdamWOptimizer)")))
-    ran = sum("steps" in e for e in entries)
-    print(f"wrote {args.out}: {ran} cases run, {len(entries) - ran} skipped", file=sys.stderr)
-    return 0
+    return f"onnxruntime-training {onnxruntime.__version__} training API (AdamWOptimizer)"
+
+
+def main(argv=None):
+    import onnxruntime
+    onnxruntime.set_default_logger_severity(3)
+    return replay_cli.main(argv, __doc__.splitlines()[0], "onnx", ("AdamW",), mode_for,
+                           make_step, ort_label)
 
 
 if __name__ == "__main__":
