@@ -127,7 +127,8 @@ def tolerance_for(row, dtype):
 
 def capability_tags(row, dtype, hyper, grads, schedule):
     """What a framework needs to run the case (``npoptim verify --tag/--exclude-tag``): the
-    dtype, ``csr``, ``none-grad``, ``lr-schedule``, ``closure`` and each option set away from
+    dtype, ``csr``, ``none-grad``, ``lr-schedule``, ``closure``, ``per-example-grads``
+    (gradients with a leading batch axis, DP-SGD) and each option set away from
     its off value (``amsgrad``, ``maximize``, ``weight-decay``, ``momentum``, ...)."""
     tags = {dtype}
     flat = [g for step in grads for g in step]
@@ -139,6 +140,8 @@ def capability_tags(row, dtype, hyper, grads, schedule):
         tags.add("lr-schedule")
     if row.objective:
         tags.add("closure")
+    if row.grads == "per-example":
+        tags.add("per-example-grads")
     if len(row.shapes) > 1:
         tags.add("multi-param")
     for option, tag in (("amsgrad", "amsgrad"), ("maximize", "maximize"),
