@@ -47,6 +47,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_BITSANDBYTES``: bitsandbytes (its CPU Adam8bit/AdamW8bit against
   npoptim.precision.bnb_adam; installed with ``--no-deps``). Only located here: its import
   takes seconds.
+* ``NPOPTIM_REQUIRE_ONNXRUNTIME_TRAINING``: an interpreter in ``NPOPTIM_ORT_PYTHON`` that imports
+  onnxruntime.training and npoptim (.ci/run makes a venv of its own for onnxruntime-training;
+  the onnx flavor's AdamW, tests/test_ort_training.py).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -82,7 +85,11 @@ REQUIRED = {
     "TFJS": ("tfjs",),
     "TENSORFLOW": ("tensorflow",),
     "BITSANDBYTES": ("bitsandbytes",),
+    "ONNXRUNTIME_TRAINING": ("onnxruntime.training",),
 }
+#: modules that live in an interpreter of their own -> the variable naming that interpreter
+OWN_INTERPRETER = {"tensorflow": "NPOPTIM_TF_PYTHON",
+                   "onnxruntime.training": "NPOPTIM_ORT_PYTHON"}
 
 
 def _importable(module):
@@ -100,12 +107,13 @@ def _importable(module):
         if shutil.which("node") is None or not (where / "tfjs-core").is_dir():
             raise ImportError("no node, or no tfjs-core in $NPOPTIM_TFJS_DIR/node_modules")
         return True
-    if module == "tensorflow":  # in an interpreter of its own, NPOPTIM_TF_PYTHON
+    if module in OWN_INTERPRETER:  # e.g. tensorflow in NPOPTIM_TF_PYTHON
         import subprocess
-        python = os.environ.get("NPOPTIM_TF_PYTHON", "")
-        if not python or subprocess.run([python, "-c", "import tensorflow, npoptim"],
-                                        capture_output=True).returncode != 0:
-            raise ImportError("no interpreter in $NPOPTIM_TF_PYTHON that imports tensorflow "
+        variable = OWN_INTERPRETER[module]
+        python = os.environ.get(variable, "")
+        if not os.path.isfile(python) or subprocess.run(
+                [python, "-c", f"import {module}, npoptim"], capture_output=True).returncode != 0:
+            raise ImportError(f"no interpreter in ${variable} that imports {module} "
                               "and npoptim")
         return True
     importlib.import_module(module)

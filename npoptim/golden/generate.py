@@ -63,7 +63,7 @@ def hyperparameters(opt):
                 out[name] = to_json_value(getattr(opt, name))
             continue
         if name in conventions and (opt.defaults.get(name) == conventions[name]
-                                    or not opt.defaults.get(applies.get(name, name))):
+                                    or (name in applies and not opt.defaults.get(applies[name]))):
             continue
         if name in opt.defaults:
             out[name] = to_json_value(opt.defaults[name])

@@ -42,6 +42,14 @@ hyperparameters the one rule reads, not of the rule:
   the raw :math:`v`.
 * ``post_weight_decay=c`` (ONNX ``Adam``'s ``norm_coefficient_post``; torch: 0): after the
   update, :math:`\theta \leftarrow (1 - c)\,\theta` (not scaled by the learning rate).
+* ``decay_after_update=True`` (onnxruntime-training's ``AdamWOptimizer`` with ``adam_mode=1``,
+  the "Hugging Face" form its ``generate_artifacts`` builds; Hugging Face transformers' old
+  ``AdamW``; torch: False): the decoupled decay :math:`\theta \leftarrow \theta\,(1 -
+  \gamma\lambda)` is applied to the *updated* parameter, after the last line, instead of
+  before the moments. Decoupled decay only (AdamW).
+* ``bias_correction=False`` (onnxruntime-training's ``correct_bias=0``, ``onnxblock``
+  ``AdamW(bias_correction=False)``, Hugging Face's ``correct_bias=False``; torch: True):
+  :math:`b_1 = b_2 = 1` at every step (then both ``eps_mode`` give the same step).
 """
 from typing import NamedTuple
 
@@ -52,7 +60,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice
+from npoptim.optim.variants import check_choice, check_flag
 
 
 class AdamHyper(NamedTuple):
@@ -147,21 +155,24 @@ class Adam(Optimizer):
 
     sparse_kind = "dense-only"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw", "post_weight_decay": 0.0}
+    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw", "post_weight_decay": 0.0,
+                         "decay_after_update": False, "bias_correction": True}
     #: A switch that matters only when this option is on (else it is left out of golden
     #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
-    conventions_apply = {"amsgrad_max": "amsgrad"}
+    conventions_apply = {"amsgrad_max": "amsgrad", "decay_after_update": "weight_decay"}
 
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
-                 eps_mode="torch", amsgrad_max="raw", post_weight_decay=0.0):
+                 eps_mode="torch", amsgrad_max="raw", post_weight_decay=0.0,
+                 decay_after_update=False, bias_correction=True):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay, eps_mode=eps_mode,
-                        amsgrad_max=amsgrad_max, post_weight_decay=post_weight_decay)
+                        amsgrad_max=amsgrad_max, post_weight_decay=post_weight_decay,
+                        decay_after_update=decay_after_update, bias_correction=bias_correction)
         super().__init__(params, defaults)
 
     def _check_group(self, group):
@@ -174,6 +185,11 @@ class Adam(Optimizer):
             raise ValueError("eps_mode='eps_hat' moves the bias correction into the step size; "
                              "amsgrad_max='bias_corrected' needs it in the denominator (no "
                              "framework combines them)")
+        check_flag(group, "decay_after_update", "bias_correction")
+        if group["decay_after_update"] and not group["decoupled_weight_decay"]:
+            raise ValueError("decay_after_update=True moves the decoupled weight decay after the "
+                             "update: it needs decoupled_weight_decay=True (AdamW); L2 decay "
+                             "is added to the gradient")
 
     def _state_names(self, group):
         names = ("exp_avg", "exp_avg_sq")
@@ -183,24 +199,32 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        bias_correction2 = 1 - beta2 ** step
-        step_size = group["lr"] / (1 - beta1 ** step)
+        bias_correction1, bias_correction2 = 1 - beta1 ** step, 1 - beta2 ** step
+        if not group["bias_correction"]:  # onnxruntime's correct_bias=0
+            bias_correction1 = bias_correction2 = 1.0
+        step_size = group["lr"] / bias_correction1
         bias_correction2_sqrt, v_divisor = bias_correction2 ** 0.5, 1.0
         max_of_v_hat = group["amsgrad"] and group["amsgrad_max"] == "bias_corrected"
         if max_of_v_hat:
             bias_correction2_sqrt, v_divisor = 1.0, bias_correction2
         elif group["eps_mode"] == "eps_hat":  # Keras: lr * sqrt(b2) / b1, as the framework
-            step_size = group["lr"] * bias_correction2 ** 0.5 / (1 - beta1 ** step)
+            step_size = group["lr"] * bias_correction2 ** 0.5 / bias_correction1
             bias_correction2_sqrt = 1.0
         eps, eps_in_sqrt = group["eps"], 0.0
         if group["eps_mode"] == "in_sqrt":  # sqrt(v_hat + eps b2) / sqrt(b2)
             eps, eps_in_sqrt = 0.0, group["eps"] * (1.0 if max_of_v_hat else bias_correction2)
-        hyper = typed_record(AdamHyper, param, **moment_hyper(group),
+        moments = moment_hyper(group)
+        decay_after = moments["decay_factor"] if group["decay_after_update"] else 1.0
+        if group["decay_after_update"]:  # the rule runs undecayed; the decay follows it
+            moments["decay_factor"] = 1.0
+        hyper = typed_record(AdamHyper, param, **moments,
                              bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
                              neg_step_size=-step_size, v_divisor=v_divisor,
                              eps_in_sqrt=eps_in_sqrt)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
+        if decay_after != 1.0:  # onnxruntime adam_mode=1: x <- x - lr * wd * x, after the update
+            np.multiply(param, param.dtype.type(decay_after), out=param)
         if group["post_weight_decay"] != 0:  # ONNX: X_final = (1 - norm_coefficient_post) X_new
             np.multiply(param, param.dtype.type(1 - group["post_weight_decay"]), out=param)
 
@@ -211,12 +235,14 @@ class AdamW(Adam):
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None, eps_mode="torch", amsgrad_max="raw"):
+                 differentiable=False, fused=None, eps_mode="torch", amsgrad_max="raw",
+                 decay_after_update=False, bias_correction=True):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,
                          capturable=capturable, differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True, eps_mode=eps_mode,
-                         amsgrad_max=amsgrad_max)
+                         amsgrad_max=amsgrad_max, decay_after_update=decay_after_update,
+                         bias_correction=bias_correction)
 
     def load_state_dict(self, state_dict):
         """As :meth:`Adam.load_state_dict`; like torch's AdamW, every group stays decoupled."""
