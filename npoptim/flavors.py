@@ -27,6 +27,7 @@ reproduces (:attr:`Flavor.not_reproduced`: optax's ``radam``, Keras's ``Adafacto
 """
 import functools
 import inspect
+import math
 from dataclasses import dataclass, field
 
 from npoptim import registry
@@ -96,6 +97,8 @@ class Flavor:
     float32_hyperparameters: tuple = ()
     #: the dtypes the framework computes in (its cases are generated in these only)
     dtypes: tuple = ("float32", "float64")
+    #: optimizer -> its dtypes, where they are fewer than :attr:`dtypes` (see :meth:`dtypes_of`)
+    optimizer_dtypes: dict = field(default_factory=dict)
     #: how a missing gradient counts (:attr:`npoptim.Optimizer.step_scope`): ``"per_param"``
     #: (torch), ``"global"`` (Keras's ``iterations``, TF.js's beta powers: a skipped variable
     #: still ages), or None where the framework has no missing gradient (optax: its users pass
@@ -105,6 +108,10 @@ class Flavor:
     #: framework constructors of optimizers npoptim has, whose math differs where npoptim has
     #: no switch for it: framework name -> why (``from_framework`` refuses them by name)
     not_reproduced: dict = field(default_factory=dict)
+
+    def dtypes_of(self, optimizer):
+        """The dtypes the framework computes ``optimizer`` in."""
+        return self.optimizer_dtypes.get(optimizer, self.dtypes)
 
     def constructor_for(self, optimizer):
         for entry in self.constructors.values():
@@ -279,6 +286,9 @@ OPTAX = Flavor(
         "ScheduleFreeSGD": {},
         "ScheduleFreeAdamW": {},
         "PolyakSGD": {},
+        "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
+                     weight_layout="in_out"),
+        "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -449,6 +459,35 @@ OPTAX = Flavor(
             "PolyakSGD", {"scaling": "lr", "max_learning_rate": "max_learning_rate",
                           "f_min": "f_min", "eps": "eps", "variant": "mode"},
             dict(max_learning_rate=1.0, scaling=1.0, f_min=0.0, eps=0.0, variant="sps")),
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
+        "muon": FrameworkOptimizer(
+            "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
+                     "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
+                     "weight_decay": "weight_decay", "nesterov": "nesterov",
+                     "adaptive": "adaptive",
+                     "consistent_rms": ("adjust_lr_fn", "consistent_rms")},
+            dict(learning_rate=REQUIRED, ns_coeffs=(3.4445, -4.7750, 2.0315), ns_steps=5,
+                 beta=0.95, eps=1e-8, weight_decay=0.0, weight_decay_mask=None,
+                 mu_dtype=None, nesterov=True, adaptive=False, preconditioning="frobenius",
+                 consistent_rms=None, muon_weight_dimension_numbers=None),
+            unsupported={"weight_decay_mask": ((None,), "use param groups with "
+                                                        "weight_decay=0"),
+                         "mu_dtype": ((None,), "npoptim keeps the momentum in the "
+                                               "parameter's dtype"),
+                         "preconditioning": (("frobenius",), "only the Frobenius-norm "
+                                                             "scaling is implemented"),
+                         "muon_weight_dimension_numbers": ((None,), "npoptim's Muon takes "
+                                                                    "2-D parameters only")}),
+        # optax.lbfgs without its line search: one iteration per update, no tolerance tests
+        "lbfgs": FrameworkOptimizer(
+            "LBFGS", {"learning_rate": ("lr", "none_is_one"), "memory_size": "history_size",
+                      "scale_init_precond": "scale_init_precond"},
+            dict(learning_rate=None, memory_size=10, scale_init_precond=True, linesearch=None),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf,
+                       line_search_fn=None),
+            unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
+                                                 "scale_by_zoom_linesearch) is not "
+                                                 "implemented: pass linesearch=None")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -490,6 +529,12 @@ OPTAX = Flavor(
                              "npoptim.flavors._no_warmup); no r",
         "PolyakSGD": "npoptim's math (optax's code: the scaling, npoptim's lr, divides the "
                      "Polyak ratio); the loss is update's value=",
+        "LBFGS": "linesearch=None only (optax's default zoom line search is not implemented); "
+                 "one iteration per step; first step min(1, 1/|g|_2) lr (torch: |g|_1); every "
+                 "pair stored (torch: only if y.s > 1e-10); history 10",
+        "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
+                "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
+                "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
@@ -603,7 +648,10 @@ TFJS = Flavor(
 ONNX = Flavor(
     name="onnx", framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"
                            "aionnx_preview_training)",
-    switches={"Adam": dict(eps_mode="eps_hat"), "Adagrad": {}, "SGD": {}},
+    switches={"Adam": dict(eps_mode="eps_hat"), "Adagrad": {}, "SGD": {},
+              # onnxruntime-training's AdamW: AdamWOptimizer adam_mode=1, as generate_artifacts
+              # builds it (adam_mode=0 is torch's AdamW: the torch flavor)
+              "AdamW": dict(eps_mode="eps_hat", decay_after_update=True)},
     constructors={
         # R (the learning rate) and T (the step count) are inputs; H_initial is the
         # accumulator tensor the caller passes in at the first step.
@@ -624,18 +672,35 @@ ONNX = Flavor(
                     "norm_coefficient": "weight_decay", "mode": ("nesterov", "mode")},
             dict(R=REQUIRED, alpha=REQUIRED, beta=REQUIRED, norm_coefficient=0.0,
                  mode="standard")),
+        # onnxruntime.training.onnxblock.optim.AdamW (what generate_artifacts(optimizer=
+        # OptimType.AdamW) builds: the com.microsoft AdamWOptimizer node, adam_mode=1); the
+        # learning rate is the training API's Optimizer.set_learning_rate.
+        "AdamW": FrameworkOptimizer("AdamW", {"learning_rate": "lr", "betas": "betas",
+                                              "eps": "eps", "weight_decay": "weight_decay",
+                                              "bias_correction": "bias_correction"},
+                                    dict(learning_rate=REQUIRED, betas=(0.9, 0.999), eps=1e-6,
+                                         weight_decay=0.0, bias_correction=True)),
     },
     differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes; "
                      "norm_coefficient_post: decay (1 - c) x after the update "
                      "(post_weight_decay)",
              "Adagrad": "= torch (T counts from 0); float32 attributes",
              "SGD": "Momentum = torch with dampening (beta = 1 - dampening, 1 at T=0); float32 "
-                    "attributes"},
+                    "attributes",
+             "AdamW": "onnxruntime-training's AdamW (AdamWOptimizer adam_mode=1, the Hugging "
+                      "Face form): eps-hat; the decoupled decay x <- x - lr*wd*x after the "
+                      "update (decay_after_update); bias_correction=False drops both "
+                      "corrections; eps 1e-6, weight_decay 0; float32 only (adam_mode=0 is "
+                      "torch's AdamW)"},
     verified="CI: tests/test_framework_replay.py replays the cases through onnx.reference "
-             "(float32, and float64 cases whose attributes are exact in float32)",
+             "(float32, and float64 cases whose attributes are exact in float32); AdamW "
+             "through onnxruntime-training 1.19.2's training API (tests/test_ort_training.py, "
+             "a venv of its own)",
     float32_hyperparameters=("betas", "eps", "weight_decay", "lr_decay", "momentum",
                              "dampening"),
     step_scope=None,
+    # onnxruntime's AdamWOptimizer CPU kernel is registered for float only
+    optimizer_dtypes={"AdamW": ("float32",)},
 )
 
 #: The optimizers that take ``flavor=`` (the others are torch's or a paper's only).
@@ -700,8 +765,21 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     return out
 
 
+def _consistent_rms_to_adjust_lr_fn(value):
+    """optax Muon's ``consistent_rms`` as torch's ``adjust_lr_fn``."""
+    if value is None:
+        return None
+    if value == 0.2:
+        return "match_rms_adamw"
+    raise ValueError(f"optax: consistent_rms={value!r}: only None and 0.2 (torch's "
+                     "adjust_lr_fn='match_rms_adamw') are implemented")
+
+
 #: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
 _CONVERSIONS = {
+    "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
+    "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
+                       lambda v: 0.2 if v == "match_rms_adamw" else None),
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup

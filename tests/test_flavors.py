@@ -112,6 +112,26 @@ def test_adam_eps_hat_is_its_formula():
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.parametrize("amsgrad_max", [None, "raw", "bias_corrected"])
+def test_adam_eps_in_sqrt_is_its_formula(amsgrad_max):
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 0.1
+    amsgrad = dict(amsgrad=True, amsgrad_max=amsgrad_max) if amsgrad_max else {}
+    w, grads = _run(lambda p: npoptim.Adam(p, lr=lr, eps=eps, eps_mode="in_sqrt", **amsgrad))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = vmax = 0
+    for t, g in enumerate(grads, 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        if amsgrad_max == "bias_corrected":
+            vmax = np.maximum(vmax, v / (1 - b2 ** t))
+            v_hat = vmax
+        else:
+            vmax = np.maximum(vmax, v)
+            v_hat = (vmax if amsgrad_max else v) / (1 - b2 ** t)
+        ref = ref - lr * (m / (1 - b1 ** t)) / np.sqrt(v_hat + eps)
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+
+
 def test_amsgrad_bias_corrected_max_is_its_formula():
     lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
     w, grads = _run(lambda p: npoptim.Adam(p, lr=lr, amsgrad=True, amsgrad_max="bias_corrected"))
@@ -283,6 +303,38 @@ def test_onnx_post_update_decay_is_its_formula():
         npoptim.Adam([np.zeros(2)], post_weight_decay=-0.1)
 
 
+def test_onnxruntime_adamw_is_its_formula():
+    """onnxruntime-training's AdamW (AdamWOptimizer adam_mode=1, orttraining/.../adamw/adamw.cc
+    AdamWComputeMode1): lr_corrected = lr sqrt(b2)/b1, x <- x - lr_corrected m/(sqrt(v)+eps),
+    then x <- x - lr wd x on the updated x; correct_bias=0 sets b1 = b2 = 1."""
+    b1, b2, eps, wd = 0.9, 0.999, 1e-6, 0.1
+    lrs = [0.01, 0.02, 0.005, 0.01, 0.03, 0.001]  # the decay is scaled by each step's lr
+    for correct_bias in (True, False):
+        w, grads = _run(lambda p: flavors.from_framework(
+            "onnx", "AdamW", p, learning_rate=0.01, weight_decay=wd,
+            bias_correction=correct_bias), lrs=lrs)
+        ref = np.random.default_rng(0).standard_normal(5)
+        m = v = 0
+        for t, (g, lr) in enumerate(zip(grads, lrs), 1):
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            lr_corrected = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) if correct_bias else lr
+            ref = ref - lr_corrected * m / (np.sqrt(v) + eps)
+            ref = ref - lr * wd * ref
+        np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+        torch_form, _ = _run(lambda p: npoptim.AdamW(p, lr=0.01, eps=eps, weight_decay=wd),
+                             lrs=lrs)
+        assert np.max(np.abs(torch_form - w)) > 1e-6
+    opt = npoptim.AdamW([np.zeros(2)], flavor="onnx")
+    assert (opt.defaults["eps"], opt.defaults["weight_decay"]) == (1e-6, 0.0)
+    assert opt.defaults["decay_after_update"] and opt.defaults["eps_mode"] == "eps_hat"
+    with pytest.raises(ValueError, match="decoupled_weight_decay=True"):
+        npoptim.Adam([np.zeros(2)], weight_decay=0.1, decay_after_update=True)
+    with pytest.raises(ValueError, match="bias_correction must be True or False"):
+        npoptim.AdamW([np.zeros(2)], bias_correction=0)
+    assert "bias_correction" not in npoptim.AdamW([np.zeros(2)]).state_dict()["param_groups"][0]
+
+
 def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
     """step_scope="global" only where the aging is known (the flavored optimizers); the
     float optimizers' decay outside the rule is not rounded as the 16-bit kernels round."""
@@ -295,6 +347,8 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.SGD([w], weight_decay=0.1, decoupled_weight_decay=True)
     with pytest.raises(ValueError, match="not implemented for 16-bit"):
         precision.Adam([w], post_weight_decay=0.1)
+    with pytest.raises(ValueError, match="not implemented for 16-bit"):
+        precision.AdamW([w], bias_correction=False)
     with pytest.raises(ValueError, match="per-parameter step counts only"):
         precision.Adam([w], step_scope="global")
 

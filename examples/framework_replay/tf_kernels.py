@@ -31,18 +31,12 @@ Every other case is written as ``{"id": ..., "skipped": reason}``, which ``npopt
 reports apart from failures. Only parameters are compared (the kernels' slot names are not
 torch's state names).
 """
-import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from npoptim.golden import codec, generate  # noqa: E402
-from npoptim.golden.schema import load_all  # noqa: E402
+import replay_cli  # this directory's shared command line; it puts npoptim on sys.path
+from npoptim.golden import generate
 
 OFF = (None, False, 0, 0.0)
 
@@ -69,13 +63,6 @@ def kernel_for(case):
     if name == "Adadelta" and case.flavor == "torch":
         return "Adadelta", None
     return None, f"no TensorFlow kernel computes {name} with these conventions"
-
-
-def torch_twin_id(case):
-    """``Adam/keras/eps-dominated/float64`` -> ``Adam/eps-dominated/float64``: the torch case
-    with the same inputs and hyperparameter values."""
-    parts = case.id.split("/")
-    return "/".join([parts[0]] + parts[2:]) if case.flavor != "torch" else case.id
 
 
 def make_step(kernel, case):
@@ -136,39 +123,15 @@ def make_step(kernel, case):
     return factory
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="?", default=str(ROOT / "reference_results"))
-    parser.add_argument("-o", "--out", required=True, help="results file to write")
-    parser.add_argument("--torch-twins", action="store_true",
-                        help="instead, run the torch case each Keras case overrides through "
-                             "the Keras case's kernel (these must fail: the conventions matter)")
-    args = parser.parse_args(argv)
-    every = load_all(args.cases, kind="cases")
-    by_id = {c.id: c for c in every}
-    entries = []
-    for case in every:
-        if case.flavor not in ("torch", "keras") or case.optimizer not in (
-                "Adam", "Adamax", "RMSprop", "SGD", "Adagrad", "Adadelta"):
-            continue
-        kernel, reason = kernel_for(case)
-        if args.torch_twins:
-            twin = by_id.get(torch_twin_id(case))  # the defaults cases are not twins
-            if (case.flavor == "keras" and kernel is not None and twin is not None
-                    and "/defaults/" not in case.id):
-                entries.append(generate.replay(twin, make_step(kernel, twin),
-                                               grad_format="dense"))
-            continue
-        if kernel is None:
-            entries.append({"id": case.id, "skipped": reason})
-            continue
-        entries.append(generate.replay(case, make_step(kernel, case), grad_format="dense"))
+def tf_label():
     import tensorflow as tf
-    Path(args.out).write_text(codec.dumps(generate.results_file(
-        entries, f"tensorflow {tf.__version__} raw training kernels")))
-    ran = sum("steps" in e for e in entries)
-    print(f"wrote {args.out}: {ran} cases run, {len(entries) - ran} skipped", file=sys.stderr)
-    return 0
+    return f"tensorflow {tf.__version__} raw training kernels"
+
+
+def main(argv=None):
+    return replay_cli.main(argv, __doc__.splitlines()[0], "keras",
+                           ("Adam", "Adamax", "RMSprop", "SGD", "Adagrad", "Adadelta"),
+                           kernel_for, make_step, tf_label)
 
 
 if __name__ == "__main__":

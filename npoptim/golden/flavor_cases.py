@@ -19,7 +19,9 @@ gradients (``none-grad``) where the framework has none (:attr:`npoptim.flavors.F
 None: optax, ONNX, the TF kernels; Keras and TF.js have them, with a global step count), and
 float64 where the framework holds a hyperparameter as float32 that is not exact
 there (ONNX attributes; the ``f32-exact`` rows are). :data:`FLAVOR_ROWS` adds rows of a
-flavor for a hyperparameter torch lacks (ONNX's ``norm_coefficient_post``). Case ids are
+flavor for a hyperparameter torch lacks (ONNX's ``norm_coefficient_post``, onnxruntime's
+``bias_correction``). An optimizer may have fewer dtypes than its flavor
+(:meth:`npoptim.flavors.Flavor.dtypes_of`: onnxruntime's AdamW is float32 only). Case ids are
 ``"<Optimizer>/<flavor>/<row>/<dtype>"``.
 """
 import dataclasses
@@ -41,7 +43,13 @@ FLAVOR_ROWS = {
         "post_weight_decay): x <- (1 - c) x after the update; with L2 decay "
         "(norm_coefficient) too; hyperparameters exact in float32.",
         dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
-             weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),)},
+             weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),),
+             "AdamW": (table.Row(
+                 "AdamW", "no-bias-correction", "onnxruntime-training's AdamW with "
+                 "bias_correction=False (correct_bias=0: b1 = b2 = 1), the decoupled decay after "
+                 "the update; float32 (its kernel's only dtype).",
+                 dict(lr=1e-2, weight_decay=0.1, bias_correction=False), dtypes=("float32",),
+                 flavor="onnx"),)},
 }
 
 
@@ -56,11 +64,24 @@ def expressible(flavor, optimizer):
     return names
 
 
+#: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
+NOT_GENERATED = {
+    "optax": {"Muon": "optax's Muon is optax.contrib.muon, which the replay of flavor cases "
+                      "(optax.<name>, tests/test_framework_replay.py) does not reach; the optax "
+                      "flavor is checked against it in tests/test_muon.py",
+              "LBFGS": "the replay of flavor cases steps optimizers with gradients, not "
+                       "closures; the optax flavor is checked against optax.lbfgs in "
+                       "tests/test_lbfgs.py"},
+}
+
+
 def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
-    defaults it changes, and that have rows and no variants (variants have their own rows)."""
+    defaults it changes, and that have rows and no variants (variants have their own rows),
+    less :data:`NOT_GENERATED`."""
     return [name for name in flavors.get(flavor).switches
-            if name in table.TABLE and not registry.variants(name)[0]]
+            if name in table.TABLE and not registry.variants(name)[0]
+            and name not in NOT_GENERATED.get(flavor, {})]
 
 
 def candidate_rows(flavor, optimizer):
@@ -126,7 +147,7 @@ def build_flavor_cases(flavor, optimizer):
     for row, torch_row in candidate_rows(flavor, optimizer):
         base = torch_row or next(r for r in table.TABLE[optimizer] if r.name == "defaults")
         for dtype in row.dtypes:
-            if dtype not in flavors.get(flavor).dtypes or (
+            if dtype not in flavors.get(flavor).dtypes_of(optimizer) or (
                     dtype == "float64" and not _exact_in_float32(flavor, row)):
                 continue
             torch_id = f"{optimizer}/{base.name}/{dtype}"

@@ -54,6 +54,8 @@ class Optimizer:
       exported as a 0-d float32 array), ``"int"``, or ``None`` (no step counter).
     * ``needs_closure``: True for an optimizer whose step evaluates the loss itself
       (``step(closure)`` only: LBFGS, PolyakSGD).
+    * ``per_example_grads``: True for an optimizer whose step takes per-example gradients,
+      each of shape ``(batch, *param.shape)`` (DPSGD).
 
     :attr:`step_scope` (a convention of the step bookkeeping, not a group option): whether a
     parameter without a gradient this step ages its step count.
@@ -62,6 +64,7 @@ class Optimizer:
     sparse_kind = "dense-only"
     step_in_state_dict = "tensor"
     needs_closure = False
+    per_example_grads = False
     #: True where ``_update`` creates a state that options switched on later need (RMSprop's
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
@@ -269,6 +272,8 @@ class Optimizer:
             state = self.state.get(index)
             if state is None:
                 state = self.state[index] = self._init_state(param, group)
+            # for an _update that needs them: the index (a noise stream's key) and the shape
+            self._current_index, self._current_shape = index, param.shape
             with flat_view(param) as flat:
                 self._update(flat, grad, state, self._decay_before_rule(flat, group))
 
@@ -574,7 +579,12 @@ def _first_nonfinite_grad(prepared):
         else:
             k = _first_nonfinite(grad)
             if k >= 0:
-                return index, f"index {tuple(int(i) for i in np.unravel_index(k, param.shape))}"
+                example = ""
+                if grad.size != param.size:   # per-example gradients (DPSGD), flattened
+                    b, k = divmod(k, param.size)
+                    example = f"example {b}, "
+                return index, (f"{example}index "
+                               f"{tuple(int(i) for i in np.unravel_index(k, param.shape))}")
     return None
 
 
@@ -642,6 +652,21 @@ def step_arguments(grads, closure):
     if closure is not None and grads is not None:
         raise TypeError("pass grads or a closure that returns (loss, grads), not both")
     return grads, closure
+
+
+def loss_and_grads(name, grads, closure):
+    """``(loss, grads)`` from the closure of an optimizer whose step needs the loss
+    (PolyakSGD, Momo): ``TypeError`` without a closure or for a loss that is not a real
+    number, before anything changes."""
+    grads, closure = step_arguments(grads, closure)
+    if closure is None:
+        raise TypeError(f"{name} needs the loss: call step(closure), with closure() "
+                        "returning (loss, grads)")
+    loss, grads = closure()
+    if not isinstance(loss, numbers.Real) or isinstance(loss, bool):
+        raise TypeError(f"closure() must return (loss, grads) with a real loss, got "
+                        f"{type(loss).__name__}")
+    return loss, grads
 
 
 def typed(param, *values):
