@@ -57,9 +57,9 @@ def _problem(dtype, n=50, steps=3, seed=0):
             [rng.standard_normal(n).astype(np.float32).astype(dtype) for _ in range(steps)])
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "KahanLion"])
 def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
-    kwargs = dict(momentum=0.9) if name == "SGD" else {}
+    kwargs = dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}
     param, grads = _problem(BF16)
     other = param.copy()
     opt = getattr(precision, name)([param, other], lr=0.1, **kwargs)
@@ -81,6 +81,14 @@ def test_bad_options_and_arrays_are_refused():
         precision.AdamW([param], rounding="stochastic-ish")
     with pytest.raises(ValueError, match="rounding must be one of 'per-op'"):
         precision.SGD([param], rounding="fused")
+    with pytest.raises(ValueError, match="rounding must be one of 'per-op'"):
+        precision.RMSprop([param], rounding="fused")
+    with pytest.raises(ValueError, match="rounding must be one of 'per-op', 'fused'"):
+        precision.Adagrad([param], rounding="stochastic")
+    with pytest.raises(ValueError, match="torch's conventions only"):
+        precision.RMSprop([param], eps_in_sqrt=True)
+    with pytest.raises(ValueError, match="kahan_sum must be True or False"):
+        precision.KahanLion([param], lr=1e-3, kahan_sum=None)
     with pytest.raises(ValueError, match="format must be"):
         precision.Adam([param.view(np.uint16)], format="float8")
     with pytest.raises(TypeError, match="name their format"):
