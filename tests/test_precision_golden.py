@@ -144,7 +144,8 @@ def test_the_other_rounding_mode_fails_by_many_ulp():
     element is many 16-bit units away (what 1 ulp is measured against)."""
     worst = {}
     for case in _by_mode("per-op", "fused"):
-        if case.optimizer == "SGD":  # per-op only (npoptim.precision.sgd)
+        import npoptim.precision as lowp
+        if "fused" not in getattr(lowp, case.optimizer).roundings:  # per-op only: SGD, RMSprop
             continue
         other = dict(case.precision, rounding="fused" if case.precision["rounding"] == "per-op"
                      else "per-op")

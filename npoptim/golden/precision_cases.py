@@ -47,7 +47,7 @@ MODES = {
 }
 #: options of the 16-bit classes that the case's ``precision`` object holds instead of its
 #: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
-PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed")
+PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
 #: the seed of stochastic rounding's stream in the suite's cases
 STOCHASTIC_SEED = 2026
 #: allowed distance of a 16-bit array, in units in the last place of the 16-bit type
@@ -89,7 +89,8 @@ def _modes(optimizer, name, comment, hyper, modes, **options):
     return [_row(optimizer, name, comment, hyper, mode, **options) for mode in modes]
 
 
-#: optimizer -> its precision rows (one case per row and dtype)
+#: optimizer -> its precision rows (one case per row and dtype); the Lion, RMSprop and Adagrad
+#: rows are in the tables' order of ``reference_results`` (cases/precision/<Optimizer>.json)
 TABLE = {
     "Adam": _modes("Adam", "weight-decay", "L2 weight decay: torch's per-op path rounds the "
                    "decayed gradient (and R(weight_decay)), the fused kernel does not.",
@@ -108,6 +109,17 @@ TABLE = {
                   ("per-op", "master-weights"))
     + _modes("SGD", "optimi-momentum", "torch-optimi's SGD, momentum 0.9, lr 1e-3.",
              dict(lr=1e-3, momentum=0.9), ("kahan",), dtypes=("bfloat16",)),
+    "Adagrad": _modes("Adagrad", "lr-decay-weight-decay", "lr_decay, an initial accumulator "
+                      "and L2 weight decay; fused rounds lr, eps and weight_decay to the "
+                      "16-bit type as torch's fused CPU kernel does.",
+                      dict(lr=0.1, lr_decay=0.05, initial_accumulator_value=0.1,
+                           weight_decay=0.1, eps=1e-6), ("per-op", "fused")),
+    "RMSprop": _modes("RMSprop", "centered-momentum", "Centered RMSprop with momentum and "
+                      "weight decay.", dict(lr=1e-3, alpha=0.9, momentum=0.9, centered=True,
+                                            weight_decay=0.01), ("per-op",)),
+    "Lion": _modes("Lion", "optimi", "torch-optimi's Lion (decoupled decay 1 - lr*wd) with "
+                   "Kahan compensation.", dict(lr=1e-3, weight_decay=0.1), ("kahan",),
+                   dtypes=("bfloat16",)),
 }
 
 
