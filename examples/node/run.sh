@@ -30,6 +30,13 @@ if ! verify "$out/results.json"; then
   echo "run.sh: the Node consumer does not pass npoptim verify" >&2
   exit 1
 fi
+if [ -e "$cases/precision/Adam.json" ]; then  # the 16-bit cases are verified when selected
+  echo "== Node consumer: bfloat16/float16 Adam (cases/precision/Adam.json)"
+  if ! "$python" -m npoptim verify "$cases/precision/Adam.json" "$out/results.json" --summary; then
+    echo "run.sh: the Node consumer does not pass npoptim verify on the 16-bit cases" >&2
+    exit 1
+  fi
+fi
 
 echo
 echo "== Node consumer with --bug eps-placement (must fail)"

@@ -409,8 +409,9 @@ def select(cases, optimizers=None, ids=None, tags=None, exclude_tags=None, flavo
 def select_flavors(cases, flavors=None):
     """The cases a framework's users run (see reference_results/README.md, Flavors).
 
-    * ``flavors`` None: the torch cases, if there are any among ``cases``, else all of them
-      (a flavor's directory given alone);
+    * ``flavors`` None: the torch cases in float32/float64, if there are any among ``cases``,
+      else the torch cases (the 16-bit ones of ``cases/precision``, given alone or selected
+      by a tag such as ``bfloat16``), else all of them (a flavor's directory given alone);
     * ``["all"]``: every case;
     * ``[name, ...]``: each flavor's own cases, plus the torch cases of the same optimizers that
       the flavor does not override (a flavor has a case only where its conventions change the
@@ -419,7 +420,8 @@ def select_flavors(cases, flavors=None):
     cases = list(cases)
     if flavors is None:
         torch_cases = [c for c in cases if c.flavor == "torch"]
-        return torch_cases or cases
+        full_precision = [c for c in torch_cases if getattr(c, "precision", None) is None]
+        return full_precision or torch_cases or cases
     if "all" in flavors:
         return cases
     keep = set()

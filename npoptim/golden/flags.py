@@ -127,7 +127,7 @@ FLAGS = {
                "truncating the copy biases it toward zero."),
     "stochastic-rounding": dict(
         bug_type="low precision",
-        description="The new bfloat16 parameter is rounded stochastically with the "
+        description="The new 16-bit parameter is rounded stochastically with the "
                     "counter-based stream of npoptim.precision.stochastic (SplitMix64 of "
                     "seed, parameter, step and element index; precision.seed), the moments "
                     "to nearest (precision.rounding \"stochastic\").",

@@ -13,7 +13,7 @@ mode (id part, flag)      ``precision``; what runs
 (``fused-rounding``)      rounding of each stored value)
 ``stochastic``            ``rounding "stochastic"``, ``seed``: fused, the new parameter rounded
 (``stochastic-rounding``) stochastically with the counter-based stream of
-                          :mod:`npoptim.precision.stochastic` (bfloat16 only)
+                          :mod:`npoptim.precision.stochastic`
 ``master-weights``        ``master_weights "float32"``: npoptim's float32 optimizer on float32
 (``master-weights``)      masters; the params are the 16-bit model copy (rounded to nearest
                           after each step); the state is the float32 optimizer's
@@ -100,7 +100,7 @@ TABLE = {
     "AdamW": _modes("AdamW", "defaults", "torch's AdamW defaults on 16-bit params.",
                     dict(lr=1e-2), ("per-op", "fused", "master-weights"))
     + _modes("AdamW", "weight-decay", "Decoupled weight decay 0.1.",
-             dict(lr=1e-2, weight_decay=0.1), ("stochastic",), dtypes=("bfloat16",))
+             dict(lr=1e-2, weight_decay=0.1), ("stochastic",))
     + _modes("AdamW", "optimi", "torch-optimi's AdamW (debiased betas, eps 1e-6 added to "
              "sqrt(v)) with a small lr, where Kahan compensation keeps updates plain "
              "bfloat16 loses.", dict(lr=1e-3), ("kahan",)),
@@ -247,8 +247,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "per-op": [f"torch.optim.{torch_name}(foreach=False) on {dtype} tensors (torch 2.13 "
                    "CPU)"],
         "fused": [f"torch.optim.{torch_name}(fused=True) on {dtype} tensors (torch 2.13 CPU)"],
-        "stochastic": ["npoptim.precision.stochastic (counter-based stream; statistically "
-                       "torchao's _AdamW(bf16_stochastic_round=True))"],
+        "stochastic": ["npoptim.precision.stochastic (counter-based stream; bfloat16: "
+                       "statistically torchao's _AdamW(bf16_stochastic_round=True); float16: "
+                       "no library has it)"],
         "master-weights": [f"torch.optim.{torch_name} on float32 masters, model.copy_(master) "
                            "(torch 2.13)"],
         "kahan": [f"optimi.{row.optimizer}(kahan_sum=True) (torch-optimi 0.3.3, CPU)"],

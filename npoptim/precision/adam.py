@@ -47,9 +47,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
 from npoptim.precision.drivers import apply_dense16
-from npoptim.precision.formats import BFLOAT16, bfloat16_to_float32, round_to
+from npoptim.precision.formats import round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
-from npoptim.precision.stochastic import random16, stochastic_bfloat16, stream_key
+from npoptim.precision.stochastic import random16, stochastic_round, stream_key
 
 
 class Adam16Hyper(NamedTuple):
@@ -149,8 +149,8 @@ def amsgrad_fused_rule(p, g, s, h, i):
 # ---------------------------------------------------------------------------- stochastic
 @kernel
 def _stochastic(p, h, i):
-    """The parameter rounded stochastically to bfloat16 with draw ``i`` of the step's key."""
-    return bfloat16_to_float32(stochastic_bfloat16(p, random16(h.key, i)))
+    """The parameter rounded stochastically with draw ``i`` of the step's key."""
+    return to_float32(stochastic_round(p, random16(h.key, i), h.code), h.code)
 
 
 @kernel
@@ -206,7 +206,7 @@ KERNELS = {("per-op", False): _adam_per_op_dense, ("per-op", True): _amsgrad_per
 class Adam(LowPrecision, adam.Adam):
     """``torch.optim.Adam`` on bfloat16/float16 arrays (see the module docstring), with
     ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
-    (``fused=True``), or ``"stochastic"`` (bfloat16 only: the fused step with the new parameter
+    (``fused=True``), or ``"stochastic"`` (the fused step with the new parameter
     rounded stochastically, draws from ``seed``, see :mod:`npoptim.precision.stochastic`; the
     moments are rounded to nearest). ``format`` names the format of raw ``uint16`` arrays."""
 
@@ -220,11 +220,6 @@ class Adam(LowPrecision, adam.Adam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize,
                          decoupled_weight_decay=decoupled_weight_decay, **torch_options)
-
-    def _prepare_grad(self, grad, param, group, where):
-        if group["rounding"] == "stochastic" and self._code(param, group) != BFLOAT16:
-            raise ValueError(f"{where}: rounding='stochastic' is for bfloat16 parameters")
-        return super()._prepare_grad(grad, param, group, where)
 
     def _update(self, param, grad, state, group):
         state["step"] += 1
