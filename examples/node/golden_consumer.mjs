@@ -50,23 +50,31 @@ function lerp(r, start, end, weight) {
 }
 
 // ------------------------------------------------------------------------------------ Adam
-function adamStep(c, state, p, g, lr, bug) {
-  const r = rounding(c.dtype);
+// One step's scalars: computed in float64, then rounded by r (as torch passes them); advances
+// the step counter.
+function adamScalars(c, state, lr, r) {
   const h = c.hyperparameters;
   const [beta1, beta2] = h.betas;
   const wd = h.weight_decay;
   const decoupled = Boolean(h.decoupled_weight_decay);
   state.step += 1;
   const t = state.step;
-  // scalars are computed in float64, then rounded to the dtype (as torch passes them)
-  const decay = r(decoupled && wd !== 0 ? 1 - lr * wd : 1);
-  const l2 = r(decoupled ? 0 : wd);
-  const oneMinusBeta1 = r(1 - beta1);
-  const b2 = r(beta2);
-  const oneMinusBeta2 = r(1 - beta2);
-  const bc2Sqrt = r(Math.sqrt(1 - beta2 ** t));
-  const eps = r(h.eps);
-  const negStep = r(-(lr / (1 - beta1 ** t)));
+  return {
+    decay: r(decoupled && wd !== 0 ? 1 - lr * wd : 1),
+    l2: r(decoupled ? 0 : wd),
+    oneMinusBeta1: r(1 - beta1),
+    b2: r(beta2),
+    oneMinusBeta2: r(1 - beta2),
+    bc2Sqrt: r(Math.sqrt(1 - beta2 ** t)),
+    eps: r(h.eps),
+    negStep: r(-(lr / (1 - beta1 ** t))),
+  };
+}
+
+function adamStep(c, state, p, g, lr, bug) {
+  const r = rounding(c.dtype);
+  const h = c.hyperparameters;
+  const { decay, l2, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps, negStep } = adamScalars(c, state, lr, r);
   for (let i = 0; i < p.length; i++) {
     let gi = h.maximize ? -g[i] : g[i];
     let pi = r(p[i] * decay);
@@ -131,20 +139,9 @@ function adam16Step(c, state, p, g, lr) {
   const R = c.dtype === "bfloat16" ? toBfloat16 : toFloat16;
   const perOp = c.precision.rounding === "per-op";
   const h = c.hyperparameters;
-  const [beta1, beta2] = h.betas;
-  const wd = h.weight_decay;
-  const decoupled = Boolean(h.decoupled_weight_decay);
-  state.step += 1;
-  const t = state.step;
-  // scalars in float64, then float32; per-op rounds add()'s alpha (the L2 weight) to 16 bits
-  const decay = f(decoupled && wd !== 0 ? 1 - lr * wd : 1);
-  const l2 = perOp ? R(f(decoupled ? 0 : wd)) : f(decoupled ? 0 : wd);
-  const oneMinusBeta1 = f(1 - beta1);
-  const b2 = f(beta2);
-  const oneMinusBeta2 = f(1 - beta2);
-  const bc2Sqrt = f(Math.sqrt(1 - beta2 ** t));
-  const eps = f(h.eps);
-  const negStep = f(-(lr / (1 - beta1 ** t)));
+  // scalars in float32; per-op rounds add()'s alpha (the L2 weight) to 16 bits
+  const { decay, l2: l2f, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps, negStep } = adamScalars(c, state, lr, f);
+  const l2 = perOp ? R(l2f) : l2f;
   for (let i = 0; i < p.length; i++) {
     let gi = h.maximize ? -g[i] : g[i];
     let m, v, vHat, pi;

@@ -89,8 +89,8 @@ def _modes(optimizer, name, comment, hyper, modes, **options):
     return [_row(optimizer, name, comment, hyper, mode, **options) for mode in modes]
 
 
-#: optimizer -> its precision rows (one case per row and dtype); the Lion, RMSprop and Adagrad
-#: rows are in the tables' order of ``reference_results`` (cases/precision/<Optimizer>.json)
+#: optimizer -> its precision rows (one case per row and dtype), written to
+#: ``cases/precision/<Optimizer>.json``
 TABLE = {
     "Adam": _modes("Adam", "weight-decay", "L2 weight decay: torch's per-op path rounds the "
                    "decayed gradient (and R(weight_decay)), the fused kernel does not.",
@@ -145,8 +145,8 @@ def mode_of(precision):
 
 
 def make_optimizer(name, params, hyper, precision):
-    """The npoptim optimizer of a 16-bit case: ``(optimizer, state of)``, with ``state of()``
-    the ``state_dict()["state"]`` to record."""
+    """The npoptim optimizer of a 16-bit case: ``(optimizer, float optimizer)``; the second is
+    the float32 optimizer behind master weights (whose state the case records), else None."""
     import npoptim.precision as lowp
     mode = mode_of(precision)
     if mode == "master-weights":

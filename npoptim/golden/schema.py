@@ -50,6 +50,7 @@ SCHEMA_VERSION = 3
 #: The versions this npoptim reads (it writes the lowest one a file needs, see
 #: :func:`version_needed`).
 READABLE_VERSIONS = (1, 2, 3)
+KINDS = ("cases", "results")
 #: the keys of a case's ``precision`` object (version 3) and their allowed values
 ROUNDINGS = ("per-op", "fused", "stochastic")
 MASTER_DTYPES = ("float32",)
@@ -60,7 +61,6 @@ def version_needed(cases):
     a ``precision`` object, else 2."""
     return 3 if any(c.get("precision") is not None or c.get("dtype") in codec.HALF_DTYPES
                     for c in cases) else 2
-KINDS = ("cases", "results")
 
 
 class GoldenFileError(ValueError):
