@@ -57,7 +57,8 @@ def _problem(dtype, n=50, steps=3, seed=0):
             [rng.standard_normal(n).astype(np.float32).astype(dtype) for _ in range(steps)])
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "KahanLion"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax",
+                                  "Adadelta", "KahanLion"])
 def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
     kwargs = dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}
     param, grads = _problem(BF16)

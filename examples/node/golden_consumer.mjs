@@ -139,9 +139,11 @@ function adam16Step(c, state, p, g, lr) {
   const R = c.dtype === "bfloat16" ? toBfloat16 : toFloat16;
   const perOp = c.precision.rounding === "per-op";
   const h = c.hyperparameters;
-  // scalars in float32; per-op rounds add()'s alpha (the L2 weight) to 16 bits
-  const { decay, l2: l2f, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps, negStep } = adamScalars(c, state, lr, f);
+  // scalars in float32; per-op rounds add()'s alpha (the L2 weight) and the eps added to a
+  // tensor to 16 bits, as torch does
+  const { decay, l2: l2f, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps: epsf, negStep } = adamScalars(c, state, lr, f);
   const l2 = perOp ? R(l2f) : l2f;
+  const eps = perOp ? R(epsf) : epsf;
   for (let i = 0; i < p.length; i++) {
     let gi = h.maximize ? -g[i] : g[i];
     let m, v, vHat, pi;

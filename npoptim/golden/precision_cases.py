@@ -96,7 +96,10 @@ TABLE = {
                    "decayed gradient (and R(weight_decay)), the fused kernel does not.",
                    dict(lr=1e-2, weight_decay=0.1), ("per-op", "fused"))
     + _modes("Adam", "amsgrad-null-grads", "amsgrad with missing and zero gradients.",
-             dict(lr=1e-2, amsgrad=True), ("per-op",), grads="dense-none-zero"),
+             dict(lr=1e-2, amsgrad=True), ("per-op",), grads="dense-none-zero")
+    + _modes("Adam", "eps-dominated", "Gradients of 1e-6 and eps 1e-6: torch's per-op "
+             "denom.add_(eps) rounds eps to the 16-bit type first (a float32 eps fails).",
+             dict(lr=1e-2, eps=1e-6), ("per-op",), grad_scale=1e-6, flags=("eps-dominated",)),
     "AdamW": _modes("AdamW", "defaults", "torch's AdamW defaults on 16-bit params.",
                     dict(lr=1e-2), ("per-op", "fused", "master-weights"))
     + _modes("AdamW", "weight-decay", "Decoupled weight decay 0.1.",

@@ -4,7 +4,8 @@ The math is :mod:`npoptim.optim.adagrad`'s (dense gradients only), with the lear
 :math:`\gamma_t = \gamma / (1 + (t-1)\,\eta)` (``lr_decay`` :math:`\eta`) computed in double:
 
 ``rounding="per-op"``: torch's single-tensor path (its CPU default), every tensor op rounded
-to the 16-bit format (:math:`R`), ``add``'s ``alpha`` rounded to the format first:
+to the 16-bit format (:math:`R`), ``add``'s ``alpha`` and the scalar ``eps`` added to a tensor
+rounded to the format first (:math:`\epsilon` below is :math:`R(\epsilon)`):
 
 .. math::
 
@@ -57,7 +58,7 @@ class Adagrad16Hyper(NamedTuple):
     code: int
     tail_start: int
     weight_decay: float      # R(weight_decay)
-    eps: float               # per-op: float32; fused: R(eps)
+    eps: float               # R(eps) (per-op: tensor.add(scalar) rounds it too)
     neg_clr: float           # -lr / (1 + (step - 1) lr_decay) (fused: R(.))
     maximize: float
     tail_weight_decay: float  # fused, torch's scalar tail: float32 scalars
@@ -145,7 +146,7 @@ class Adagrad(LowPrecision, adagrad.Adagrad):
         fused = group["rounding"] == "fused"
         hyper = record16(Adagrad16Hyper, param, group,
                          weight_decay=rounded_scalar(wd, code),
-                         eps=rounded_scalar(eps, code) if fused else eps,
+                         eps=rounded_scalar(eps, code),
                          neg_clr=-rounded_scalar(clr, code) if fused else -clr,
                          maximize=bool(group["maximize"]), tail_weight_decay=wd,
                          tail_eps=eps, tail_neg_clr=-clr)

@@ -2,7 +2,9 @@ r"""Adam and AdamW on bfloat16/float16 params, grads and state, rounded as torch
 
 The math is :mod:`npoptim.optim.adam`'s; what changes is where results are rounded to the
 16-bit format (:math:`R`). Every operation computes in float32 from float32 (or 16-bit) inputs;
-scalars are float32, except an ``add``'s ``alpha``, which torch rounds to the 16-bit format.
+scalars are float32, except an ``add``'s ``alpha`` and a scalar added to a tensor
+(``denom.add_(eps)``), which torch rounds to the 16-bit format (per-op: :math:`\epsilon` is
+:math:`R(\epsilon)`; it matters where eps dominates, measured with gradients of 1e-6).
 
 ``rounding="per-op"``: torch's single-tensor path (its CPU default), one rounding per tensor op
 (torch's foreach path on CPU rounds differently and is not reproduced):
@@ -232,7 +234,9 @@ class Adam(LowPrecision, adam.Adam):
         key = (stream_key(group["seed"], self._param_index, step)
                if group["rounding"] == "stochastic" else 0)
         hyper = record16(Adam16Hyper, param, group, key=key, **moments,
-                         bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
+                         bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5,
+                         eps=(rounded_scalar(group["eps"], code)
+                              if group["rounding"] == "per-op" else group["eps"]),
                          neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
         KERNELS[group["rounding"], bool(group["amsgrad"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)

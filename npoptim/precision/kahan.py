@@ -18,7 +18,8 @@ optimi's formulations (not torch.optim's):
   decay :math:`\theta \leftarrow R(\theta(1-\gamma\lambda))`;
   :math:`m \leftarrow R(\mathrm{lerp}(m, g, 1-\hat\beta_1))`,
   :math:`v \leftarrow R(\mathrm{fma}((1-\hat\beta_2) g, g, R(\hat\beta_2 v)))`,
-  :math:`u = (-\gamma m) / R(R(\sqrt v) + \epsilon)` (``eps`` added to :math:`\sqrt v`).
+  :math:`u = (-\gamma m) / R(R(\sqrt v) + R(\epsilon))` (``eps`` added to :math:`\sqrt v`; torch
+  rounds a scalar added to a 16-bit tensor to the format).
 * ``KahanSGD`` (``optimi.SGD``): L2 decay :math:`g \leftarrow R(g + R(\lambda)\theta)`,
   momentum :math:`b \leftarrow R(R(\mu b) + g)` from a zero buffer (``exp_avg``), or
   :math:`b = g` without momentum; :math:`u = R(-\gamma)\, b` (``add(b, alpha=-lr)``).
@@ -210,7 +211,9 @@ class KahanAdamW(_Kahan):
         hyper = record16(KahanHyper, param, group,
                          decay_factor=1 - group["lr"] * group["weight_decay"], l2_alpha=0.0,
                          one_minus_beta1=1 - beta1_hat, beta2=beta2_hat,
-                         one_minus_beta2=1 - beta2_hat, eps=group["eps"], neg_lr=-group["lr"],
+                         one_minus_beta2=1 - beta2_hat,
+                         eps=rounded_scalar(group["eps"], self._code(param, group)),
+                         neg_lr=-group["lr"],
                          neg_lr_alpha=0.0, momentum=0.0)
         return hyper, _kahan_adamw_dense
 

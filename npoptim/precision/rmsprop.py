@@ -2,8 +2,9 @@ r"""RMSprop on bfloat16/float16 params, grads and state, rounded as torch 2.13's
 
 The math is :mod:`npoptim.optim.rmsprop`'s, with ``rounding="per-op"`` (torch's single-tensor
 path, its CPU default; torch has no fused RMSprop): every tensor op computes in float32 and
-rounds to the 16-bit format (:math:`R`); ``add``'s ``alpha`` is rounded to the format first,
-the other scalars are float32:
+rounds to the 16-bit format (:math:`R`); ``add``'s ``alpha`` and a scalar added to a tensor
+(``eps``: :math:`\epsilon` below is :math:`R(\epsilon)`) are rounded to the format first, the
+other scalars are float32:
 
 .. math::
 
@@ -40,7 +41,7 @@ class RMSprop16Hyper(NamedTuple):
     weight_decay: float      # R(weight_decay)
     alpha: float
     one_minus_alpha: float
-    eps: float
+    eps: float               # R(eps): tensor.add(scalar) rounds the scalar to the format
     momentum: float
     neg_lr: float            # float32 (addcdiv's value)
     neg_lr_alpha: float      # R(-lr) (param.add_(buf, alpha=-lr))
@@ -174,7 +175,7 @@ class RMSprop(LowPrecision, rmsprop.RMSprop):
         alpha = group["alpha"]
         hyper = record16(RMSprop16Hyper, param, group,
                          weight_decay=rounded_scalar(group["weight_decay"], code), alpha=alpha,
-                         one_minus_alpha=1 - alpha, eps=group["eps"],
+                         one_minus_alpha=1 - alpha, eps=rounded_scalar(group["eps"], code),
                          momentum=group["momentum"], neg_lr=-group["lr"],
                          neg_lr_alpha=rounded_scalar(-group["lr"], code),
                          maximize=bool(group["maximize"]))
