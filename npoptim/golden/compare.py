@@ -415,7 +415,8 @@ def select_flavors(cases, flavors=None):
     * ``["all"]``: every case;
     * ``[name, ...]``: each flavor's own cases, plus the torch cases of the same optimizers that
       the flavor does not override (a flavor has a case only where its conventions change the
-      result, so every other torch case applies to it unchanged). ``"torch"`` is torch's cases.
+      result, so every other torch case applies to it unchanged; the 16-bit cases are not
+      among them). ``"torch"`` is torch's cases, the 16-bit ones included.
     """
     cases = list(cases)
     if flavors is None:
@@ -433,7 +434,7 @@ def select_flavors(cases, flavors=None):
         overridden = {_torch_id(c) for c in own}
         optimizers = {c.optimizer for c in own} | _flavor_optimizers(flavor)
         keep |= {c.id for c in cases if c.flavor == "torch" and c.optimizer in optimizers
-                 and c.id not in overridden}
+                 and c.id not in overridden and getattr(c, "precision", None) is None}
     return [c for c in cases if c.id in keep]
 
 
