@@ -26,9 +26,11 @@ which).
 """
 import functools
 import inspect
+import math
 from dataclasses import dataclass, field
 
 from npoptim import registry
+from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 
 #: Framework options that wrap the update rather than change it: refused by name.
 NOT_CONVENTIONS = {
@@ -94,6 +96,12 @@ class Flavor:
     float32_hyperparameters: tuple = ()
     #: the dtypes the framework computes in (its cases are generated in these only)
     dtypes: tuple = ("float32", "float64")
+    #: how a missing gradient counts (:attr:`npoptim.Optimizer.step_scope`): ``"per_param"``
+    #: (torch), ``"global"`` (Keras's ``iterations``, TF.js's beta powers: a skipped variable
+    #: still ages), or None where the framework has no missing gradient (optax: its users pass
+    #: zeros, which is a step; ONNX and the TF kernels: the caller passes the step count), so
+    #: its ``none-grad`` cases are not generated
+    step_scope: object = "per_param"
 
     def constructor_for(self, optimizer):
         for entry in self.constructors.values():
@@ -116,8 +124,6 @@ class Flavor:
         return out
 
 
-KERAS_WD = ("Keras applies weight_decay decoupled (w -= w*weight_decay*lr before the update); "
-            "npoptim's {opt} has L2 decay only, so the keras flavor takes weight_decay=0")
 _BETAS = {"beta_1": ("betas", 0), "beta_2": ("betas", 1)}
 _KERAS_ADAM_NAMES = {"learning_rate": "lr", **_BETAS, "epsilon": "eps", "amsgrad": "amsgrad",
                      "weight_decay": "weight_decay"}
@@ -129,12 +135,15 @@ KERAS = Flavor(
     switches={
         "Adam": dict(eps_mode="eps_hat", decoupled_weight_decay=True),
         "AdamW": dict(eps_mode="eps_hat"),
-        "Adagrad": dict(eps_in_sqrt=True),
-        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
-        "SGD": dict(lr_in_buffer=True),
-        "Adamax": dict(eps_mode="added"),
-        "Adadelta": {},
+        # Keras's base optimizer decays every optimizer's variables decoupled, before the rule
+        "Adagrad": dict(eps_in_sqrt=True, decoupled_weight_decay=True),
+        "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True, decoupled_weight_decay=True),
+        "SGD": dict(lr_in_buffer=True, decoupled_weight_decay=True),
+        "Adamax": dict(eps_mode="added", decoupled_weight_decay=True),
+        "Adadelta": dict(decoupled_weight_decay=True),
         "LAMB": dict(variant="keras3"),
+        # Keras's schedule beta_1 (1 - 0.96^t / 2) is torch's with momentum_decay 1
+        "NAdam": dict(momentum_decay=1.0, decoupled_weight_decay=True, state_dtype="param"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -168,25 +177,34 @@ KERAS = Flavor(
                      "weight_decay": "weight_decay"},
             dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  weight_decay=None)),
+        "Nadam": FrameworkOptimizer(
+            "NAdam", {"learning_rate": "lr", **_BETAS, "epsilon": "eps",
+                      "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=None)),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
-                "weight_decay decoupled",
-        "AdamW": "eps-hat; eps 1e-7; weight_decay default 0.004",
-        "Adagrad": "eps inside the square root; accumulator starts at 0.1; lr 1e-3; eps 1e-7",
-        "RMSprop": "eps inside the square root; lr inside the momentum buffer; rho 0.9",
+                "weight_decay decoupled; global step count",
+        "AdamW": "eps-hat; eps 1e-7; weight_decay default 0.004; global step count",
+        "Adagrad": "eps inside the square root; accumulator starts at 0.1; lr 1e-3; eps 1e-7; "
+                   "weight_decay decoupled",
+        "RMSprop": "eps inside the square root; lr inside the momentum buffer; rho 0.9; "
+                   "weight_decay decoupled",
         "SGD": "lr inside the momentum buffer (m = mu*m - lr*g; equal to torch only at constant "
-               "lr); no dampening; lr 0.01",
-        "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7",
-        "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7",
+               "lr); no dampening; lr 0.01; weight_decay decoupled",
+        "Adamax": "eps added to u after the max (m/(u+eps)); eps 1e-7; weight_decay decoupled; "
+                  "global step count",
+        "Adadelta": "torch's formula; lr 1e-3, rho 0.95, eps 1e-7; weight_decay decoupled",
         "LAMB": "the keras3 variant (decoupled decay outside the trust ratio)",
+        "NAdam": "momentum schedule beta_1 (1 - 0.96^t / 2) (torch's with momentum_decay 1, "
+                 "not 0.004); u_product in the parameter's dtype (state_dtype='param'); "
+                 "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
     },
-    zero_only={opt: {"weight_decay": KERAS_WD.format(opt=opt)}
-               for opt in ("Adagrad", "RMSprop", "SGD", "Adamax", "Adadelta")}
-    | {"SGD": {"weight_decay": KERAS_WD.format(opt="SGD"),
-               "dampening": "Keras SGD has no dampening"}},
+    zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
+    step_scope="global",
 )
 
 _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
@@ -209,6 +227,9 @@ OPTAX = Flavor(
         "Adadelta": {},
         "LAMB": dict(variant="paper_v5"),
         "LARS": dict(variant="optax"),
+        "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
+                     weight_layout="in_out"),
+        "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -249,9 +270,8 @@ OPTAX = Flavor(
         "adadelta": FrameworkOptimizer(
             "Adadelta", {"learning_rate": "lr", "rho": "rho", "eps": "eps",
                          "weight_decay": "weight_decay"},
-            dict(learning_rate=REQUIRED, rho=0.9, eps=1e-6, weight_decay=0.0),
-            unsupported={"weight_decay": ((0.0,), "optax adds weight_decay*w after the "
-                                                  "Adadelta scaling; not implemented")}),
+            # optax chains add_decayed_weights before scale_by_adadelta: torch's L2 decay
+            dict(learning_rate=REQUIRED, rho=0.9, eps=1e-6, weight_decay=0.0)),
         "lamb": FrameworkOptimizer("LAMB", {"learning_rate": "lr", "b1": ("betas", 0),
                                             "b2": ("betas", 1), "eps": "eps",
                                             "weight_decay": "weight_decay"},
@@ -266,6 +286,35 @@ OPTAX = Flavor(
                                    dict(learning_rate=REQUIRED, weight_decay=0.0,
                                         trust_coefficient=0.001, eps=0.0, momentum=0.9,
                                         nesterov=False)),
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
+        "muon": FrameworkOptimizer(
+            "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
+                     "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
+                     "weight_decay": "weight_decay", "nesterov": "nesterov",
+                     "adaptive": "adaptive",
+                     "consistent_rms": ("adjust_lr_fn", "consistent_rms")},
+            dict(learning_rate=REQUIRED, ns_coeffs=(3.4445, -4.7750, 2.0315), ns_steps=5,
+                 beta=0.95, eps=1e-8, weight_decay=0.0, weight_decay_mask=None,
+                 mu_dtype=None, nesterov=True, adaptive=False, preconditioning="frobenius",
+                 consistent_rms=None, muon_weight_dimension_numbers=None),
+            unsupported={"weight_decay_mask": ((None,), "use param groups with "
+                                                        "weight_decay=0"),
+                         "mu_dtype": ((None,), "npoptim keeps the momentum in the "
+                                               "parameter's dtype"),
+                         "preconditioning": (("frobenius",), "only the Frobenius-norm "
+                                                             "scaling is implemented"),
+                         "muon_weight_dimension_numbers": ((None,), "npoptim's Muon takes "
+                                                                    "2-D parameters only")}),
+        # optax.lbfgs without its line search: one iteration per update, no tolerance tests
+        "lbfgs": FrameworkOptimizer(
+            "LBFGS", {"learning_rate": ("lr", "none_is_one"), "memory_size": "history_size",
+                      "scale_init_precond": "scale_init_precond"},
+            dict(learning_rate=None, memory_size=10, scale_init_precond=True, linesearch=None),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf,
+                       line_search_fn=None),
+            unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
+                                                 "scale_by_zoom_linesearch) is not "
+                                                 "implemented: pass linesearch=None")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -277,13 +326,21 @@ OPTAX = Flavor(
                    "inside the momentum buffer (trace after scale_by_learning_rate); decay 0.9",
         "SGD": "torch's math (trace = torch's buffer without dampening)",
         "Adamax": "torch's math",
-        "Adadelta": "torch's math; rho 0.9, eps 1e-6",
+        "Adadelta": "torch's math (weight_decay is L2, added before the scaling); rho 0.9, "
+                    "eps 1e-6",
         "LAMB": "the paper_v5 variant",
         "LARS": "the optax variant",
+        "LBFGS": "linesearch=None only (optax's default zoom line search is not implemented); "
+                 "one iteration per step; first step min(1, 1/|g|_2) lr (torch: |g|_1); every "
+                 "pair stored (torch: only if y.s > 1e-10); history 10",
+        "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
+                "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
+                "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
+    step_scope=None,
 )
 
 TF = Flavor(
@@ -320,7 +377,9 @@ TF = Flavor(
              "the momentum buffer", "SGD": "ApplyMomentum = torch", "Adagrad": "ApplyAdagrad "
              "(V1, no eps) = torch with eps=0; accumulator starts at 0.1",
              "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max"},
-    verified="not in CI (tensorflow-cpu is 1.6 GB): examples/framework_replay/tf_kernels.py",
+    verified="in CI (tensorflow-cpu 2.21.0 in a venv of its own, tests/test_tf_kernels.py): "
+             "examples/framework_replay/tf_kernels.py, 59 cases pass, 156 skipped",
+    step_scope=None,
 )
 
 TFJS = Flavor(
@@ -357,15 +416,17 @@ TFJS = Flavor(
                                                     "epsilon": "eps"},
                                        dict(learningRate=1e-3, rho=0.95, epsilon=1e-7)),
     },
-    differs={"Adam": "torch's math; eps 1e-7", "SGD": "= torch", "Adagrad": "eps 1e-7 inside "
+    differs={"Adam": "torch's math; eps 1e-7; global step count (a missing gradient has a "
+                     "bug: see the known bugs)", "SGD": "= torch", "Adagrad": "eps 1e-7 inside "
              "the square root (not settable); accumulator starts at 0.1",
              "RMSprop": "eps inside the square root; lr inside the momentum buffer; centered "
                         "has a bug (sqrt(v - g_avg^2 - eps))",
-             "Adamax": "eps added after the max",
+             "Adamax": "eps added after the max; global step count",
              "Adadelta": "torch's formula (tfjs 4.22 has a bug: see the known bugs)"},
     verified="CI: tests/test_framework_replay.py replays the cases through tfjs-core 4.22.0 "
              "(pure-JS CPU backend, float32) in Node",
     dtypes=("float32",),
+    step_scope="global",
 )
 
 ONNX = Flavor(
@@ -377,11 +438,10 @@ ONNX = Flavor(
         # accumulator tensor the caller passes in at the first step.
         "Adam": FrameworkOptimizer("Adam", {"R": "lr", "alpha": ("betas", 0),
                                             "beta": ("betas", 1), "epsilon": "eps",
-                                            "norm_coefficient": "weight_decay"},
+                                            "norm_coefficient": "weight_decay",
+                                            "norm_coefficient_post": "post_weight_decay"},
                                    dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=0.0,
-                                        norm_coefficient=0.0, norm_coefficient_post=0.0),
-                                   unsupported={"norm_coefficient_post": (
-                                       (0.0,), "decay after the update is not implemented")}),
+                                        norm_coefficient=0.0, norm_coefficient_post=0.0)),
         "Adagrad": FrameworkOptimizer(
             "Adagrad", {"R": "lr", "decay_factor": "lr_decay", "epsilon": "eps",
                         "norm_coefficient": "weight_decay",
@@ -394,7 +454,9 @@ ONNX = Flavor(
             dict(R=REQUIRED, alpha=REQUIRED, beta=REQUIRED, norm_coefficient=0.0,
                  mode="standard")),
     },
-    differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes",
+    differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes; "
+                     "norm_coefficient_post: decay (1 - c) x after the update "
+                     "(post_weight_decay)",
              "Adagrad": "= torch (T counts from 0); float32 attributes",
              "SGD": "Momentum = torch with dampening (beta = 1 - dampening, 1 at T=0); float32 "
                     "attributes"},
@@ -402,6 +464,7 @@ ONNX = Flavor(
              "(float32, and float64 cases whose attributes are exact in float32)",
     float32_hyperparameters=("betas", "eps", "weight_decay", "lr_decay", "momentum",
                              "dampening"),
+    step_scope=None,
 )
 
 #: The optimizers that take ``flavor=`` (the others are torch's or a paper's only).
@@ -463,8 +526,21 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     return out
 
 
+def _consistent_rms_to_adjust_lr_fn(value):
+    """optax Muon's ``consistent_rms`` as torch's ``adjust_lr_fn``."""
+    if value is None:
+        return None
+    if value == 0.2:
+        return "match_rms_adamw"
+    raise ValueError(f"optax: consistent_rms={value!r}: only None and 0.2 (torch's "
+                     "adjust_lr_fn='match_rms_adamw') are implemented")
+
+
 #: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
 _CONVERSIONS = {
+    "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
+    "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
+                       lambda v: 0.2 if v == "match_rms_adamw" else None),
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
 }
@@ -521,14 +597,17 @@ def flavored(init):
     """Give an optimizer's ``__init__`` the keyword ``flavor`` (see the module docstring).
 
     The flavor fills every keyword the caller did not give with the flavor's value; the
-    optimizer records ``self.flavor``. Keyword checks of values the flavor cannot take
+    optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
+    (``step_scope``, :data:`npoptim.optim.optimizer.OPTIMIZER_CONVENTIONS`), which are
+    attributes of the optimizer rather than group options: the flavor's
+    :attr:`Flavor.step_scope` unless given. Keyword checks of values the flavor cannot take
     (:attr:`Flavor.zero_only`) run on the final values.
     """
     owner = init.__qualname__.split(".")[0]
     signature = inspect.signature(init)
 
     @functools.wraps(init)
-    def __init__(self, params, *args, flavor="torch", **kwargs):
+    def __init__(self, params, *args, flavor="torch", step_scope=None, **kwargs):
         preset = get(flavor)
         if flavor == "torch":
             init(self, params, *args, **kwargs)
@@ -546,5 +625,14 @@ def flavored(init):
                     raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
             init(self, params, **merged)
         self.flavor = flavor
+        self.step_scope = step_scope if step_scope is not None else (preset.step_scope
+                                                                     or "per_param")
 
+    # the optimizer-wide conventions are keywords too (inspect, golden hyperparameters)
+    parameters = list(signature.parameters.values())
+    at = len(parameters) - (parameters[-1].kind is inspect.Parameter.VAR_KEYWORD)
+    parameters[at:at] = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
+                         for name, value in OPTIMIZER_CONVENTIONS.items()]
+    __init__.__signature__ = signature.replace(parameters=parameters)
+    __init__.takes_flavor = True
     return __init__

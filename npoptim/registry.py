@@ -49,6 +49,15 @@ OPTIMIZERS = {
     "Prodigy": ("npoptim.optim.prodigy", None),
     "MADGRAD": ("npoptim.optim.madgrad", None),
     "DAdaptAdamW": ("npoptim.optim.dadapt", None),
+    "DPSGD": ("npoptim.optim.dpsgd", None),
+    "Sophia": ("npoptim.optim.sophia", None),
+    "GaLoreAdamW": ("npoptim.optim.galore", None),
+    "ACProp": ("npoptim.optim.acprop", None),
+    "COCOB": ("npoptim.optim.cocob", None),
+    "DoG": ("npoptim.optim.dog", None),
+    "DoWG": ("npoptim.optim.dog", None),
+    "Momo": ("npoptim.optim.momo", None),
+    "MomoAdam": ("npoptim.optim.momo", None),
 }
 
 

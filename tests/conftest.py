@@ -26,16 +26,27 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_TORCH_OPTIMI``: torch-optimi (npoptim.precision's Kahan-compensated updates;
   installed with ``--no-deps``).
 * ``NPOPTIM_REQUIRE_TORCHAO``: torchao (stochastic rounding compared with its
-  ``_AdamW(bf16_stochastic_round=True)``; installed with ``--no-deps``). Only located here, as
+  ``_AdamW(bf16_stochastic_round=True)``, its AdamW8bit/4bit/Fp8; installed with ``--no-deps``). Only located here, as
   timm: importing it registers torch.compile machinery, which the rest of the suite should not
   run under; its test imports it, and fails instead of skipping when this switch is set.
 * ``NPOPTIM_REQUIRE_SCHEDULEFREE``: the authors' schedulefree (Schedule-Free SGD and AdamW).
 * ``NPOPTIM_REQUIRE_PRODIGYOPT``: the authors' prodigyopt (Prodigy).
 * ``NPOPTIM_REQUIRE_MADGRAD``: the authors' madgrad (MADGRAD).
 * ``NPOPTIM_REQUIRE_DADAPTATION``: the authors' dadaptation (D-Adaptation AdamW).
+* ``NPOPTIM_REQUIRE_GALORE_TORCH``: the authors' galore-torch (GaLore AdamW; ``--no-deps``, only
+  located here: its package ``__init__`` imports transformers and bitsandbytes, and
+  tests/test_galore.py loads its two files alone).
+* ``NPOPTIM_REQUIRE_DOG_OPTIMIZER`` / ``NPOPTIM_REQUIRE_MOMO_OPT``: the authors' dog-optimizer
+  (DoG) and momo-opt (Momo, MomoAdam), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
+* ``NPOPTIM_REQUIRE_TENSORFLOW``: an interpreter in ``NPOPTIM_TF_PYTHON`` that imports
+  tensorflow and npoptim (.ci/run makes a venv of its own for tensorflow-cpu; the tf flavor's
+  raw kernels, tests/test_tf_kernels.py).
+* ``NPOPTIM_REQUIRE_BITSANDBYTES``: bitsandbytes (its CPU Adam8bit/AdamW8bit against
+  npoptim.precision.bnb_adam; installed with ``--no-deps``). Only located here: its import
+  takes seconds.
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -64,15 +75,23 @@ REQUIRED = {
     "PRODIGYOPT": ("prodigyopt",),
     "MADGRAD": ("madgrad",),
     "DADAPTATION": ("dadaptation",),
+    "GALORE_TORCH": ("galore_torch",),
+    "DOG_OPTIMIZER": ("dog",),
+    "MOMO_OPT": ("momo",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
+    "TENSORFLOW": ("tensorflow",),
+    "BITSANDBYTES": ("bitsandbytes",),
 }
 
 
 def _importable(module):
-    if module in ("timm", "keras", "torchao"):  # only located: importing them here would run
-        # timm's package __init__, fix keras's backend before a test chooses it, or register
-        # torchao's torch.compile machinery for the whole session (see above)
+    if module in ("timm", "keras", "torchao", "galore_torch"):  # only located: importing them
+        # here would run timm's package __init__, fix keras's backend before a test chooses
+        # it, register torchao's torch.compile machinery for the whole session, or import
+        # galore-torch's transformers (see above)
+        return importlib.util.find_spec(module) is not None
+    if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None
     if module == "tfjs":  # an npm package in NPOPTIM_TFJS_DIR, run by node
         import shutil
@@ -80,6 +99,14 @@ def _importable(module):
         where = Path(os.environ.get("NPOPTIM_TFJS_DIR", "")) / "node_modules" / "@tensorflow"
         if shutil.which("node") is None or not (where / "tfjs-core").is_dir():
             raise ImportError("no node, or no tfjs-core in $NPOPTIM_TFJS_DIR/node_modules")
+        return True
+    if module == "tensorflow":  # in an interpreter of its own, NPOPTIM_TF_PYTHON
+        import subprocess
+        python = os.environ.get("NPOPTIM_TF_PYTHON", "")
+        if not python or subprocess.run([python, "-c", "import tensorflow, npoptim"],
+                                        capture_output=True).returncode != 0:
+            raise ImportError("no interpreter in $NPOPTIM_TF_PYTHON that imports tensorflow "
+                              "and npoptim")
         return True
     importlib.import_module(module)
     return True

@@ -76,3 +76,43 @@ def assert_same_trajectory(actual, expected, rtol=1e-12):
             scale = max(float(np.max(np.abs(e))), 1e-300)
             err = float(np.max(np.abs(a - e))) / scale
             assert err <= rtol, f"step {t + 1}, param {k}: {err:.3g} of the scale > {rtol}"
+
+
+def quartic_objective(seed=0, shapes=SHAPES):
+    """``(params0, f)`` for the optimizers whose step needs the loss (PolyakSGD, MoMo):
+    ``f(params, sign=1.0)`` returns ``(loss, grads)`` of a separable quartic with minimum 0
+    (times ``sign``)."""
+    rng = np.random.default_rng(seed)
+    centers = [rng.uniform(-1, 1, s) for s in shapes]
+    h = [rng.uniform(0.5, 4.0, s) for s in shapes]
+
+    def f(params, sign=1.0):
+        loss = sum(float(np.sum(0.5 * hk * (p - c) ** 2 + 0.25 * (p - c) ** 4))
+                   for p, c, hk in zip(params, centers, h))
+        grads = [hk * (p - c) + (p - c) ** 3 for p, c, hk in zip(params, centers, h)]
+        return sign * loss, [sign * g for g in grads]
+    return [rng.uniform(-2, 2, s) for s in shapes], f
+
+
+def optax_value_trajectory(params0, f, make_tx, steps=STEPS, sign=1.0):
+    """The parameters after each step of ``make_tx(optax)``, an optax transformation that takes
+    the loss (``update(..., value=loss)``), on ``f`` times ``sign``, in float64."""
+    optax = pytest.importorskip("optax")
+    jax = pytest.importorskip("jax")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        import jax.numpy as jnp
+        tx = make_tx(optax)
+        params = [jnp.asarray(p) for p in params0]
+        state = tx.init(params)
+        out = []
+        for _ in range(steps):
+            loss, grads = f([np.asarray(p) for p in params])
+            updates, state = tx.update([jnp.asarray(sign * g) for g in grads], state, params,
+                                       value=sign * loss)
+            params = optax.apply_updates(params, updates)
+            out.append([np.asarray(p) for p in params])
+        return out
+    finally:
+        jax.config.update("jax_enable_x64", previous)

@@ -76,11 +76,13 @@ def x64():
         jax.config.update("jax_enable_x64", previous)
 
 
-def run_optax(make_tx, params, grad, steps=STEPS, lrs=None):
+def run_optax(make_tx, params, grad, steps=STEPS, lrs=None, jit=False):
     """Params after each step of the optax transformation ``make_tx(lr)``, as NumPy arrays.
 
     With ``lrs`` (one lr per step) the lr is ``optax.inject_hyperparams``'s ``learning_rate``,
-    set before each step, as npoptim's schedules set ``group["lr"]``.
+    set before each step, as npoptim's schedules set ``group["lr"]``. ``jit=True`` compiles
+    ``tx.update`` once (for transformations with many small ops, e.g. Muon's Newton-Schulz
+    iterations, whose eager run takes a minute).
     """
     with x64():
         import jax.numpy as jnp
@@ -91,12 +93,13 @@ def run_optax(make_tx, params, grad, steps=STEPS, lrs=None):
             tx = optax.inject_hyperparams(lambda learning_rate: make_tx(learning_rate))(
                 learning_rate=lrs[0])
         state = tx.init(ps)
+        update = jax.jit(tx.update) if jit else tx.update
         out = []
         for t in range(steps):
             if lrs is not None:
                 state.hyperparams["learning_rate"] = jnp.asarray(lrs[t])
             g = [jnp.asarray(x) for x in grad(t, [np.asarray(p) for p in ps])]
-            updates, state = tx.update(g, state, ps)
+            updates, state = update(g, state, ps)
             ps = optax.apply_updates(ps, updates)
             out.append([np.asarray(p) for p in ps])
     return out

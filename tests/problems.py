@@ -46,6 +46,9 @@ CONFIGS = {
     "Signum": [dict(lr=0.01, weight_decay=0.1)],
     "NoisySGD": [dict(lr=0.01, seed=3)],
     "PolyakSGD": [dict(lr=0.5)],
+    "DPSGD": [dict(lr=0.05, seed=4), dict(lr=0.05, momentum=0.9, nesterov=True)],
+    "Sophia": [dict(lr=0.01, update_interval=2, hessian_estimate="squared-gradient")],
+    "GaLoreAdamW": [dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1)],
     "OptimisticGD": [dict(lr=0.01)],
     "OptimisticAdam": [dict(lr=0.01), dict(lr=0.01, variant='optax')],
     "ADOPT": [dict(lr=0.01, weight_decay=0.1, nesterov=True)],
@@ -56,6 +59,12 @@ CONFIGS = {
     "Prodigy": [dict(weight_decay=0.01)],
     "DAdaptAdamW": [dict(weight_decay=0.01)],
     "MADGRAD": [dict(weight_decay=0.01), dict(momentum=0.0, decouple_decay=True, weight_decay=0.01)],
+    "ACProp": [dict(lr=0.01, weight_decay=0.1)],
+    "COCOB": [dict(weight_decay=0.1, alpha=10.0)],
+    "DoG": [dict(weight_decay=0.1)],
+    "DoWG": [dict(weight_decay=0.1)],
+    "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
+    "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
 }
 
 
@@ -98,7 +107,7 @@ def objective(params):
 
 
 #: Optimizers whose param groups share one lr (the largest lr, or 0, per group).
-ONE_LR = ("Prodigy", "DAdaptAdamW")
+ONE_LR = ("Prodigy", "DAdaptAdamW", "Momo", "MomoAdam")
 
 
 def make(cls, name, kwargs, params):
@@ -111,9 +120,17 @@ def make(cls, name, kwargs, params):
     return opt
 
 
+def per_example(grads):
+    """Per-example gradients (DPSGD) made of batch gradients: a batch of three examples, the
+    gradient scaled by 1, -0.5 and 3 (so a clipping norm of 1 clips some of them)."""
+    return [None if g is None else np.stack([g, -0.5 * g, 3 * g]) for g in grads]
+
+
 def step(opt, params, name, k):
     """Step ``k`` of an npoptim optimizer over ``params``."""
     if registry.get(name).needs_closure:
         opt.step(closure=lambda: objective(params))
+    elif registry.get(name).per_example_grads:
+        opt.step(per_example(step_gradients(params, k)))
     else:
         opt.step(step_gradients(params, k))

@@ -48,7 +48,8 @@ def mutant(old, new):
 
 MUTANTS = {
     # the third iteration's (y, s) pair is never stored
-    "curvature pair dropped": mutant("if ys > 1e-10:", "if ys > 1e-10 and total_iter != 3:"),
+    "curvature pair dropped": mutant("if ys > 1e-10 or not curvature_condition:",
+                                     "if ys > 1e-10 and total_iter != 3:"),
     # H_0 = y's / y'y of the pair before the newest
     "H_diag from the step before": mutant(
         "H_diag = ys / dot(y, y)",

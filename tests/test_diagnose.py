@@ -80,6 +80,8 @@ def adam(bug=None, dtype=None):
                     v_hat = vs[i] if bug in ("no v correction", "no correction") else vs[i] / b2
                     if bug == "eps hat":  # Keras: lr sqrt(b2)/b1 m / (sqrt(v) + eps)
                         x = x - kind(lr) * np.sqrt(b2) / b1 * ms[i] / (np.sqrt(vs[i]) + kind(eps))
+                    elif bug == "eps in sqrt":
+                        x = x - kind(lr) * m_hat / np.sqrt(v_hat + kind(eps))
                     else:
                         x = x - kind(lr) * m_hat / (np.sqrt(v_hat) + kind(eps))
                 if wd and decoupled and bug == "decay after":
@@ -105,6 +107,10 @@ def sgd(bug=None):
                 if mu and bug == "lr in buffer":  # Keras: b = mu b + lr g; p -= b
                     bufs[i] = lr * g if bufs[i] is None else mu * bufs[i] + lr * g
                     p -= bufs[i]
+                    continue
+                if mu and bug == "keras nesterov":  # m = mu m - lr g; p += mu m - lr g
+                    bufs[i] = -lr * g if bufs[i] is None else mu * bufs[i] - lr * g
+                    p += mu * bufs[i] - lr * g
                     continue
                 if mu:
                     bufs[i] = g.copy() if bufs[i] is None else mu * bufs[i] + g
@@ -134,18 +140,28 @@ def adagrad(bug=None):
 
 
 def rmsprop(bug=None):
-    """RMSprop without momentum, centering or decay (the cases used here)."""
+    """RMSprop without centering or decay (the cases used here)."""
     def make_step(params, h):
         squares = [np.zeros(p.shape) for p in params]
+        bufs = [np.zeros(p.shape) for p in params]
+        mu = h["momentum"]
 
         def step(grads, lr):
             for i, (p, g) in enumerate(zip(params, grads)):
                 g = dense(g, p.shape)
                 squares[i] = h["alpha"] * squares[i] + (1 - h["alpha"]) * g * g
                 if bug == "eps in sqrt":
-                    p -= lr * g / np.sqrt(squares[i] + h["eps"])
+                    d = np.sqrt(squares[i] + h["eps"])
                 else:
-                    p -= lr * g / (np.sqrt(squares[i]) + h["eps"])
+                    d = np.sqrt(squares[i]) + h["eps"]
+                if mu and bug == "lr in buffer":  # Keras, TF: b = mu b + lr g/d; p -= b
+                    bufs[i] = mu * bufs[i] + lr * g / d
+                    p -= bufs[i]
+                elif mu:
+                    bufs[i] = mu * bufs[i] + g / d
+                    p -= lr * bufs[i]
+                else:
+                    p -= lr * g / d
             return params
         return step
     return make_step
@@ -201,12 +217,16 @@ def sparse_adam(bug=None):
                         entries[key] = value
                 flat_m, flat_v = ms[i].reshape(g.shape), vs[i].reshape(g.shape)
                 flat_p = p.reshape(g.shape)
-                size = math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                b1, b2 = 1 - beta1 ** t, 1 - beta2 ** t
                 for (row, col), value in entries.items():
                     flat_m[row, col] += (1 - beta1) * (value - flat_m[row, col])
                     flat_v[row, col] += (1 - beta2) * (value * value - flat_v[row, col])
-                    flat_p[row, col] -= lr * size * flat_m[row, col] / (
-                        math.sqrt(flat_v[row, col]) + h["eps"])
+                    if bug == "adam eps":  # Adam's placement: m_hat / (sqrt(v_hat) + eps)
+                        flat_p[row, col] -= lr * (flat_m[row, col] / b1) / (
+                            math.sqrt(flat_v[row, col] / b2) + h["eps"])
+                    else:
+                        flat_p[row, col] -= lr * math.sqrt(b2) / b1 * flat_m[row, col] / (
+                            math.sqrt(flat_v[row, col]) + h["eps"])
             return params
         return step
     return make_step
@@ -241,6 +261,7 @@ def test_a_correct_implementation_matches(tmp_path):
 
 @pytest.mark.parametrize("bug, entry", [
     ("eps hat", "eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)"),
+    ("eps in sqrt", "eps inside the square root (Adam)"),
     ("no m correction", "no bias correction of m"),
     ("no v correction", "no bias correction of v"),
     ("no correction", "no bias correction at all"),
@@ -294,6 +315,11 @@ def test_adagrad_initial_accumulator_is_named(tmp_path):
     # equal to torch's at constant lr: the schedule's first change of lr shows it
     (sgd("lr in buffer"), "lr inside the momentum buffer (SGD)",
      "SGD/momentum-lr-schedule/float64", None),
+    # the other Nesterov form (Keras, Sutskever et al.): the same at constant lr
+    (sgd("keras nesterov"), "lr inside the momentum buffer (SGD)",
+     "SGD/nesterov-lr-schedule/float64", None),
+    (rmsprop("lr in buffer"), "lr inside the momentum buffer (RMSprop)",
+     "RMSprop/momentum-lr-schedule/float64", None),
 ])
 def test_framework_conventions_are_named(tmp_path, mutant, entry, case, first_step):
     d = diagnosed(tmp_path, mutant, [case])
@@ -319,6 +345,37 @@ def test_sparse_mutants_are_named(tmp_path, bug, entry, case):
     d = diagnosed(tmp_path, sparse_adam(bug), [case])
     assert d.verdict == "reproduced" and d.candidates[0].entry.name == entry
     assert d.divergence[1].step >= 1
+
+
+def test_sparse_adam_with_adams_eps_placement_is_named(tmp_path):
+    d = diagnosed(tmp_path, sparse_adam("adam eps"), ["SparseAdam/eps-dominated/float64"])
+    assert_named(d, "eps on sqrt(v_hat) (Adam's placement in SparseAdam)")
+    assert d.candidates[0].entry.kind == "convention"
+
+
+@pytest.mark.parametrize("mutant, case", [
+    (sgd(), "SGD/momentum-lr-schedule/float64"),
+    (sgd(), "SGD/nesterov/float64"),
+    (sgd(), "SGD/nesterov-lr-schedule/float64"),
+    (adagrad(), "Adagrad/eps-dominated/float64"),
+    (rmsprop(), "RMSprop/eps-dominated/float64"),
+    (rmsprop(), "RMSprop/momentum-lr-schedule/float64"),
+    (adamax(), "Adamax/eps-dominated/float64"),
+    (sparse_adam(), "SparseAdam/eps-dominated/float64"),
+])
+def test_each_correct_mutant_matches(tmp_path, mutant, case):
+    # the mutants' correct branches are the reference: else a named mistake proves nothing
+    d = diagnosed(tmp_path, mutant, [case])
+    assert d.verdict == "matches" and not d.failing
+
+
+def test_an_unrelated_mistake_is_no_known_variant_for_rmsprop(tmp_path):
+    def wrong(params, h):  # the square average of |g|, not g²: no catalogue entry does this
+        step = rmsprop()(params, h)
+        return lambda grads, lr: step([np.sqrt(np.abs(dense(g, p.shape))) * np.sign(
+            dense(g, p.shape)) for g, p in zip(grads, params)], lr)
+    d = diagnosed(tmp_path, wrong, ["RMSprop/momentum-lr-schedule/float64"])
+    assert d.verdict == "no known variant" and not d.candidates and d.closest
 
 
 def test_an_unrelated_mistake_is_no_known_variant(tmp_path):
@@ -354,6 +411,12 @@ def test_the_catalogue_entries_are_documented():
     names = [e.name for e in CATALOGUE]
     assert len(names) == len(set(names))
     assert all(e.doc and e.kind in ("convention", "default", "mistake") for e in CATALOGUE)
+
+
+def test_every_catalogue_entry_has_a_mutant_here():
+    # each entry is named by a test of this file (the issue's "at least one per entry")
+    source = Path(__file__).read_text()
+    assert [e.name for e in CATALOGUE if f'"{e.name}"' not in source] == []
 
 
 def test_csr_rewrites():

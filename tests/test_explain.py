@@ -16,7 +16,8 @@ from npoptim.explainer.trace import python_kernels, recording
 X3 = np.array([0.5, -1.25, 2.0])
 X33 = np.array([[0.5, -1.25, 2.0], [0.3, -0.7, 1.1], [0.9, 0.2, -0.4]])
 #: settings under which each optimizer moves visibly in three steps
-SETTINGS = {"Adafactor": {}, "LBFGS": dict(lr=1.0, line_search_fn="strong_wolfe", max_iter=3)}
+SETTINGS = {"Adafactor": {}, "LBFGS": dict(lr=1.0, line_search_fn="strong_wolfe", max_iter=3),
+            "Sophia": dict(lr=0.1, hessian_estimate="squared-gradient")}
 
 
 def first_row(e, step=0, table=0):
@@ -55,6 +56,8 @@ def test_three_explained_steps_end_at_the_bits_of_opt_step(name):
     for _ in range(3):
         if opt.needs_closure:
             opt.step(lambda: (float(np.sum(p * p)), [2 * p]))
+        elif opt.per_example_grads:
+            opt.step([(2 * p)[None]])
         else:
             opt.step([2 * p])
     assert e.final[0].tobytes() == p.tobytes()
@@ -63,7 +66,8 @@ def test_three_explained_steps_end_at_the_bits_of_opt_step(name):
     assert e.steps[0].tables or any(e.steps[0].listings)
     for step in e.steps:  # the per-element tables end at the step's parameters
         for table in step.tables:
-            if "p_new" in table["columns"] and table["rule"] != "lamb_moments_rule":
+            if "p_new" in table["columns"] and table["rule"] not in (
+                    "lamb_moments_rule", "galore_moments_rule"):   # their "p" is no param
                 new = {r["index"]: r["p_new"] for r in table["rows"]}
                 after = step.params_after[table["param"]].reshape(-1)
                 assert all(after[i] == v for i, v in new.items())

@@ -74,12 +74,12 @@ def test_non_convention_options_are_refused_by_name(option, value):
 
 
 def test_unimplemented_conventions_are_refused():
-    with pytest.raises(ValueError, match="decoupled"):
-        npoptim.SGD([np.zeros(2)], flavor="keras", weight_decay=0.1)
+    with pytest.raises(ValueError, match="no dampening"):
+        npoptim.SGD([np.zeros(2)], flavor="keras", dampening=0.1)
     with pytest.raises(ValueError, match="eps_root"):
         flavors.from_framework("optax", "adam", [np.zeros(2)], learning_rate=0.1, eps_root=1e-8)
     with pytest.raises(ValueError, match="has no NAdam"):
-        npoptim.NAdam([np.zeros(2)], flavor="keras")
+        npoptim.NAdam([np.zeros(2)], flavor="tfjs")
     with pytest.raises(ValueError, match="unknown flavor"):
         npoptim.Adam([np.zeros(2)], flavor="pytorch")
     with pytest.raises(ValueError, match="eps_mode must be one of"):
@@ -109,6 +109,26 @@ def test_adam_eps_hat_is_its_formula():
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         ref = ref - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("amsgrad_max", [None, "raw", "bias_corrected"])
+def test_adam_eps_in_sqrt_is_its_formula(amsgrad_max):
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 0.1
+    amsgrad = dict(amsgrad=True, amsgrad_max=amsgrad_max) if amsgrad_max else {}
+    w, grads = _run(lambda p: npoptim.Adam(p, lr=lr, eps=eps, eps_mode="in_sqrt", **amsgrad))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = vmax = 0
+    for t, g in enumerate(grads, 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        if amsgrad_max == "bias_corrected":
+            vmax = np.maximum(vmax, v / (1 - b2 ** t))
+            v_hat = vmax
+        else:
+            vmax = np.maximum(vmax, v)
+            v_hat = (vmax if amsgrad_max else v) / (1 - b2 ** t)
+        ref = ref - lr * (m / (1 - b1 ** t)) / np.sqrt(v_hat + eps)
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
 
 
@@ -161,3 +181,139 @@ def test_adamax_eps_added_is_its_formula():
         u = np.maximum(b2 * u, np.abs(g))
         ref = ref - lr / (1 - b1 ** t) * m / (u + eps)
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+
+
+def test_global_step_ages_a_skipped_parameter_and_is_its_formula():
+    """step_scope="global": a None gradient leaves the values and moments alone but the step
+    count advances, so the next gradient is bias-corrected with the optimizer's count."""
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(4), None, None, rng.standard_normal(4)]
+    for scope, ts in (("per_param", (1, 2)), ("global", (1, 4))):
+        w, never = np.ones(4), np.ones(2)
+        opt = npoptim.Adam([w, never], lr=lr, step_scope=scope)
+        for g in grads:
+            opt.step([g, None])
+        ref, m, v = np.ones(4), 0, 0
+        for t, g in zip(ts, (grads[0], grads[3])):
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            ref = ref - lr / (1 - b1 ** t) * m / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+        assert opt.state[0]["step"] == ts[-1]
+        # a parameter that never had a gradient: untouched; globally it has zero state, aged
+        np.testing.assert_array_equal(never, 1.0)
+        if scope == "global":
+            assert opt.state[1]["step"] == 4 and not opt.state[1]["exp_avg"].any()
+        else:
+            assert 1 not in opt.state
+
+
+def test_step_scope_comes_from_the_flavor_and_an_explicit_keyword_wins():
+    assert npoptim.Adam([np.zeros(2)]).step_scope == "per_param"
+    assert npoptim.Adam([np.zeros(2)], flavor="keras").step_scope == "global"
+    assert npoptim.Adamax([np.zeros(2)], flavor="tfjs").step_scope == "global"
+    assert npoptim.Adam([np.zeros(2)], flavor="optax").step_scope == "per_param"
+    assert npoptim.Adam([np.zeros(2)], flavor="keras",
+                        step_scope="per_param").step_scope == "per_param"
+    with pytest.raises(ValueError, match="step_scope must be one of"):
+        npoptim.Adam([np.zeros(2)], step_scope="iterations")
+    # optimizers without a step count are not changed by it
+    w = np.ones(2)
+    opt = npoptim.SGD([w, np.ones(1)], lr=0.1, momentum=0.9, step_scope="global")
+    opt.step([np.ones(2), None])
+    assert list(opt.state) == [0]
+
+
+def test_nadam_keras_is_torch_with_momentum_decay_one_and_a_parameter_dtype_product():
+    opt = flavors.from_framework("keras", "Nadam", [np.zeros(2)], weight_decay=0.01)
+    d = opt.defaults
+    assert (d["momentum_decay"], d["decoupled_weight_decay"], d["state_dtype"], d["eps"],
+            d["lr"], d["weight_decay"]) == (1.0, True, "param", 1e-7, 1e-3, 0.01)
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-3
+    w, grads = _run(lambda p: npoptim.NAdam(p, lr=lr, eps=eps, flavor="keras"))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = 0
+    prod = 1.0
+    for t, g in enumerate(grads, 1):  # Keras's Nadam.update_step, written out
+        u, u_next = b1 * (1 - 0.5 * 0.96 ** t), b1 * (1 - 0.5 * 0.96 ** (t + 1))
+        prod *= u
+        m = m + (g - m) * (1 - b1)
+        v = v + (g * g - v) * (1 - b2)
+        m_hat = u_next * m / (1 - prod * u_next) + (1 - u) * g / (1 - prod)
+        ref = ref - m_hat * lr / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+    # torch keeps mu_product in float32 whatever the parameter's dtype
+    torch_like = npoptim.NAdam([np.zeros(2)])
+    torch_like.step([np.ones(2)])
+    assert torch_like.state[0]["mu_product"].dtype == np.float32
+    opt = npoptim.NAdam([np.zeros(2)], state_dtype="param")
+    opt.step([np.ones(2)])
+    assert opt.state[0]["mu_product"].dtype == np.float64
+    assert "state_dtype" not in torch_like.state_dict()["param_groups"][0]
+    with pytest.raises(ValueError, match="state_dtype must be one of"):
+        npoptim.NAdam([np.zeros(2)], state_dtype="float16")
+
+
+def test_nadam_global_step_ages_the_momentum_product():
+    w, skipped = np.ones(2), np.ones(2)
+    opt = npoptim.NAdam([w, skipped], step_scope="global", state_dtype="param")
+    for _ in range(3):
+        opt.step([np.ones(2), None])
+    assert opt.state[1]["step"] == 3
+    assert opt.state[1]["mu_product"] == opt.state[0]["mu_product"]
+
+
+@pytest.mark.parametrize("name", ["SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax"])
+def test_keras_decays_every_optimizer_decoupled_before_its_rule(name):
+    """Keras's base optimizer: w -= w*wd*lr, then the rule without L2 (npoptim: the switch
+    decoupled_weight_decay, applied by the base class); the torch flavor keeps L2."""
+    cls = registry.get(name)
+    lr, wd = 0.05, 0.3
+    extra = {"momentum": 0.9} if name == "SGD" else {}  # plain SGD: L2 = decoupled
+    keras, _ = _run(lambda p: cls(p, lr=lr, weight_decay=wd, flavor="keras", **extra))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(5)
+    grads = [rng.standard_normal(5) for _ in range(6)]
+    by_hand = cls([w], lr=lr, flavor="keras", **extra)
+    for g in grads:
+        w *= 1 - lr * wd
+        by_hand.step([g])
+    np.testing.assert_allclose(keras, w, rtol=1e-14, atol=1e-15)
+    torch_like, _ = _run(lambda p: cls(p, lr=lr, weight_decay=wd, **extra))
+    assert np.max(np.abs(torch_like - keras)) > 1e-4
+    assert flavors.from_framework("keras", name, [np.zeros(2)], weight_decay=wd).defaults[
+        "decoupled_weight_decay"] is True
+
+
+def test_onnx_post_update_decay_is_its_formula():
+    """ONNX Adam's norm_coefficient_post: X_final = (1 - c) X_new, not scaled by lr."""
+    lr, b1, b2, eps, c = 0.01, 0.9, 0.999, 1e-8, 0.05
+    w, grads = _run(lambda p: flavors.from_framework("onnx", "Adam", p, R=lr, epsilon=eps,
+                                                     norm_coefficient_post=c))
+    ref = np.random.default_rng(0).standard_normal(5)
+    m = v = 0
+    for t, g in enumerate(grads, 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        ref = (1 - c) * (ref - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps))
+    np.testing.assert_allclose(w, ref, rtol=1e-13, atol=1e-14)
+    assert "post_weight_decay" not in npoptim.Adam([np.zeros(2)]).state_dict()["param_groups"][0]
+    with pytest.raises(ValueError, match="post_weight_decay"):
+        npoptim.Adam([np.zeros(2)], post_weight_decay=-0.1)
+
+
+def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
+    """step_scope="global" only where the aging is known (the flavored optimizers); the
+    float optimizers' decay outside the rule is not rounded as the 16-bit kernels round."""
+    with pytest.raises(ValueError, match="per-parameter step counts only"):
+        npoptim.Adafactor([np.zeros(2)]).step_scope = "global"
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from npoptim import precision
+    w = np.zeros(2, ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match="not implemented for 16-bit"):
+        precision.SGD([w], weight_decay=0.1, decoupled_weight_decay=True)
+    with pytest.raises(ValueError, match="not implemented for 16-bit"):
+        precision.Adam([w], post_weight_decay=0.1)
+    with pytest.raises(ValueError, match="per-parameter step counts only"):
+        precision.Adam([w], step_scope="global")

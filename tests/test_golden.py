@@ -150,6 +150,19 @@ def test_nonfinite_values_are_strings():
         codec.dumps({"x": math.nan})
 
 
+def test_nonfinite_hyperparameters_round_trip():
+    # an infinite bound is stored as "Infinity" and must come back as a float, not a string
+    opt = registry.get("LAMB")([np.zeros(3)], ratio_bounds=(0.0, math.inf))
+    stored = json.loads(codec.dumps(generate.hyperparameters(opt)))
+    assert stored["ratio_bounds"] == [0.0, "Infinity"]
+    kwargs = generate.from_json_hyper(stored)
+    assert kwargs["ratio_bounds"] == (0.0, math.inf)
+    again = registry.get("LAMB")([np.zeros(3)], **kwargs)
+    assert again.defaults["ratio_bounds"] == (0.0, math.inf)
+    back = generate.from_json_hyper({"a": "-Infinity", "b": ["NaN", 1.0], "c": "torch"})
+    assert back["a"] == -math.inf and math.isnan(back["b"][0]) and back["c"] == "torch"
+
+
 def test_dumps_is_deterministic_and_sorted():
     a = codec.dumps({"b": 1, "a": [1.0, 2.5e-10, -0.0], "c": {"z": None, "y": True}})
     assert a == codec.dumps({"c": {"y": True, "z": None}, "a": [1.0, 2.5e-10, -0.0], "b": 1})

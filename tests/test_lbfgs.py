@@ -29,10 +29,12 @@ reorders every dot product and sum), times 4, plus a few float32 ulps.
 import numpy as np
 import pytest
 
-import npoptim
 import cpu_probe
+import npoptim
+import optax_contrib
+from npoptim import flavors
 from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
-                            order_sensitivity_failures, rosenbrock, start_params,
+                            order_sensitivity_failures, rosenbrock, split, start_params,
                             torch_trajectory, trajectory)
 from torch_compare import needs_torch, rel_error, torch, torch_state_dict
 
@@ -302,3 +304,79 @@ def test_none_gradients_count_as_zero_as_in_torch():
         topt.step(torch_closure(tparams, with_none))
     assert rel_error(params, [t.numpy() for t in tparams]) <= 1e-12
     np.testing.assert_array_equal(params[1], start_params(np.float64)[1])
+
+
+# ------------------------------------------------------------------ the optax flavor
+OPTAX_CONFIGS = {
+    "defaults": dict(learning_rate=0.2),
+    "memory-3": dict(learning_rate=0.1, memory_size=3),
+    "no-precond-scaling": dict(learning_rate=0.05, scale_init_precond=False),
+}
+
+
+def wavy(params, k):
+    """0.05 |x|^2 + 0.3 sum sin(2 x_i + i): nonconvex, so fixed steps meet pairs with
+    y.s < 0, which optax keeps and torch drops."""
+    x = flat(params)
+    i = np.arange(x.size)
+    loss = 0.05 * np.sum(x * x) + 0.3 * np.sum(np.sin(2 * x + i))
+    return float(loss), split(0.1 * x + 0.6 * np.cos(2 * x + i), params)
+
+
+# without a line search L-BFGS on the drifting target is chaotic (its pairs mix different
+# objectives; XLA's and MKL's dot orders drift apart to 1e-1 within 20 steps): a fixed one
+OPTAX_OBJECTIVES = {"quartic": lambda params, k: drifting_quartic(params, 0),
+                    "rosenbrock": rosenbrock, "wavy": wavy}
+
+
+def optax_flavor_run(fn, kw, lrs=None, **switches):
+    ours = start_params(np.float64)
+    opt = flavors.from_framework("optax", "lbfgs", ours, **kw)
+    opt.param_groups[0].update(switches)
+    out = []
+    for k in range(optax_contrib.STEPS):
+        if lrs is not None:
+            opt.param_groups[0]["lr"] = lrs[k]
+        opt.step(lambda: fn(ours, k))
+        out.append([p.copy() for p in ours])
+    return out, opt
+
+
+@optax_contrib.needs_optax
+@pytest.mark.parametrize("schedule", [False, True], ids=["constant-lr", "lr-schedule"])
+@pytest.mark.parametrize("name", sorted(OPTAX_OBJECTIVES))
+@pytest.mark.parametrize("config", sorted(OPTAX_CONFIGS))
+def test_optax_flavor_matches_optax_lbfgs_without_line_search(config, name, schedule):
+    # optax.lbfgs(linesearch=None): one gradient per update, as the flavor's steps
+    kw = dict(OPTAX_CONFIGS[config], linesearch=None)
+    fn = OPTAX_OBJECTIVES[name]
+    lrs = optax_contrib.lr_schedule(lr=kw["learning_rate"]) if schedule else None
+    expected = optax_contrib.run_optax(
+        lambda rate: optax_contrib.optax.lbfgs(**dict(kw, **(
+            {} if rate is None else {"learning_rate": rate}))),
+        start_params(np.float64), lambda k, ps: fn(ps, k)[1], lrs=lrs, jit=True)
+    actual, opt = optax_flavor_run(fn, kw, lrs)
+    optax_contrib.assert_trajectories_close(actual, expected)
+    assert opt.state[0]["n_iter"] == optax_contrib.STEPS
+    if (config, name, schedule) == ("defaults", "wavy", False):
+        # torch's curvature condition (drop pairs with y.s <= 1e-10) leaves optax's path
+        dropped, _ = optax_flavor_run(fn, kw, curvature_condition=True)
+        assert np.max(np.abs(flat(dropped[-1]) - flat(expected[-1]))) > 1e-3
+
+
+def test_optax_flavor_switches_and_refusals():
+    opt = npoptim.LBFGS([np.zeros(3)], flavor="optax")
+    assert opt.defaults["max_iter"] == 1 and opt.defaults["history_size"] == 10
+    assert opt.defaults["tolerance_grad"] == -np.inf and opt.defaults["lr"] == 1.0
+    assert "curvature_condition" not in npoptim.LBFGS([np.zeros(3)]).state_dict()[
+        "param_groups"][0]
+    with pytest.raises(ValueError, match="zoom line search"):
+        flavors.from_framework("optax", "lbfgs", [np.zeros(3)], linesearch="zoom")
+    with pytest.raises(ValueError, match="first_step_norm must be one of"):
+        npoptim.LBFGS([np.zeros(3)], first_step_norm="l3")
+    # the first step: min(1, 1/|g|_2) lr (torch: |g|_1)
+    for norm, expected in (("l1", 1 / 7), ("l2", 1 / 5)):
+        x = np.zeros(2)
+        npoptim.LBFGS([x], lr=1.0, max_iter=1, first_step_norm=norm).step(
+            lambda: (0.0, [np.array([3.0, 4.0])]))
+        np.testing.assert_allclose(x, -expected * np.array([3.0, 4.0]), rtol=1e-15)

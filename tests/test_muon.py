@@ -14,6 +14,8 @@ import pytest
 
 import cpu_probe
 import npoptim
+import optax_contrib
+from npoptim import flavors
 from npoptim.optim import muon as muon_module
 from torch_compare import TorchSuite, needs_torch, standard_gradient, torch
 
@@ -136,3 +138,62 @@ def test_step_is_atomic():
     np.testing.assert_array_equal(a, before[0])
     np.testing.assert_array_equal(b, before[1])
     np.testing.assert_array_equal(opt.state[0]["momentum_buffer"], before[2])
+
+
+# ------------------------------------------------------------------ the optax flavor
+OPTAX_CONFIGS = {
+    "defaults": {},
+    "no-nesterov": dict(nesterov=False),
+    "weight-decay-beta": dict(weight_decay=0.3, beta=0.8),
+    "adaptive": dict(adaptive=True),
+    "consistent-rms": dict(consistent_rms=0.2, eps=1e-3, ns_steps=3),
+}
+
+
+@optax_contrib.needs_optax
+@pytest.mark.parametrize("schedule", [False, True], ids=["constant-lr", "lr-schedule"])
+@pytest.mark.parametrize("config", sorted(OPTAX_CONFIGS))
+def test_optax_flavor_matches_optax_contrib_muon(config, schedule):
+    # wide, tall (orthogonalized through its transpose; the shape scale differs from torch's)
+    # and square matrices, 24 steps in float64
+    kw = OPTAX_CONFIGS[config]
+    params, grad = optax_contrib.problem(seed=3, shapes=((3, 5), (5, 3), (4, 4)))
+    lrs = optax_contrib.lr_schedule(lr=0.05) if schedule else None
+    lr = 0.05
+    expected = optax_contrib.run_optax(
+        lambda rate: optax_contrib.optax.contrib.muon(learning_rate=lr if rate is None
+                                                      else rate, **kw), params, grad, lrs=lrs,
+        jit=True)
+    actual, opt = optax_contrib.run_npoptim(
+        lambda ps, **_: flavors.from_framework("optax", "muon", ps, learning_rate=lr, **kw),
+        params, grad, lrs=lrs)
+    optax_contrib.assert_trajectories_close(actual, expected)
+    assert int(opt.state[0]["count"]) == optax_contrib.STEPS
+
+
+def test_optax_flavor_differs_from_torch_where_its_switches_say():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((5, 3))
+    g = rng.standard_normal((5, 3))
+    # one step from a zero buffer: each optax switch alone changes it
+    torch_form = npoptim.Muon([w.copy()], lr=0.1, weight_decay=0.0, eps=1e-8)
+    for switch, value in (("bias_correction", True), ("ns_dtype", "param"),
+                          ("weight_layout", "in_out")):
+        p = w.copy()
+        npoptim.Muon([p], lr=0.1, weight_decay=0.0, eps=1e-8, **{switch: value}).step([g])
+        q = w.copy()
+        npoptim.Muon([q], lr=0.1, weight_decay=0.0, eps=1e-8).step([g])
+        assert np.max(np.abs(p - q)) > 1e-6, switch
+    # the tall matrix: torch scales by sqrt(5/3), optax (fan_in=5, fan_out=3) by 1
+    assert muon_module.adjust_lr(1.0, None, (5, 3)) == pytest.approx(np.sqrt(5 / 3))
+    assert muon_module.adjust_lr(1.0, None, (5, 3), "in_out") == 1.0
+    assert muon_module.adjust_lr(1.0, None, (3, 5), "in_out") == pytest.approx(np.sqrt(5 / 3))
+    assert "count" not in torch_form.state_dict()["state"].get(0, {})
+    with pytest.raises(ValueError, match="ns_dtype must be one of"):
+        npoptim.Muon([w.copy()], ns_dtype="float16")
+    with pytest.raises(ValueError, match="consistent_rms=0.3"):
+        flavors.from_framework("optax", "muon", [w.copy()], learning_rate=0.1,
+                                       consistent_rms=0.3)
+    with pytest.raises(ValueError, match="preconditioning"):
+        flavors.from_framework("optax", "muon", [w.copy()], learning_rate=0.1,
+                                       preconditioning="aol")

@@ -4,47 +4,12 @@ size hand-derived, bad input."""
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_compare import SHAPES, assert_same_trajectory, schedule
+from optax_compare import (assert_same_trajectory, optax_value_trajectory, quartic_objective,
+                           schedule)
 
 from npoptim.optim.polyak_sgd import PolyakSGD
 
 STEPS = 24
-
-
-def _objective(seed=0, shapes=SHAPES):
-    """(params0, f): f(params) = (loss, grads) of a separable quartic with minimum 0."""
-    rng = np.random.default_rng(seed)
-    centers = [rng.uniform(-1, 1, s) for s in shapes]
-    h = [rng.uniform(0.5, 4.0, s) for s in shapes]
-
-    def f(params, sign=1.0):
-        loss = sum(float(np.sum(0.5 * hk * (p - c) ** 2 + 0.25 * (p - c) ** 4))
-                   for p, c, hk in zip(params, centers, h))
-        grads = [hk * (p - c) + (p - c) ** 3 for p, c, hk in zip(params, centers, h)]
-        return sign * loss, [sign * g for g in grads]
-    return [rng.uniform(-2, 2, s) for s in shapes], f
-
-
-def _optax_run(params0, f, make_tx, sign=1.0):
-    optax = pytest.importorskip("optax")
-    jax = pytest.importorskip("jax")
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        import jax.numpy as jnp
-        tx = make_tx(optax)
-        params = [jnp.asarray(p) for p in params0]
-        state = tx.init(params)
-        out = []
-        for _ in range(STEPS):
-            loss, grads = f([np.asarray(p) for p in params])
-            updates, state = tx.update([jnp.asarray(sign * g) for g in grads], state, params,
-                                       value=sign * loss)
-            params = optax.apply_updates(params, updates)
-            out.append([np.asarray(p) for p in params])
-        return out
-    finally:
-        jax.config.update("jax_enable_x64", previous)
 
 
 def _npoptim_run(params0, f, lrs=None, **kw):
@@ -63,17 +28,17 @@ def _npoptim_run(params0, f, lrs=None, **kw):
                                 dict(mode="sps+", f_min=2.0, max_learning_rate=0.5)],
                          ids=["defaults", "clipped-fmin-eps", "sps+"])
 def test_matches_optax_polyak_sgd(kw):
-    params0, f = _objective(0)
+    params0, f = quartic_objective(0)
     okw = {"variant" if k == "mode" else k: v for k, v in kw.items()}
-    expected = _optax_run(params0, f, lambda optax: optax.polyak_sgd(**okw))
+    expected = optax_value_trajectory(params0, f, lambda optax: optax.polyak_sgd(**okw))
     assert_same_trajectory(_npoptim_run(params0, f, **kw), expected)
 
 
 def test_matches_optax_with_a_scaling_schedule_and_maximize():
-    params0, f = _objective(1)
+    params0, f = quartic_objective(1)
     lrs, optax_lrs = schedule(0.8)
     # maximize -f with npoptim = minimize f with optax
-    expected = _optax_run(params0, f, lambda optax: optax.polyak_sgd(
+    expected = optax_value_trajectory(params0, f, lambda optax: optax.polyak_sgd(
         scaling=optax_lrs, max_learning_rate=0.5))
     actual = _npoptim_run(params0, lambda ps: f(ps, sign=-1.0), lrs=lrs, max_learning_rate=0.5,
                           maximize=True)

@@ -111,9 +111,15 @@ def test_recorder_returns_the_lamb_trust_ratio_each_layer_got():
     assert recorder.trust_ratios().shape == (6, 2)
     assert run_ratios == [r.trust_ratios for r in recorder.records]
     assert [r.step for r in recorder.records] == list(range(1, 7))
-    # the optimizer is itself again after recording
+    # nothing of the optimizer is patched: the ratios come from explain's tracer
     assert "_update" not in vars(opt)
     assert npoptim.optim.lamb.trust_ratio.__name__ == "trust_ratio"
+    from npoptim.explainer import explain
+    x0, g0 = [1.0, -2.0, 0.5, 3.0], problem.grad(np.array([1.0, -2.0, 0.5, 3.0]))
+    explained = explain("LAMB", params=x0, grad=g0, steps=1, lr=0.05)
+    fresh = StepRecorder(npoptim.LAMB([np.array(x0)], lr=0.05))
+    fresh.step([g0])
+    assert fresh.records[0].trust_ratios[0] == explained.steps[0].trust_ratios[0]["trust_ratio"]
 
 
 def test_recorder_marks_non_adapting_layers_1_and_missing_gradients_nan():

@@ -157,6 +157,10 @@ def build(args):
         grad, pattern = "objective", "dense"
         case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-objective-"
                               f"seed{args.seed}/{args.dtype}")
+    if cls.per_example_grads:   # DPSGD: a batch of per-example gradients each step
+        grad, pattern = "per-example", "per-example"
+        case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-per-example-"
+                              f"seed{args.seed}/{args.dtype}")
     row = table.Row(args.optimizer, "custom", "Custom case made by `npoptim golden`.",
                     hyper, shapes=shapes, grads=pattern, grad_scale=args.grad_scale,
                     density=args.density, init=args.init, dtypes=(args.dtype,),

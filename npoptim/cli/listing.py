@@ -5,6 +5,7 @@ import json
 import numpy as np
 
 from npoptim import registry
+from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 
 
 def add_arguments(parser):
@@ -40,16 +41,18 @@ def describe(name):
         "variants": {v: sorted(a for a, target in aliases.items() if target == v)
                      for v in variants},
         "switches": [k for k, v in hyper.items() if isinstance(v, bool)],
-        "conventions": dict(getattr(cls, "torch_conventions", {})),
+        "conventions": dict(getattr(cls, "torch_conventions", {}),
+                            **{k: v for k, v in OPTIMIZER_CONVENTIONS.items()
+                               if k in signature_defaults(cls)}),
         "flavors": flavor_info,
     }
 
 
 def describe_flavors():
-    """``[{name, framework, optimizers: {npoptim name: what differs}, constructors,
-    verified}]`` of every flavor."""
+    """``[{name, framework, step_scope, optimizers: {npoptim name: what differs},
+    constructors, verified}]`` of every flavor."""
     from npoptim import flavors
-    return [{"name": f.name, "framework": f.framework,
+    return [{"name": f.name, "framework": f.framework, "step_scope": f.step_scope,
              "optimizers": {opt: f.differs.get(opt, "torch's math") for opt in f.switches},
              "constructors": {k: e.npoptim for k, e in f.constructors.items()},
              "verified": f.verified} for f in flavors.FLAVORS.values()]
@@ -92,6 +95,7 @@ def run(args):
           "framework optimizer, params, **framework keywords)):")
     for flavor in describe_flavors():
         print(f"  {flavor['name']}: {flavor['framework']}; {flavor['verified']}")
+        print(f"    step count: {flavor['step_scope'] or 'no missing gradients'}")
         for opt, what in flavor["optimizers"].items():
             if flavor["name"] != "torch":
                 print(f"    {opt}: {what}")

@@ -229,6 +229,10 @@ CATALOGUE = (
           "eps added to sqrt(v) with the bias correction in the step size, "
           "lr·sqrt(1-β₂ᵗ)/(1-β₁ᵗ)·m/(sqrt(v)+eps) (Kingma & Ba section 2, TF ApplyAdam, "
           "Keras).", switches={"eps_mode": "eps_hat"}),
+    Entry("eps inside the square root (Adam)", ADAMS, "convention",
+          "eps added to v_hat under the root, m_hat/sqrt(v/(1-β₂ᵗ) + eps), instead of "
+          "m_hat/(sqrt(v/(1-β₂ᵗ)) + eps) (optax adam(eps=0, eps_root=eps), hand-written "
+          "code).", switches={"eps_mode": "in_sqrt"}),
     Entry("eps on sqrt(v_hat) (Adam's placement in SparseAdam)", ("SparseAdam",), "convention",
           "SparseAdam with eps added to the bias-corrected sqrt(v/(1-β₂ᵗ)), as Adam does.",
           per_step=_eps_on_sqrt_v_hat),
@@ -243,7 +247,9 @@ CATALOGUE = (
           switches={"eps_in_sqrt": True}),
     Entry("lr inside the momentum buffer (SGD)", ("SGD",), "convention",
           "b ← μb + lr·g, θ ← θ - b (Sutskever et al.; TF MomentumOptimizer, Keras) instead "
-          "of torch's b ← μb + g, θ ← θ - lr·b: differs when lr changes.",
+          "of torch's b ← μb + g, θ ← θ - lr·b: differs when lr changes. With nesterov it "
+          "is the other Nesterov form, Keras's m ← μm - lr·g, θ ← θ + μm - lr·g, against "
+          "torch's θ ← θ - lr·(g + μb).",
           switches={"lr_in_buffer": True}),
     Entry("lr inside the momentum buffer (RMSprop)", ("RMSprop",), "convention",
           "b ← μb + lr·g/denom, θ ← θ - b (TF, Keras) instead of torch's θ ← θ - lr·b.",

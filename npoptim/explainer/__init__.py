@@ -185,7 +185,8 @@ def explain(optimizer, params=2.0, grad=None, steps=1, *, dtype=np.float64, sche
 
     ``params``: a number, a list of numbers, an array or a list of arrays (one per
     parameter); ``grad``: None for f = Σθ² (so g = 2θ, as in the hand-worked θ₀=2, g=4), a
-    constant gradient (a number or array, every step) or ``grad(theta) -> gradient``;
+    constant gradient (a number or array, every step) or ``grad(theta) -> gradient`` (a
+    per-example optimizer, DPSGD, takes it as a batch of one example);
     ``hyper``: the optimizer's keywords; ``scheduler``: the name of a
     :mod:`npoptim.lr_scheduler` class, built with ``scheduler_args`` and stepped after each
     step. Returns an :class:`Explanation`.
@@ -219,7 +220,8 @@ def explain(optimizer, params=2.0, grad=None, steps=1, *, dtype=np.float64, sche
                 loss = opt.step(closure)
             else:
                 loss, grads = closure()
-                opt.step(grads)
+                # per-example optimizers (DPSGD) take the gradient as a batch of one example
+                opt.step([g[None] for g in grads] if cls.per_example_grads else grads)
             if sched is not None:
                 sched.step()
         explained.append(_explain_step(name, opt, root, step, lr, before, seen_grads[0],

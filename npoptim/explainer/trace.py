@@ -15,9 +15,10 @@ thread-safe: while it runs, other threads calling npoptim kernels run them as Py
 results, slower). A lock keeps two recordings from overlapping.
 
 A :class:`Call` tree is the raw record; :mod:`npoptim.explainer.views` reads tables out of it.
-Other per-step recorders can be built on :func:`recording` the same way: e.g. a layer's trust
-ratio is the return value of the ``trust_ratio`` call inside the ``_update`` call of that
-parameter, and each step's learning rate is an argument of every ``_update`` call (``group``).
+Other per-step recorders are built on :func:`recording` the same way: the teaching
+:class:`~npoptim.teaching.trajectory.StepRecorder` reads a layer's trust ratio as the return
+value of the ``trust_ratio`` call inside the ``_update`` call of that parameter, recording
+calls only with the kernels left compiled (``recording(kernels=False, lines=False)``).
 """
 import contextlib
 import os
@@ -144,19 +145,32 @@ def python_kernels():
             namespace[name] = value
 
 
+def _kind(code, lines):
+    """How calls of ``code`` are recorded: ``"skip"`` (not npoptim's, or the explainer's
+    own), ``"lines"`` (call and assignments) or ``"call"`` (call only)."""
+    filename = os.path.abspath(code.co_filename)
+    if (not filename.startswith(_PACKAGE_DIR) or filename.startswith(_OWN_DIR)
+            or code.co_name.startswith("<")):
+        return "skip"
+    return "lines" if lines and not filename.startswith(_CALLS_ONLY) else "call"
+
+
 class _Tracer:
-    def __init__(self):
+    def __init__(self, lines=True):
+        self.lines = lines
         self.root = Call("<recording>", __name__, {})
         self.stack = [self.root]
         self.seen = {}  # id(frame) -> last snapshot of its locals
+        self.kinds = {}  # code object -> _kind(code)
 
     def trace_call(self, frame, event, arg):
         if event != "call":
             return None
         code = frame.f_code
-        filename = os.path.abspath(code.co_filename)
-        if (not filename.startswith(_PACKAGE_DIR) or filename.startswith(_OWN_DIR)
-                or code.co_name.startswith("<")):
+        kind = self.kinds.get(code)
+        if kind is None:
+            kind = self.kinds[code] = _kind(code, self.lines)
+        if kind == "skip":
             return None
         args = {name: snapshot(frame.f_locals[name])
                 for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
@@ -170,8 +184,7 @@ class _Tracer:
         self.stack[-1].events.append(("call", call))
         self.stack.append(call)
         self.seen[id(frame)] = dict(args)
-        follow_lines = not filename.startswith(_CALLS_ONLY)
-        frame.f_trace_lines = follow_lines
+        frame.f_trace_lines = kind == "lines"
         return self.trace_local
 
     def _record_sets(self, frame):
@@ -199,13 +212,19 @@ class _Tracer:
 
 
 @contextlib.contextmanager
-def recording():
+def recording(*, kernels=True, lines=True):
     """``with recording() as root:`` runs npoptim's kernels as Python and records every
-    npoptim call made in the block under ``root`` (a :class:`Call`)."""
+    npoptim call made in the block under ``root`` (a :class:`Call`).
+
+    ``kernels=False`` leaves the kernels compiled (their calls are then not recorded, only
+    those of npoptim's Python functions: ``_update``, ``trust_ratio``, ...); ``lines=False``
+    records calls (arguments, results) but no assignments. Both off, a step costs little more
+    than without recording: :class:`~npoptim.teaching.trajectory.StepRecorder` records that
+    way."""
     with _LOCK:
-        tracer = _Tracer()
+        tracer = _Tracer(lines)
         previous = sys.gettrace()
-        with python_kernels():
+        with python_kernels() if kernels else contextlib.nullcontext():
             sys.settrace(tracer.trace_call)
             try:
                 yield tracer.root

@@ -252,6 +252,10 @@ TABLE = {
             dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
         Row("SGD", "momentum-lr-schedule", "Momentum under a schedule: lr is applied outside "
             "the buffer.", dict(lr=0.1, momentum=0.9), steps=16, schedule="warmup-cosine"),
+        Row("SGD", "nesterov-lr-schedule", "Nesterov momentum under a schedule: torch's "
+            "d = g + mu b and Keras's p += mu m - lr g (lr inside the buffer) differ from the "
+            "first change of lr on.", dict(lr=0.1, momentum=0.9, nesterov=True), steps=16,
+            schedule="warmup-cosine"),
         Row("SGD", "momentum-null-grads", "Momentum with missing and zero gradients.",
             dict(lr=0.1, momentum=0.9), shapes=MIXED, grads="dense-none-zero"),
     ]) + _common_sparse("SGD", 0.1, extra=[
@@ -265,6 +269,10 @@ TABLE = {
         Row("RMSprop", "momentum", "momentum=0.9.", dict(lr=1e-2, momentum=0.9)),
         Row("RMSprop", "centered-momentum-alpha", "centered, momentum and alpha=0.9.",
             dict(lr=1e-2, centered=True, momentum=0.5, alpha=0.9), shapes=MIXED),
+        Row("RMSprop", "momentum-lr-schedule", "Momentum under a schedule: lr is applied "
+            "outside the buffer (lr inside it, as Keras, TF and optax do, differs from the "
+            "first change of lr on).", dict(lr=1e-2, momentum=0.9), steps=16,
+            schedule="warmup-cosine"),
     ]),
     "Adamax": _common_dense("Adamax", 2e-2, extra=[
         Row("Adamax", "betas", "betas (0.5, 0.9) with shrinking gradients (the infinity norm "
@@ -749,6 +757,118 @@ TABLE["OptimisticAdam"] = [
         matches=("optax.optimistic_adam_v2 0.2.8",)),
 ]
 
+TABLE["DPSGD"] = [
+    Row("DPSGD", "clipped-noised", "Per-example gradients (batch 4, a leading axis) of growing "
+        "norms, the global norm clipped to 2 (most examples clipped), noise multiplier 0.5 from "
+        "the documented counter-based stream (npoptim.kernels.counter_stream), seed 0.",
+        dict(lr=0.05, l2_norm_clip=2.0, noise_multiplier=0.5), grads="per-example",
+        matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
+    Row("DPSGD", "nesterov-mixed-schedule", "Nesterov momentum 0.9 over three parameters (one "
+        "global norm across them), clipping norm 4, seed 12345, under warmup + cosine.",
+        dict(lr=0.05, l2_norm_clip=4.0, noise_multiplier=1.0, momentum=0.9, nesterov=True,
+             seed=12345), shapes=MIXED, grads="per-example", steps=16,
+        schedule="warmup-cosine",
+        matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
+]
+TABLE["Sophia"] = [
+    Row("Sophia", "squared-gradient", "optax's defaults with the Hessian-diagonal estimate g*g "
+        "of the step's gradient (hessian_estimate='squared-gradient'), updated every 3rd step "
+        "(steps 1, 4, 7, 10): the first step is a clipped sign step, later ones mostly clipped.",
+        dict(lr=1e-2, update_interval=3, hessian_estimate="squared-gradient"),
+        matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+    Row("Sophia", "no-clip-mixed-schedule", "No clipping (clip_threshold null), gamma 1 and "
+        "eps 0.1 bounding the step, betas (0.9, 0.8), decoupled weight decay 0.1, the estimate "
+        "every 2nd step, missing and zero gradients, under warmup + cosine.",
+        dict(lr=1e-2, betas=(0.9, 0.8), eps=0.1, weight_decay=0.1, gamma=1.0,
+             clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
+        shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
+        matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+]
+TABLE["GaLoreAdamW"] = [
+    Row("GaLoreAdamW", "tall-wide-vector", "Rank 2 on a tall (8x5, right projector) and a wide "
+        "(4x9, left projector) matrix and plain AdamW on a vector; the projectors refreshed "
+        "from the SVD (signed: each singular vector's largest entry positive) at steps 1, 5 "
+        "and 9, the moments carried over.",
+        dict(lr=1e-2, rank=2, update_proj_gap=4), shapes=((8, 5), (4, 9), (6,)),
+        matches=("galore_torch.GaLoreAdamW 1.0 (SVD in float64, the same signs)",)),
+    Row("GaLoreAdamW", "decay-no-bias-correction-schedule", "Rank 3, scale 1, decoupled weight "
+        "decay 0.1 after the step, correct_bias False, a refresh every 5 steps, under warmup "
+        "+ cosine.", dict(lr=1e-2, rank=3, update_proj_gap=5, scale=1.0, weight_decay=0.1,
+                          correct_bias=False),
+        shapes=((6, 4),), steps=16, schedule="warmup-cosine",
+        matches=("galore_torch.GaLoreAdamW 1.0 (SVD in float64, the same signs)",)),
+]
+
+def _lean(rows):
+    """Rows without the one-element case (it changes no math; the suite's size cap is shared)."""
+    return [row for row in rows if row.name != "one-element"]
+
+
+TABLE["ACProp"] = _lean(_optax_contrib("ACProp", 1e-2, "optax.contrib.acprop 0.2.8",
+                                       weight_decay=0, maximize=False,
+                                       eps_hyper=dict(eps=1e-9), extra=[
+    Row("ACProp", "decoupled-weight-decay", "Weight decay added to the direction, scaled by "
+        "the lr.", dict(lr=1e-2, weight_decay=0.1)),
+    Row("ACProp", "betas-eps-root", "betas (0.8, 0.99), eps 1e-6, eps_root 1e-10.",
+        dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, eps_root=1e-10), shapes=MIXED),
+]))
+
+TABLE["COCOB"] = _lean(_optax_contrib("COCOB", 1.0, "optax.contrib.cocob 0.2.8",
+                                      maximize=False, extra=[
+    Row("COCOB", "alpha-eps", "alpha=10 and eps=1e-3: the bet is capped by alpha L in the "
+        "early steps, and the initial scale matters.", dict(alpha=10.0, eps=1e-3)),
+]))
+
+TABLE["DoG"] = _lean(_optax_contrib("DoG", 1.0, "optax.contrib.dog 0.2.8", maximize=False,
+                                    extra=[
+    Row("DoG", "distance", "init_step=('distance', 0.1): r_eps given, eps 1e-6; two "
+        "parameters share the step size.", dict(init_step=("distance", 0.1), eps=1e-6),
+        shapes=MIXED),
+    Row("DoG", "learning-rate", "init_step=('learning_rate', 0.05): the first step's size is "
+        "given, r_eps = 0.", dict(init_step=("learning_rate", 0.05))),
+]))
+TABLE["DoWG"] = _lean(_optax_contrib("DoWG", 1.0, "optax.contrib.dowg 0.2.8", maximize=False,
+                                     extra=[
+    Row("DoWG", "init-estim", "init_estim_sq_dist=0.01, eps 1e-6; two parameters share the "
+        "step size.", dict(init_estim_sq_dist=0.01, eps=1e-6), shapes=MIXED),
+]))
+
+TABLE["Momo"] = [
+    Row("Momo", "defaults", "optax's defaults (lr 1, beta 0.9, lower_bound 0) on the separable "
+        "quartic (the case stores the objective, not gradients).", {},
+        shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo 0.2.8", "momo-opt 0.1.0 Momo")),
+    Row("Momo", "adapt-lower-bound-schedule", "adapt_lower_bound (MoMo*) from -1, weight decay, "
+        "beta 0.5, the lr cap under warmup + cosine.",
+        dict(lr=0.8, beta=0.5, lower_bound=-1.0, weight_decay=0.05, adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("momo-opt 0.1.0 Momo (use_fstar)",)),
+    Row("Momo", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.5, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo 0.2.8",)),
+    Row("Momo", "bias-correction", "bias_correction=True: the averages start at 0 and the "
+        "lower bound and the lr cap are scaled by 1 - beta^t.",
+        dict(lr=0.5, weight_decay=0.1, bias_correction=True), shapes=((6,),),
+        objective="separable-quartic", matches=("momo-opt 0.1.0 Momo (bias_correction)",)),
+]
+TABLE["MomoAdam"] = [
+    Row("MomoAdam", "defaults", "optax's defaults (lr 1e-2, betas (0.9, 0.999), eps 1e-8) on "
+        "the separable quartic.", {}, shapes=((3, 5), (4,)), objective="separable-quartic",
+        matches=("optax.contrib.momo_adam 0.2.8", "momo-opt 0.1.0 MomoAdam")),
+    Row("MomoAdam", "adapt-lower-bound-schedule", "adapt_lower_bound from -1, weight decay, "
+        "betas (0.8, 0.99), the lr cap under warmup + cosine.",
+        dict(lr=0.2, betas=(0.8, 0.99), lower_bound=-1.0, weight_decay=0.05,
+             adapt_lower_bound=True),
+        shapes=((6,),), objective="separable-quartic", steps=16, schedule="warmup-cosine",
+        matches=("momo-opt 0.1.0 MomoAdam (use_fstar)",)),
+    Row("MomoAdam", "optax", "variant='optax' (optax's weight decay form).",
+        dict(lr=0.1, weight_decay=0.1, variant="optax"), shapes=((6,),),
+        objective="separable-quartic", matches=("optax.contrib.momo_adam 0.2.8",)),
+    Row("MomoAdam", "multiply-decay", "weight_decay_form='multiply' (the authors' "
+        "divide=False).", dict(lr=0.1, weight_decay=0.1, weight_decay_form="multiply"),
+        shapes=((6,),), objective="separable-quartic",
+        matches=("momo-opt 0.1.0 MomoAdam (divide=False)",)),
+]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):
 #: frameworks that hold hyperparameters as float32 (ONNX attributes, TF casts) compute these

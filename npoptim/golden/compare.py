@@ -445,11 +445,16 @@ def _torch_id(case):
 
 
 def _flavor_optimizers(flavor):
+    """The optimizers of a flavor whose torch cases apply to it where it has no case of its
+    own: not those it has no cases for at all (``flavor_cases.NOT_GENERATED``: their torch
+    cases say nothing of the flavor)."""
     from npoptim import flavors as flavors_
+    from npoptim.golden.flavor_cases import NOT_GENERATED
     try:
-        return {name for name, _ in flavors_.get(flavor).switches.items()}
+        names = set(flavors_.get(flavor).switches)
     except ValueError:
         return set()
+    return names - set(NOT_GENERATED.get(flavor, {}))
 
 
 def load_results(path):

@@ -14,10 +14,12 @@ A case is kept only if the torch case of the same row would fail it (the convent
 the result beyond the tolerance); otherwise the framework is expected to pass the torch case
 itself. A row is left out where the framework cannot express it: an option no constructor of
 the framework names (``maximize``, ``lr_decay``, ``dampening``, ...), a value the flavor refuses
-(Keras's decoupled weight decay on optimizers that have L2 only), CSR gradients, and missing
-gradients (``none-grad``: frameworks count steps globally, which npoptim does not implement
-yet), and float64 where the framework holds a hyperparameter as float32 that is not exact
-there (ONNX attributes; the ``f32-exact`` rows are). Case ids are
+(:attr:`npoptim.flavors.Flavor.zero_only`: Keras SGD's dampening), CSR gradients, missing
+gradients (``none-grad``) where the framework has none (:attr:`npoptim.flavors.Flavor.step_scope`
+None: optax, ONNX, the TF kernels; Keras and TF.js have them, with a global step count), and
+float64 where the framework holds a hyperparameter as float32 that is not exact
+there (ONNX attributes; the ``f32-exact`` rows are). :data:`FLAVOR_ROWS` adds rows of a
+flavor for a hyperparameter torch lacks (ONNX's ``norm_coefficient_post``). Case ids are
 ``"<Optimizer>/<flavor>/<row>/<dtype>"``.
 """
 import dataclasses
@@ -31,6 +33,17 @@ from npoptim.golden.inputs import case_seed
 #: The flavors whose cases are generated and checked against the framework in CI.
 GENERATED = ("keras", "optax", "onnx", "tfjs")
 
+#: Rows of a flavor that no torch row has, for a hyperparameter torch lacks; their cases have
+#: no torch counterpart. Names as in the torch table (``<flavor>/`` is prefixed).
+FLAVOR_ROWS = {
+    "onnx": {"Adam": (table.Row(
+        "Adam", "post-weight-decay", "ONNX Adam's norm_coefficient_post (npoptim "
+        "post_weight_decay): x <- (1 - c) x after the update; with L2 decay "
+        "(norm_coefficient) too; hyperparameters exact in float32.",
+        dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
+             weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),)},
+}
+
 
 def expressible(flavor, optimizer):
     """npoptim keywords some constructor of the framework sets for ``optimizer``."""
@@ -43,11 +56,24 @@ def expressible(flavor, optimizer):
     return names
 
 
+#: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
+NOT_GENERATED = {
+    "optax": {"Muon": "optax's Muon is optax.contrib.muon, which the replay of flavor cases "
+                      "(optax.<name>, tests/test_framework_replay.py) does not reach; the optax "
+                      "flavor is checked against it in tests/test_muon.py",
+              "LBFGS": "the replay of flavor cases steps optimizers with gradients, not "
+                       "closures; the optax flavor is checked against optax.lbfgs in "
+                       "tests/test_lbfgs.py"},
+}
+
+
 def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
-    defaults it changes, and that have rows and no variants (variants have their own rows)."""
+    defaults it changes, and that have rows and no variants (variants have their own rows),
+    less :data:`NOT_GENERATED`."""
     return [name for name in flavors.get(flavor).switches
-            if name in table.TABLE and not registry.variants(name)[0]]
+            if name in table.TABLE and not registry.variants(name)[0]
+            and name not in NOT_GENERATED.get(flavor, {})]
 
 
 def candidate_rows(flavor, optimizer):
@@ -62,8 +88,10 @@ def candidate_rows(flavor, optimizer):
     allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
     cls = registry.get(optimizer)
     for row in table.TABLE[optimizer]:
-        if row.name == "defaults" or row.grads.startswith("csr") or "none" in row.grads:
+        if row.name == "defaults" or row.grads.startswith("csr"):
             continue
+        if "none" in row.grads and flavors.get(flavor).step_scope != "global":
+            continue  # a framework without missing gradients (see Flavor.step_scope)
         if set(row.hyper) - allowed:
             continue
         resolved = hyperparameters(cls([np.zeros(1)], **row.hyper))
@@ -79,6 +107,8 @@ def candidate_rows(flavor, optimizer):
             continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=()), row))
+    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
+            for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
 
 

@@ -20,6 +20,7 @@ from npoptim.golden import cases as table
 from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.schema import SCHEMA_NAME, version_needed
+from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 
 #: Constructor options that choose an implementation in torch, or where npoptim keeps its
 #: state (``state_arrays``), and never change the math.
@@ -57,6 +58,10 @@ def hyperparameters(opt):
     conventions = getattr(type(opt), "torch_conventions", {})
     applies = getattr(type(opt), "conventions_apply", {})
     for name in signature_defaults(type(opt)):
+        if name in OPTIMIZER_CONVENTIONS:  # an attribute of the optimizer, not of its groups
+            if getattr(opt, name) != OPTIMIZER_CONVENTIONS[name]:
+                out[name] = to_json_value(getattr(opt, name))
+            continue
         if name in conventions and (opt.defaults.get(name) == conventions[name]
                                     or not opt.defaults.get(applies.get(name, name))):
             continue
@@ -85,10 +90,14 @@ def to_json_value(value):
 
 
 def from_json_hyper(hyper):
-    """Hyperparameters from a case as constructor keywords (lists become tuples)."""
+    """Hyperparameters from a case as constructor keywords: lists become tuples and the
+    non-finite strings of :func:`to_json_value` (``"Infinity"``, ``"-Infinity"``, ``"NaN"``,
+    :data:`~npoptim.golden.codec.NONFINITE`) floats again, at any depth."""
     def convert(v):
         if isinstance(v, list):
             return tuple(convert(x) for x in v)
+        if isinstance(v, str) and v in codec.NONFINITE:
+            return codec.NONFINITE[v]
         return v
     return {k: convert(v) for k, v in hyper.items()}
 
@@ -122,7 +131,8 @@ def tolerance_for(row, dtype):
 
 def capability_tags(row, dtype, hyper, grads, schedule):
     """What a framework needs to run the case (``npoptim verify --tag/--exclude-tag``): the
-    dtype, ``csr``, ``none-grad``, ``lr-schedule``, ``closure`` and each option set away from
+    dtype, ``csr``, ``none-grad``, ``lr-schedule``, ``closure``, ``per-example-grads``
+    (gradients with a leading batch axis, DP-SGD) and each option set away from
     its off value (``amsgrad``, ``maximize``, ``weight-decay``, ``momentum``, ...)."""
     tags = {dtype}
     flat = [g for step in grads for g in step]
@@ -134,6 +144,8 @@ def capability_tags(row, dtype, hyper, grads, schedule):
         tags.add("lr-schedule")
     if row.objective:
         tags.add("closure")
+    if row.grads == "per-example":
+        tags.add("per-example-grads")
     if len(row.shapes) > 1:
         tags.add("multi-param")
     for option, tag in (("amsgrad", "amsgrad"), ("maximize", "maximize"),

@@ -302,6 +302,28 @@ def pattern_csr_none(rng, shapes, dtype, steps, scale, density):
     return out
 
 
+#: Examples per batch of the ``per-example`` pattern.
+PER_EXAMPLE_BATCH = 4
+
+
+def pattern_per_example(rng, shapes, dtype, steps, scale, density):
+    """Per-example gradients (DP-SGD): for each parameter an array of shape
+    ``(PER_EXAMPLE_BATCH, *shape)``, example ``b``'s uniform(-1, 1) values times
+    ``scale * 2**(b - 1)`` (global norms from small to large, so a clipping norm in between
+    clips some examples and not others)."""
+    out = []
+    for _ in range(steps):
+        grads = []
+        for s in shapes:
+            n = int(np.prod(s, dtype=np.int64))
+            factors = scale * 2.0 ** (np.arange(PER_EXAMPLE_BATCH) - 1.0)
+            values = rng.uniform(PER_EXAMPLE_BATCH * n).reshape(PER_EXAMPLE_BATCH, n)
+            grads.append((values * factors[:, None]).astype(dtype).reshape(
+                (PER_EXAMPLE_BATCH,) + tuple(s)))
+        out.append(grads)
+    return out
+
+
 #: name -> fn(rng, shapes, dtype, steps, scale, density) -> grads[step][param]
 PATTERNS = {
     "dense": pattern_dense,
@@ -316,6 +338,7 @@ PATTERNS = {
     "csr-empty": pattern_csr_empty,
     "csr-late": pattern_csr_late,
     "csr-none": pattern_csr_none,
+    "per-example": pattern_per_example,
 }
 
 

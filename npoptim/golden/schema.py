@@ -21,7 +21,7 @@ Version 2 adds, per case: ``flavor`` (the framework conventions the case is comp
 :mod:`npoptim.flavors`; ``"torch"`` when absent), ``framework_hyperparameters`` (the same
 hyperparameters in the framework's own names, or null) and ``tags`` (capabilities a
 framework needs to run it: ``float64``, ``amsgrad``, ``none-grad``, ``lr-schedule``, ``csr``,
-...); per result case: ``skipped`` (a reason string, instead of ``steps``: the implementation
+``per-example-grads`` (each dense gradient has a leading batch axis: DP-SGD), ...); per result case: ``skipped`` (a reason string, instead of ``steps``: the implementation
 cannot run the case). A version 1 file has none of them and reads as before.
 
 Version 3 adds low precision (:mod:`npoptim.precision`): the dtypes ``bfloat16`` and
@@ -252,11 +252,21 @@ class _Checker:
             elif isinstance(x, bool) or not isinstance(x, (int, float)):
                 self.fail(f"{where}[{i}]", f"expected a number, got {_kind(x)}")
 
-    def grad(self, value, where, param):
+    def grad(self, value, where, param, per_example=False):
         if value is None:
             return None
         self.obj(value, where, ("format",))
         fmt = value["format"]
+        if fmt == "dense" and per_example:
+            # DP-SGD's per-example gradients: a leading batch axis before the param's shape
+            batch = value.get("shape", [None])[:1] if isinstance(value.get("shape"), list) \
+                else []
+            if not batch or isinstance(batch[0], bool) or not isinstance(batch[0], int) \
+                    or batch[0] < 1:
+                self.fail(_join(where, "shape"), "a case tagged per-example-grads needs a "
+                                                 "leading batch axis of at least 1")
+            return self.array(value, where, dtype=str(param.dtype),
+                              shape=batch + list(param.shape))
         if fmt == "dense":
             return self.array(value, where, dtype=str(param.dtype), shape=param.shape)
         if fmt != "csr":
@@ -454,7 +464,10 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
             if len(grads) != len(params):
                 c.fail(f"{where}.grads", f"has {len(grads)} entries, expected one per "
                                          f"parameter ({len(params)}; null for no gradient)")
-            grads = [c.grad(g, f"{where}.grads[{i}]", params[i]) for i, g in enumerate(grads)]
+            per_example = (isinstance(raw.get("tags"), list)
+                           and "per-example-grads" in raw["tags"])
+            grads = [c.grad(g, f"{where}.grads[{i}]", params[i], per_example)
+                     for i, g in enumerate(grads)]
         expected = c.obj(step["expected"], f"{where}.expected", ("params",))
         exp_params = c.params(expected["params"], f"{where}.expected.params", params, dtype)
         exp_state = None

@@ -51,7 +51,7 @@ def store_state(states, i, values):
 
 
 # Numba cannot build a tuple of run-time length, so the compiled versions of the two helpers
-# are written out for each number of state arrays an optimizer has (0 to 4; Adan has 4).
+# are written out for each number of state arrays an optimizer has (0 to 5; COCOB has 5).
 @overload(load_state, jit_options=JIT_OPTIONS)
 def _load_state_jit(states, i):
     n = len(states)
@@ -65,6 +65,9 @@ def _load_state_jit(states, i):
         return lambda states, i: (states[0][i], states[1][i], states[2][i])
     if n == 4:
         return lambda states, i: (states[0][i], states[1][i], states[2][i], states[3][i])
+    if n == 5:
+        return lambda states, i: (states[0][i], states[1][i], states[2][i], states[3][i],
+                                  states[4][i])
 
 
 @overload(store_state, jit_options=JIT_OPTIONS)
@@ -94,6 +97,14 @@ def _store_state_jit(states, i, values):
             states[2][i] = values[2]
             states[3][i] = values[3]
         return store4
+    if n == 5:
+        def store5(states, i, values):
+            states[0][i] = values[0]
+            states[1][i] = values[1]
+            states[2][i] = values[2]
+            states[3][i] = values[3]
+            states[4][i] = values[4]
+        return store5
 
 
 def slice_states(states, start, stop):

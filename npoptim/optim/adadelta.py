@@ -21,6 +21,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.variants import check_flag
 
 
 class AdadeltaHyper(NamedTuple):
@@ -54,20 +55,30 @@ def _adadelta_dense(param, grad, states, hyper):
 
 
 class Adadelta(Optimizer):
-    """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring)."""
+    """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring). Convention
+    switch (:mod:`npoptim.flavors`): ``decoupled_weight_decay`` (Keras: ``p <- p (1 - lr wd)``
+    before the rule instead of L2)."""
+
+    torch_conventions = {"decoupled_weight_decay": False}
+    conventions_apply = {"decoupled_weight_decay": "weight_decay"}
+    #: the base class applies ``decoupled_weight_decay`` before the rule (Keras's decay)
+    decouples_weight_decay = True
 
     @flavored
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
-                 capturable=False, maximize=False, differentiable=False):
+                 capturable=False, maximize=False, differentiable=False,
+                 decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, capturable=capturable, foreach=foreach,
-                                      differentiable=differentiable))
+                                      differentiable=differentiable,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr")
         if not 0.0 <= group["rho"] <= 1.0:
             raise ValueError(f"Invalid rho value: {group['rho']}")
         check_nonnegative(group, "eps", "weight_decay")
+        check_flag(group, "decoupled_weight_decay")
 
     def _state_names(self, group):
         return ("square_avg", "acc_delta")

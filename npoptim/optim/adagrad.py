@@ -83,18 +83,22 @@ class Adagrad(Optimizer):
 
     sparse_kind = "exact"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_in_sqrt": False}
+    torch_conventions = {"eps_in_sqrt": False, "decoupled_weight_decay": False}
+    conventions_apply = {"decoupled_weight_decay": "weight_decay"}
+    #: the base class applies ``decoupled_weight_decay`` before the rule (Keras's decay)
+    decouples_weight_decay = True
 
     @flavored
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None,
-                 eps_in_sqrt=False, state_arrays=None):
+                 eps_in_sqrt=False, decoupled_weight_decay=False, state_arrays=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
                                       weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused,
-                                      eps_in_sqrt=eps_in_sqrt),
+                                      eps_in_sqrt=eps_in_sqrt,
+                                      decoupled_weight_decay=decoupled_weight_decay),
                          state_arrays=state_arrays)
         # As torch: state is created here, from the constructor's initial_accumulator_value
         # even where a param group overrides it.
@@ -106,7 +110,7 @@ class Adagrad(Optimizer):
         check_nonnegative(group, "initial_accumulator_value",
                           label="initial_accumulator_value")
         check_nonnegative(group, "eps")
-        check_flag(group, "eps_in_sqrt")
+        check_flag(group, "eps_in_sqrt", "decoupled_weight_decay")
 
     def _state_names(self, group):
         return ("sum",)

@@ -27,11 +27,21 @@ hyperparameters the one rule reads, not of the rule:
   :math:`\sqrt{\hat v}` and the bias correction moves into the step size,
   :math:`\theta \leftarrow \theta - \gamma\frac{\sqrt{b_2}}{b_1}\cdot\frac{m}{\sqrt{\hat v}
   + \epsilon}` (the rule runs with ``bias_correction2_sqrt = 1``).
+* ``eps_mode="in_sqrt"``: :math:`\epsilon` inside the square root,
+  :math:`\theta \leftarrow \theta - \frac{\gamma}{b_1}\cdot\frac{m}{\sqrt{\hat v/b_2 +
+  \epsilon}}` (optax ``adam(eps=0, eps_root=ε)``; a common hand-written form). The rule runs
+  with ``eps = 0`` and ``eps_in_sqrt = ε·b_2``, as
+  :math:`\sqrt{\hat v + \epsilon b_2}/\sqrt{b_2} = \sqrt{\hat v/b_2 + \epsilon}` (with
+  ``amsgrad_max="bias_corrected"``, whose :math:`\hat v` is already divided by :math:`b_2`,
+  ``eps_in_sqrt = ε``). In the torch form ``eps_in_sqrt = 0`` and ``sqrt(v + 0)`` is
+  ``sqrt(v)`` to the bit.
 * ``amsgrad_max="bias_corrected"`` (optax ``amsgrad``): the running max is taken of
   :math:`v/b_2` (and ``max_exp_avg_sq`` holds it), :math:`\hat v \leftarrow \max(\hat v,
   v/b_2)`, denominator :math:`\sqrt{\hat v} + \epsilon` (the rule runs with
   ``v_divisor = b_2`` and ``bias_correction2_sqrt = 1``). torch and Keras take the max of
   the raw :math:`v`.
+* ``post_weight_decay=c`` (ONNX ``Adam``'s ``norm_coefficient_post``; torch: 0): after the
+  update, :math:`\theta \leftarrow (1 - c)\,\theta` (not scaled by the learning rate).
 """
 from typing import NamedTuple
 
@@ -62,6 +72,7 @@ class AdamHyper(NamedTuple):
     eps: float
     neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
     v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
+    eps_in_sqrt: float            # eps_mode="in_sqrt": eps * b2 (see above), else 0
 
 
 def moment_hyper(group):
@@ -95,7 +106,7 @@ def adam_moments(p, g, m, v, h):
 @kernel
 def _adam_param(p, m, v_hat, h):
     """The last line of the math: ``p - step_size * m / denom``."""
-    denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
+    denom = np.sqrt(v_hat + h.eps_in_sqrt) / h.bias_correction2_sqrt + h.eps
     update = h.neg_step_size * m / denom
     return p + update
 
@@ -136,7 +147,7 @@ class Adam(Optimizer):
 
     sparse_kind = "dense-only"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw"}
+    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw", "post_weight_decay": 0.0}
     #: A switch that matters only when this option is on (else it is left out of golden
     #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
     conventions_apply = {"amsgrad_max": "amsgrad"}
@@ -145,18 +156,19 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
-                 eps_mode="torch", amsgrad_max="raw"):
+                 eps_mode="torch", amsgrad_max="raw", post_weight_decay=0.0):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay, eps_mode=eps_mode,
-                        amsgrad_max=amsgrad_max)
+                        amsgrad_max=amsgrad_max, post_weight_decay=post_weight_decay)
         super().__init__(params, defaults)
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "weight_decay")
+        check_nonnegative(group, "post_weight_decay", label="post_weight_decay value")
         check_betas(group["betas"])
-        check_choice(group, "eps_mode", ("torch", "eps_hat"))
+        check_choice(group, "eps_mode", ("torch", "eps_hat", "in_sqrt"))
         check_choice(group, "amsgrad_max", ("raw", "bias_corrected"))
         if group["eps_mode"] == "eps_hat" and group["amsgrad_max"] == "bias_corrected":
             raise ValueError("eps_mode='eps_hat' moves the bias correction into the step size; "
@@ -174,16 +186,23 @@ class Adam(Optimizer):
         bias_correction2 = 1 - beta2 ** step
         step_size = group["lr"] / (1 - beta1 ** step)
         bias_correction2_sqrt, v_divisor = bias_correction2 ** 0.5, 1.0
-        if group["amsgrad"] and group["amsgrad_max"] == "bias_corrected":
+        max_of_v_hat = group["amsgrad"] and group["amsgrad_max"] == "bias_corrected"
+        if max_of_v_hat:
             bias_correction2_sqrt, v_divisor = 1.0, bias_correction2
         elif group["eps_mode"] == "eps_hat":  # Keras: lr * sqrt(b2) / b1, as the framework
             step_size = group["lr"] * bias_correction2 ** 0.5 / (1 - beta1 ** step)
             bias_correction2_sqrt = 1.0
+        eps, eps_in_sqrt = group["eps"], 0.0
+        if group["eps_mode"] == "in_sqrt":  # sqrt(v_hat + eps b2) / sqrt(b2)
+            eps, eps_in_sqrt = 0.0, group["eps"] * (1.0 if max_of_v_hat else bias_correction2)
         hyper = typed_record(AdamHyper, param, **moment_hyper(group),
-                             bias_correction2_sqrt=bias_correction2_sqrt, eps=group["eps"],
-                             neg_step_size=-step_size, v_divisor=v_divisor)
+                             bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
+                             neg_step_size=-step_size, v_divisor=v_divisor,
+                             eps_in_sqrt=eps_in_sqrt)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
+        if group["post_weight_decay"] != 0:  # ONNX: X_final = (1 - norm_coefficient_post) X_new
+            np.multiply(param, param.dtype.type(1 - group["post_weight_decay"]), out=param)
 
 
 class AdamW(Adam):

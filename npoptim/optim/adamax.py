@@ -31,7 +31,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice
+from npoptim.optim.variants import check_choice, check_flag
 
 
 class AdamaxHyper(NamedTuple):
@@ -72,22 +72,27 @@ class Adamax(Optimizer):
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_mode": "in_max"}
+    torch_conventions = {"eps_mode": "in_max", "decoupled_weight_decay": False}
+    conventions_apply = {"decoupled_weight_decay": "weight_decay"}
+    #: the base class applies ``decoupled_weight_decay`` before the rule (Keras's decay)
+    decouples_weight_decay = True
 
     @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False,
-                 eps_mode="in_max"):
+                 eps_mode="in_max", decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, capturable=capturable,
-                                      eps_mode=eps_mode))
+                                      eps_mode=eps_mode,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])
         check_nonnegative(group, "weight_decay")
         check_choice(group, "eps_mode", ("in_max", "added"))
+        check_flag(group, "decoupled_weight_decay")
 
     def _state_names(self, group):
         return ("exp_avg", "exp_inf")

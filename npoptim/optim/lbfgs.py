@@ -56,6 +56,23 @@ with AVX-512 and AMX, also reported as ``AVX512``, MKL and ATen add in other ord
 test suite finds out which by a probe (``tests/cpu_probe.py``) and keeps torch's outputs as
 recorded on each kind of CPU (``tests/data/torch_cpu_records.json``).
 
+**Convention switches** (see :mod:`npoptim.flavors`). ``flavor="optax"`` is ``optax.lbfgs``
+0.2.8 with ``linesearch=None`` (google-deepmind/optax optax/_src/alias.py ``lbfgs`` and
+optax/_src/transform.py ``scale_by_lbfgs``): one iteration per step (``max_iter=1``, no
+tolerance tests: ``tolerance_grad = tolerance_change = -inf``), ``history_size`` 10, lr 1, and
+
+* ``first_step_norm="l2"``: the first step is :math:`\min(1, 1/\|g\|_2)\,\mathrm{lr}` (torch:
+  ``"l1"``, :math:`\|g\|_1`);
+* ``curvature_condition=False``: every pair is stored (torch keeps one only if
+  :math:`y^\top s > 10^{-10}`), with :math:`\rho = 0` where :math:`y^\top s = 0`, and
+  :math:`H_0 = y^\top s / y^\top y` of the newest pair (1 where :math:`y^\top y = 0`);
+* ``scale_init_precond=False`` (optax's option; torch always scales): :math:`H_0 = 1` and the
+  first step is ``lr``.
+
+Not reproduced: optax's default line search, ``scale_by_zoom_linesearch`` (a zoom search
+with its own initial guess and curvature test, not torch's ``strong_wolfe``): the optax
+flavor is the fixed-step form and refuses any other ``linesearch``.
+
 A step is atomic: if the closure raises or returns an invalid gradient, the parameters and
 the state are restored to what they were before the step, and the error propagates.
 """
@@ -63,9 +80,12 @@ import copy
 import numbers
 
 import numpy as np
+
+from npoptim.flavors import flavored
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, _check_param, flat_view, step_arguments
+from npoptim.optim.variants import check_choice, check_flag
 
 
 # ------------------------------------------------------------- torch's vector arithmetic
@@ -326,15 +346,24 @@ class LBFGS(Optimizer):
 
     step_in_state_dict = None
 
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    torch_conventions = {"first_step_norm": "l1", "curvature_condition": True,
+                         "scale_init_precond": True}
+
+    @flavored
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
-                 tolerance_change=1e-9, history_size=100, line_search_fn=None):
+                 tolerance_change=1e-9, history_size=100, line_search_fn=None, *,
+                 first_step_norm="l1", curvature_condition=True, scale_init_precond=True):
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
                                       tolerance_grad=tolerance_grad,
                                       tolerance_change=tolerance_change,
                                       history_size=history_size,
-                                      line_search_fn=line_search_fn))
+                                      line_search_fn=line_search_fn,
+                                      first_step_norm=first_step_norm,
+                                      curvature_condition=curvature_condition,
+                                      scale_init_precond=scale_init_precond))
 
     def add_param_group(self, param_group):
         if self.param_groups:
@@ -345,6 +374,8 @@ class LBFGS(Optimizer):
         lr = group["lr"]
         if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
+        check_choice(group, "first_step_norm", ("l1", "l2"))
+        check_flag(group, "curvature_condition", "scale_init_precond")
 
     # ------------------------------------------------------------------- flat vectors
     @property
@@ -434,6 +465,8 @@ class LBFGS(Optimizer):
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
+        curvature_condition = group["curvature_condition"]
+        scale_init_precond = group["scale_init_precond"]
         dtype = self._dtype.type
 
         # LBFGS's state is global; like torch, keep it as the first parameter's state.
@@ -474,15 +507,22 @@ class LBFGS(Optimizer):
                 y = flat_grad - prev_flat_grad
                 s = d * dtype(t)
                 ys = dot(y, s)
-                if ys > 1e-10:  # curvature condition: store the pair
+                if ys > 1e-10 or not curvature_condition:  # store the pair
                     if len(old_dirs) == history_size:
                         old_dirs.pop(0)
                         old_stps.pop(0)
                         ro.pop(0)
                     old_dirs.append(y)
                     old_stps.append(s)
-                    ro.append(1.0 / ys)
-                    H_diag = ys / dot(y, y)
+                    if curvature_condition:
+                        ro.append(1.0 / ys)
+                        H_diag = ys / dot(y, y)
+                    else:  # optax: weight 0 where y.s = 0, H0 = 1 where y.y = 0
+                        yy = dot(y, y)
+                        ro.append(1.0 / ys if ys != 0 else dtype(0))
+                        H_diag = ys / yy if yy > 0 else dtype(1)
+                if not scale_init_precond:
+                    H_diag = 1
                 num_old = len(old_dirs)
                 if al is None:
                     al = [None] * history_size
@@ -500,8 +540,10 @@ class LBFGS(Optimizer):
             prev_loss = loss
 
             # ---- step length
-            if total_iter == 1:
-                t = min(1.0, 1.0 / torch_sum(np.abs(flat_grad))) * lr
+            if total_iter == 1 and scale_init_precond:
+                norm = (torch_sum(np.abs(flat_grad)) if group["first_step_norm"] == "l1"
+                        else np.sqrt(dot(flat_grad, flat_grad)))
+                t = min(1.0, 1.0 / norm) * lr
             else:
                 t = lr
             gtd = dot(flat_grad, d)

@@ -34,7 +34,8 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, flat_view, typed_record
+from npoptim.optim.optimizer import flat_view, typed_record
+from npoptim.optim.wrapper import OptimizerWrapper
 
 
 class LookaheadHyper(NamedTuple):
@@ -57,13 +58,11 @@ def _lookahead_sync(param, fast, states, hyper):
     apply_dense(lookahead_sync_rule, param, fast, states, LookaheadHyper(*hyper))
 
 
-class Lookahead:
+class Lookahead(OptimizerWrapper):
     """Lookahead around ``optimizer`` (an npoptim optimizer); see the module docstring."""
 
     def __init__(self, optimizer, k=5, alpha=0.5, *, reset_state=False):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"Lookahead wraps an npoptim optimizer, got "
-                            f"{type(optimizer).__name__}")
+        super().__init__(optimizer)
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"k (the synchronization period) must be an integer >= 1, got "
                              f"{k!r}")
@@ -72,7 +71,6 @@ class Lookahead:
             raise ValueError(f"alpha (the slow step size) must be in [0, 1], got {alpha!r}")
         if not isinstance(reset_state, (bool, np.bool_)):
             raise ValueError(f"reset_state must be True or False, got {reset_state!r}")
-        self.optimizer = optimizer
         self.k, self.alpha, self.reset_state = int(k), float(alpha), bool(reset_state)
         self.slow_params = [np.array(p, copy=True) for p in optimizer.params]
         self.steps_since_sync = 0
@@ -80,18 +78,6 @@ class Lookahead:
     def __repr__(self):
         return (f"Lookahead(k={self.k}, alpha={self.alpha}, reset_state={self.reset_state}, "
                 f"optimizer={self.optimizer!r})")
-
-    @property
-    def param_groups(self):
-        """The fast optimizer's param groups (so lr schedulers drive it)."""
-        return self.optimizer.param_groups
-
-    @property
-    def params(self):
-        return self.optimizer.params
-
-    def zero_grad(self, set_to_none=True):
-        """Nothing to clear (kept for torch code)."""
 
     def step(self, grads=None, closure=None):
         """A step of the fast optimizer (which checks everything before it changes

@@ -40,15 +40,44 @@ CPU where oneDNN uses other instructions (AMX, no native bfloat16, ARM) the orde
 too; there an element of the orthogonalized update may differ from torch's by one bfloat16
 unit (a relative 2**-8 of that element). Bfloat16 values
 are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
+
+**Convention switches** (see :mod:`npoptim.flavors`; ``flavor="optax"`` sets all four, as
+``optax.contrib.muon`` 0.2.8 computes, google-deepmind/optax optax/contrib/_muon.py, for 2-D
+parameters):
+
+* ``bias_correction=True``: the momentum is bias-corrected with the step count :math:`t`
+  (state ``count``), :math:`U = \mu\,M/(1-\mu^{t+1}) + (1-\mu)\,G/(1-\mu^t)` with Nesterov,
+  else :math:`U = M/(1-\mu^t)`; torch has none.
+* ``ns_dtype="param"``: the Newton–Schulz iteration in the parameter's dtype (torch:
+  ``"bfloat16"``).
+* ``ns_eps_mode="added"``: :math:`X/(\|X\|_F + \epsilon)` (torch: ``"clamp"``,
+  :math:`X/\max(\|X\|_F, \epsilon)`).
+* ``weight_layout="in_out"``: the matrix is (fan-in, fan-out) as in JAX's ``x @ W``, so
+  ``adjust_lr_fn`` None/"original" scales by :math:`\sqrt{\max(1, B/A)}` (torch's
+  ``"out_in"``, ``nn.Linear``'s (fan-out, fan-in): :math:`\sqrt{\max(1, A/B)}`).
+  "match_rms_adamw" (optax ``consistent_rms=0.2``) is symmetric.
+
+And one option optax has and torch lacks: ``adaptive=True`` scales the orthogonalized update
+by the dual norm :math:`\langle U, O\rangle` (Bernstein & Newhouse, 2024), :math:`O
+\leftarrow \mathrm{sum}(U \odot O)\,O`.
+
+optax's weight decay is ``add_decayed_weights`` before ``scale_by_learning_rate``,
+:math:`\theta - \gamma(\gamma'/\gamma\, O + \lambda\theta)`, which is torch's
+:math:`\theta(1-\gamma\lambda) - \gamma' O` in real arithmetic (a few ulps apart). Not
+reproduced: optax's other ``preconditioning`` modes, per-iteration coefficient lists (the
+"dion" preset), ``mu_dtype``, and non-2-D parameters (optax sends them to AdamW; npoptim's
+Muon refuses them, as torch's does).
 """
 import math
 import numbers
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
+from npoptim.optim.variants import check_choice, check_flag
 
 EPS = 1e-7
 DEFAULT_A = 3.4445
@@ -170,27 +199,47 @@ def bf16_addmm(c, a, b, beta, alpha):
     return round_to_bfloat16(total)
 
 
-def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps):
-    """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values."""
+def float_addmm(c, a, b, beta, alpha):
+    """``beta * c + alpha * (a @ b)`` in the arrays' dtype (``c`` ignored if beta=0)."""
+    product = alpha * (a @ b)
+    return product if beta == 0 else beta * c + product
+
+
+def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="bfloat16",
+                               ns_eps_mode="clamp"):
+    """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values
+    (``ns_dtype="param"``: computed in ``grad``'s dtype; ``ns_eps_mode="added"``: divided by
+    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``)."""
     a, b, c = ns_coefficients
-    x = to_bfloat16(grad)
+    if ns_dtype == "bfloat16":
+        cast, round_, addmm = to_bfloat16, round_to_bfloat16, bf16_addmm
+    else:
+        kind = grad.dtype.type
+        cast = round_ = lambda v: np.asarray(v, kind)  # noqa: E731
+        addmm = float_addmm
+        a, b, c = kind(a), kind(b), kind(c)
+    x = cast(grad)
     transposed = grad.shape[0] > grad.shape[1]
     if transposed:
         x = x.T
-    # x.div_(x.norm().clamp(min=eps)), every result rounded to bfloat16
-    frob = round_to_bfloat16(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
-    frob = np.maximum(frob, to_bfloat16(eps))
-    x = round_to_bfloat16(x / frob)
+    # x.div_(x.norm().clamp(min=eps)), every result rounded to bfloat16 (torch)
+    frob = round_(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
+    if ns_eps_mode == "clamp":
+        x = round_(x / np.maximum(frob, cast(eps)))
+    else:
+        x = round_(x / round_(frob + cast(eps)))
     for _ in range(ns_steps):
-        gram = bf16_addmm(None, x, x.T, 0.0, 1.0)
-        gram_update = bf16_addmm(gram, gram, gram, b, c)
-        x = bf16_addmm(x, gram_update, x, a, 1.0)
+        gram = addmm(None, x, x.T, 0.0, 1.0)
+        gram_update = addmm(gram, gram, gram, b, c)
+        x = addmm(x, gram_update, x, a, 1.0)
     return x.T if transposed else x
 
 
-def adjust_lr(lr, adjust_lr_fn, shape):
+def adjust_lr(lr, adjust_lr_fn, shape, weight_layout="out_in"):
     """The learning rate scaled for the matrix's shape (see the module docstring)."""
     rows, cols = shape[:2]
+    if weight_layout == "in_out":  # (fan_in, fan_out): optax's sqrt(max(1, fan_out/fan_in))
+        rows, cols = cols, rows
     if adjust_lr_fn is None or adjust_lr_fn == "original":
         ratio = math.sqrt(max(1, rows / cols))
     elif adjust_lr_fn == "match_rms_adamw":
@@ -204,13 +253,23 @@ class Muon(Optimizer):
     """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only."""
 
     step_in_state_dict = None
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`), and
+    #: optax's ``adaptive``, which torch lacks (off): left out of torch-form state_dicts.
+    torch_conventions = {"bias_correction": False, "ns_dtype": "bfloat16",
+                         "ns_eps_mode": "clamp", "weight_layout": "out_in", "adaptive": False}
 
+    @flavored
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
-                 ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None):
+                 ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None, *, adaptive=False,
+                 bias_correction=False, ns_dtype="bfloat16", ns_eps_mode="clamp",
+                 weight_layout="out_in"):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
                                       nesterov=nesterov, ns_coefficients=ns_coefficients,
-                                      eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn))
+                                      eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn,
+                                      adaptive=adaptive, bias_correction=bias_correction,
+                                      ns_dtype=ns_dtype, ns_eps_mode=ns_eps_mode,
+                                      weight_layout=weight_layout))
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
@@ -239,9 +298,22 @@ class Muon(Optimizer):
                              "efficiency")
         if len(group["ns_coefficients"]) != 3:
             raise ValueError("Coefficients must be a tuple of exactly 3 values")
+        check_flag(group, "adaptive", "bias_correction")
+        check_choice(group, "ns_dtype", ("bfloat16", "param"))
+        check_choice(group, "ns_eps_mode", ("clamp", "added"))
+        check_choice(group, "weight_layout", ("out_in", "in_out"))
+        if group["bias_correction"] and not group["momentum"] < 1:
+            raise ValueError("bias_correction needs momentum < 1 (1 - momentum**t is 0)")
 
     def _state_names(self, group):
-        return ("momentum_buffer",)
+        # count: the steps taken, for the bias correction (optax's MuonState.count)
+        return ("momentum_buffer", "count") if group["bias_correction"] else ("momentum_buffer",)
+
+    def _state_shapes(self, param, group):
+        shapes = super()._state_shapes(param, group)
+        if "count" in shapes:
+            shapes["count"] = ()
+        return shapes
 
     def _update(self, param, grad, state, group):
         buf = state["momentum_buffer"]
@@ -249,11 +321,25 @@ class Muon(Optimizer):
         flat_buf = buf.reshape(-1)
         momentum = group["momentum"]
         flat_buf[...] = lerp_arrays(flat_buf, grad, 1 - momentum)
-        update = lerp_arrays(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
+        if group["bias_correction"]:
+            state["count"][...] += 1
+            t = int(state["count"])
+            grad_scale, buf_scale = typed(param, (1 - momentum) / (1 - momentum ** t),
+                                          momentum / (1 - momentum ** (t + 1)))
+            if group["nesterov"]:  # optax: mu m / (1 - mu^(t+1)) + (1 - mu) g / (1 - mu^t)
+                update = buf_scale * flat_buf + grad_scale * grad
+            else:
+                update = flat_buf / typed(param, 1 - momentum ** t)[0]
+        else:
+            update = lerp_arrays(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
         ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
-                                           group["ns_steps"], group["eps"])
+                                           group["ns_steps"], group["eps"], group["ns_dtype"],
+                                           group["ns_eps_mode"])
+        if group["adaptive"]:  # the dual norm <U, O> (optax's adaptive=True)
+            ortho = np.sum(update.reshape(shape) * ortho.astype(param.dtype)) * ortho
         lr = group["lr"]
         decay, neg_lr = typed(param, 1 - lr * group["weight_decay"],
-                              -adjust_lr(lr, group["adjust_lr_fn"], shape))
+                              -adjust_lr(lr, group["adjust_lr_fn"], shape,
+                                         group["weight_layout"]))
         param *= decay
         param += neg_lr * ortho.reshape(-1).astype(param.dtype)

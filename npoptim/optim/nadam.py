@@ -22,7 +22,12 @@ and for each element, with gradient :math:`g` (negated when ``maximize``):
 (the two terms applied one after the other, as torch does).
 
 ``mu_product`` is kept as torch keeps it: a 0-d float32 array, multiplied in float32 by each
-:math:`\mu_t`. Loading a state_dict casts it to the parameter's dtype, as torch's
+:math:`\mu_t` (convention switch ``state_dtype="float32"``); ``state_dtype="param"`` keeps it in
+the parameter's dtype, as Keras keeps its ``u_product`` (the ``keras`` flavor, with
+``momentum_decay=1``: Keras's schedule :math:`\beta_1(1 - \tfrac12 0.96^{t})` is torch's with
+:math:`\psi = 1`). Under ``step_scope="global"`` a step without a gradient ages ``step`` and
+multiplies ``mu_product`` by that step's :math:`\mu_t`, as Keras's one ``u_product`` does.
+Loading a state_dict casts it to the parameter's dtype, as torch's
 ``load_state_dict`` does with every floating-point state except ``step``; so for a float64
 parameter a loaded optimizer continues (like torch) with a float64 ``mu_product`` and drifts
 from an uninterrupted run in the last digits. Dense gradients only, as in torch.
@@ -74,24 +79,35 @@ def _nadam_dense(param, grad, states, hyper):
     apply_dense(nadam_rule, param, grad, states, NAdamHyper(*hyper))
 
 
+#: the dtypes ``mu_product`` can be kept in (``state_dtype``)
+STATE_DTYPES = ("float32", "param")
+
+
 class NAdam(Optimizer):
     """NAdam, matching ``torch.optim.NAdam`` option for option (see the module docstring).
 
     ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    compatibility only. Convention switch (:mod:`npoptim.flavors`): ``state_dtype``.
     """
+
+    torch_conventions = {"state_dtype": "float32"}
 
     @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
-                 maximize=False, capturable=False, differentiable=False):
+                 maximize=False, capturable=False, differentiable=False,
+                 state_dtype="float32"):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       maximize=maximize, foreach=foreach,
-                                      capturable=capturable, differentiable=differentiable))
+                                      capturable=capturable, differentiable=differentiable,
+                                      state_dtype=state_dtype))
 
     def _check_group(self, group):
+        if group.get("state_dtype", "float32") not in STATE_DTYPES:
+            raise ValueError(f"state_dtype must be one of {', '.join(map(repr, STATE_DTYPES))}, "
+                             f"got {group['state_dtype']!r}")
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])
         check_nonnegative(group, "weight_decay")
@@ -104,21 +120,32 @@ class NAdam(Optimizer):
         return {"mu_product": (), "exp_avg": param.shape, "exp_avg_sq": param.shape}
 
     def _init_state(self, param, group):
-        return {"step": 0, "mu_product": np.array(1.0, np.float32),
+        dtype = np.float32 if group.get("state_dtype", "float32") == "float32" else param.dtype
+        return {"step": 0, "mu_product": np.array(1.0, dtype),
                 "exp_avg": np.zeros(param.shape, param.dtype),
                 "exp_avg_sq": np.zeros(param.shape, param.dtype)}
 
-    def _update(self, param, grad, state, group):
+    @staticmethod
+    def _mu(group, step):
+        """The momentum schedule's mu_t (the module docstring)."""
+        return group["betas"][0] * (1.0 - 0.5 * (0.96 ** (step * group["momentum_decay"])))
+
+    def _advance(self, state, group):
+        """``step += 1`` and ``mu_product *= mu_t`` (torch: on a 0-d tensor, in that tensor's
+        dtype); returns the new step."""
         state["step"] += 1
-        step = state["step"]
-        lr, psi = group["lr"], group["momentum_decay"]
-        beta1, beta2 = group["betas"]
-        mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
-        mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
-        # torch: ``mu_product *= mu`` on a 0-d tensor, in that tensor's dtype
         mu_product = state["mu_product"]
-        mu_product[...] = mu_product * mu_product.dtype.type(mu)
-        mu_product = float(mu_product)
+        mu_product[...] = mu_product * mu_product.dtype.type(self._mu(group, state["step"]))
+        return state["step"]
+
+    _age = _advance  # step_scope="global": a step without a gradient ages both
+
+    def _update(self, param, grad, state, group):
+        step = self._advance(state, group)
+        lr = group["lr"]
+        beta2 = group["betas"][1]
+        mu, mu_next = self._mu(group, step), self._mu(group, step + 1)
+        mu_product = float(state["mu_product"])
         mu_product_next = mu_product * mu_next
         hyper = typed_record(NAdamHyper, param, **moment_hyper(group),
                              bias_correction2=1 - beta2 ** step, eps=group["eps"],

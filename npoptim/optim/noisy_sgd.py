@@ -40,6 +40,30 @@ from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.variants import check_flag
 
 
+def check_seed(seed):
+    """Raise unless ``seed`` is an integer key of the counter stream, in [0, 2**64)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
+            or not 0 <= seed < 2 ** 64:
+        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+
+
+def check_noise(params, noise, name="noise"):
+    """The caller's per-parameter arrays ``name`` (noise samples, or another step input) as a
+    list, checked: one array (or None) per parameter, of its shape and dtype."""
+    if isinstance(noise, np.ndarray) or not hasattr(noise, "__iter__"):
+        raise ValueError(f"{name} must be a list with one array (or None) per parameter")
+    noise = list(noise)
+    if len(noise) != len(params):
+        raise ValueError(f"{name} has {len(noise)} arrays for {len(params)} parameters")
+    for k, (z, p) in enumerate(zip(noise, params)):
+        if z is None:
+            continue
+        if not isinstance(z, np.ndarray) or z.shape != p.shape or z.dtype != p.dtype:
+            raise ValueError(f"{name}[{k}] must be an array of shape {p.shape} and dtype "
+                             f"{p.dtype}")
+    return noise
+
+
 class NoisySGDHyper(NamedTuple):
     """One step's hyperparameters of :func:`noisy_sgd_rule` (built by ``NoisySGD._update``)."""
 
@@ -68,39 +92,22 @@ class NoisySGD(Optimizer):
 
     def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, maximize=False):
         self._noise = None
-        self._current_index = 0
         super().__init__(params, dict(lr=lr, eta=eta, gamma=gamma, seed=seed,
                                       maximize=maximize))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eta", "gamma")
-        seed = group["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
-                or not 0 <= seed < 2 ** 64:
-            raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+        check_seed(group["seed"])
         check_flag(group, "maximize")
 
     def step(self, grads=None, closure=None, *, noise=None):
         """As :meth:`Optimizer.step`; ``noise`` gives the standard normal samples (see the
         module docstring), checked with everything else before anything changes."""
-        self._noise = None if noise is None else self._check_noise(noise)
+        self._noise = None if noise is None else check_noise(self.params, noise)
         try:
             return super().step(grads, closure)
         finally:
             self._noise = None
-
-    def _check_noise(self, noise):
-        params = self.params
-        noise = list(noise)
-        if len(noise) != len(params):
-            raise ValueError(f"noise has {len(noise)} arrays for {len(params)} parameters")
-        for k, (z, p) in enumerate(zip(noise, params)):
-            if z is None:
-                continue
-            if not isinstance(z, np.ndarray) or z.shape != p.shape or z.dtype != p.dtype:
-                raise ValueError(f"noise[{k}] must be an array of shape {p.shape} and dtype "
-                                 f"{p.dtype}")
-        return noise
 
     def _prepare(self, grads):
         prepared = super()._prepare(grads)
@@ -122,10 +129,3 @@ class NoisySGD(Optimizer):
                              sigma=math.sqrt(group["eta"] / step ** group["gamma"]),
                              neg_lr=-group["lr"])
         _noisy_sgd_dense(param, grad, (z,), hyper)
-
-    def _apply(self, prepared):
-        # one at a time, so that ``_update`` (which sees a flat view) knows the parameter's
-        # index, the stream's key
-        for item in prepared:
-            self._current_index = item[1]
-            super()._apply([item])

@@ -35,6 +35,11 @@ from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: Conventions of the optimizer's own bookkeeping (attributes of the optimizer, not param-group
+#: options), at torch's values; flavored optimizers take them as keywords (npoptim.flavors).
+OPTIMIZER_CONVENTIONS = {"step_scope": "per_param"}
+STEP_SCOPES = ("per_param", "global")
+
 
 class Optimizer:
     """Base class: param groups, state, gradient checks, atomic steps, torch-layout state_dict.
@@ -49,14 +54,25 @@ class Optimizer:
       exported as a 0-d float32 array), ``"int"``, or ``None`` (no step counter).
     * ``needs_closure``: True for an optimizer whose step evaluates the loss itself
       (``step(closure)`` only: LBFGS, PolyakSGD).
+    * ``per_example_grads``: True for an optimizer whose step takes per-example gradients,
+      each of shape ``(batch, *param.shape)`` (DPSGD).
+
+    :attr:`step_scope` (a convention of the step bookkeeping, not a group option): whether a
+    parameter without a gradient this step ages its step count.
     """
 
     sparse_kind = "dense-only"
     step_in_state_dict = "tensor"
     needs_closure = False
+    per_example_grads = False
     #: True where ``_update`` creates a state that options switched on later need (RMSprop's
     #: momentum buffer, SGD's); elsewhere a missing state is an error before the step.
     creates_missing_state = False
+    #: True where the switch ``decoupled_weight_decay`` is applied by the base class before
+    #: the family's rule (see :meth:`_decay_before_rule`); False where the rule has its own
+    #: decoupled form (Adam, NAdam) or none.
+    decouples_weight_decay = False
+    _step_scope = "per_param"
 
     def __init__(self, params, defaults, state_arrays=None):
         if isinstance(params, np.ndarray) or isinstance(params, dict):
@@ -139,6 +155,8 @@ class Optimizer:
             self.skipped_steps += 1
             return loss
         self._apply(prepared)
+        if self._step_scope == "global":
+            self._age_skipped(prepared)
         return loss
 
     @property
@@ -158,6 +176,35 @@ class Optimizer:
         if policy not in ("propagate", "raise", "skip"):
             raise ValueError(f"nonfinite must be 'propagate', 'raise' or 'skip', got {policy!r}")
         self._nonfinite = policy
+
+    @property
+    def step_scope(self):
+        """How the step count ``t`` (bias corrections, momentum schedules) advances.
+
+        * ``"per_param"`` (default, as torch): each parameter counts the steps it had a
+          gradient in; a ``None`` gradient leaves the parameter and its whole state alone.
+        * ``"global"`` (Keras's ``iterations``, TF.js's accumulated beta powers): every
+          ``step()`` call ages every parameter, one with a ``None`` gradient included: its
+          values and moments stay as they are but its step count advances (its state is
+          created, zero, if it had none, as Keras builds every slot up front), so its next
+          gradient is bias-corrected with the optimizer's step count. :meth:`_age` says what
+          aging means for a family (NAdam also multiplies its momentum product). Optimizers
+          without a step count (``step_in_state_dict`` None) are not changed by it. Only the
+          optimizers that take ``flavor=`` (:data:`npoptim.flavors.FLAVORED`, whose aging is
+          known) accept it. It is not part of ``state_dict()``, like :attr:`nonfinite`.
+        """
+        return self._step_scope
+
+    @step_scope.setter
+    def step_scope(self, scope):
+        if scope not in STEP_SCOPES:
+            raise ValueError(f"step_scope must be one of {', '.join(map(repr, STEP_SCOPES))}, "
+                             f"got {scope!r}")
+        if scope != "per_param" and not getattr(type(self).__init__, "takes_flavor", False):
+            raise ValueError(f"{type(self).__name__} has per-parameter step counts only "
+                             "(step_scope='global' is defined for the optimizers that take "
+                             "flavor=)")
+        self._step_scope = scope
 
     def zero_grad(self, set_to_none=True):
         """Gradients are passed to ``step``, so there is nothing to clear (kept for torch code)."""
@@ -225,8 +272,42 @@ class Optimizer:
             state = self.state.get(index)
             if state is None:
                 state = self.state[index] = self._init_state(param, group)
+            # for an _update that needs them: the index (a noise stream's key) and the shape
+            self._current_index, self._current_shape = index, param.shape
             with flat_view(param) as flat:
-                self._update(flat, grad, state, group)
+                self._update(flat, grad, state, self._decay_before_rule(flat, group))
+
+    def _age_skipped(self, prepared):
+        """``step_scope="global"``: age every parameter without a gradient this step."""
+        if self.step_in_state_dict is None:
+            return
+        stepped = {index for _, index, _, _ in prepared}
+        index = 0
+        for group in self.param_groups:
+            for param in group["params"]:
+                if index not in stepped:
+                    state = self.state.get(index)
+                    if state is None:
+                        state = self.state[index] = self._init_state(param, group)
+                    self._age(state, group)
+                index += 1
+
+    def _decay_before_rule(self, flat, group):
+        """Decoupled weight decay where the family's torch rule has L2 decay only
+        (:attr:`decouples_weight_decay`): with ``decoupled_weight_decay`` and a non-zero
+        ``weight_decay``, ``p <- p (1 - lr wd)`` before the rule (Keras's ``_apply_weight_decay``
+        of every optimizer, and torch's decoupled form in Adam), and the group the rule reads,
+        with ``weight_decay`` 0 (no L2 on top)."""
+        if not (self.decouples_weight_decay and group.get("decoupled_weight_decay")
+                and group["weight_decay"] != 0):
+            return group
+        np.multiply(flat, flat.dtype.type(1 - group["lr"] * group["weight_decay"]), out=flat)
+        return dict(group, weight_decay=0)
+
+    def _age(self, state, group):
+        """A step without a gradient under ``step_scope="global"``: advance the step count
+        only (a family whose state follows the count too extends this)."""
+        state["step"] += 1
 
     # -------------------------------------------------------------------- subclass hooks
     def _check_param(self, param, where):
@@ -498,7 +579,12 @@ def _first_nonfinite_grad(prepared):
         else:
             k = _first_nonfinite(grad)
             if k >= 0:
-                return index, f"index {tuple(int(i) for i in np.unravel_index(k, param.shape))}"
+                example = ""
+                if grad.size != param.size:   # per-example gradients (DPSGD), flattened
+                    b, k = divmod(k, param.size)
+                    example = f"example {b}, "
+                return index, (f"{example}index "
+                               f"{tuple(int(i) for i in np.unravel_index(k, param.shape))}")
     return None
 
 
@@ -566,6 +652,21 @@ def step_arguments(grads, closure):
     if closure is not None and grads is not None:
         raise TypeError("pass grads or a closure that returns (loss, grads), not both")
     return grads, closure
+
+
+def loss_and_grads(name, grads, closure):
+    """``(loss, grads)`` from the closure of an optimizer whose step needs the loss
+    (PolyakSGD, Momo): ``TypeError`` without a closure or for a loss that is not a real
+    number, before anything changes."""
+    grads, closure = step_arguments(grads, closure)
+    if closure is None:
+        raise TypeError(f"{name} needs the loss: call step(closure), with closure() "
+                        "returning (loss, grads)")
+    loss, grads = closure()
+    if not isinstance(loss, numbers.Real) or isinstance(loss, bool):
+        raise TypeError(f"closure() must return (loss, grads) with a real loss, got "
+                        f"{type(loss).__name__}")
+    return loss, grads
 
 
 def typed(param, *values):

@@ -31,13 +31,12 @@ Golden cases run it on an objective (``separable-quartic``, see :mod:`npoptim.go
 Dense gradients only.
 """
 import math
-import numbers
 from typing import NamedTuple
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.optimizer import (Optimizer, check_nonnegative, step_arguments,
+from npoptim.optim.optimizer import (Optimizer, check_nonnegative, loss_and_grads,
                                      typed_record)
 from npoptim.optim.variants import check_choice, check_flag, is_real
 
@@ -92,14 +91,7 @@ class PolyakSGD(Optimizer):
     def step(self, grads=None, closure=None):
         """One step; needs ``closure`` (``closure()`` returns ``(loss, grads)``); returns the
         loss. Everything, the loss included, is checked before anything changes."""
-        grads, closure = step_arguments(grads, closure)
-        if closure is None:
-            raise TypeError("PolyakSGD needs the loss: call step(closure), with closure() "
-                            "returning (loss, grads)")
-        loss, grads = closure()
-        if not isinstance(loss, numbers.Real) or isinstance(loss, bool):
-            raise TypeError(f"closure() must return (loss, grads) with a real loss, got "
-                            f"{type(loss).__name__}")
+        loss, grads = loss_and_grads("PolyakSGD", grads, closure)
         self._loss = float(loss)
         super().step(grads)
         return loss

@@ -168,24 +168,29 @@ class RMSprop(Optimizer):
 
     creates_missing_state = True  # momentum or centered switched on after the first step
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_in_sqrt": False, "lr_in_momentum": False}
+    torch_conventions = {"eps_in_sqrt": False, "lr_in_momentum": False,
+                         "decoupled_weight_decay": False}
     #: A switch that matters only when this option is non-zero.
-    conventions_apply = {"lr_in_momentum": "momentum"}
+    conventions_apply = {"lr_in_momentum": "momentum", "decoupled_weight_decay": "weight_decay"}
+    #: the base class applies ``decoupled_weight_decay`` before the rule (Keras's decay)
+    decouples_weight_decay = True
 
     @flavored
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
-                 differentiable=False, *, eps_in_sqrt=False, lr_in_momentum=False):
+                 differentiable=False, *, eps_in_sqrt=False, lr_in_momentum=False,
+                 decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
                                       centered=centered, weight_decay=weight_decay,
                                       capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable,
-                                      eps_in_sqrt=eps_in_sqrt, lr_in_momentum=lr_in_momentum))
+                                      eps_in_sqrt=eps_in_sqrt, lr_in_momentum=lr_in_momentum,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "momentum", "weight_decay")
         check_nonnegative(group, "alpha", label="alpha value")
-        check_flag(group, "eps_in_sqrt", "lr_in_momentum")
+        check_flag(group, "eps_in_sqrt", "lr_in_momentum", "decoupled_weight_decay")
 
     def _state_names(self, group):
         return (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())

@@ -162,19 +162,23 @@ class SGD(Optimizer):
     step_in_state_dict = None
     creates_missing_state = True  # the buffer appears at the first step with momentum
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"lr_in_buffer": False}
+    torch_conventions = {"lr_in_buffer": False, "decoupled_weight_decay": False}
     #: A switch that matters only when this option is non-zero.
-    conventions_apply = {"lr_in_buffer": "momentum"}
+    conventions_apply = {"lr_in_buffer": "momentum", "decoupled_weight_decay": "weight_decay"}
+    #: the base class applies ``decoupled_weight_decay`` before the rule (Keras's decay)
+    decouples_weight_decay = True
 
     @flavored
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None, lr_in_buffer=False, state_arrays=None):
+                 fused=None, lr_in_buffer=False, decoupled_weight_decay=False,
+                 state_arrays=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused,
-                                      lr_in_buffer=lr_in_buffer),
+                                      lr_in_buffer=lr_in_buffer,
+                                      decoupled_weight_decay=decoupled_weight_decay),
                          state_arrays=state_arrays)
 
     def _check_group(self, group):
@@ -184,7 +188,7 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid dampening value: {dampening}")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        check_flag(group, "lr_in_buffer")
+        check_flag(group, "lr_in_buffer", "decoupled_weight_decay")
         if group["lr_in_buffer"] and group["dampening"] != 0:
             raise ValueError("lr_in_buffer=True (Keras's momentum) has no dampening; got "
                              f"dampening={group['dampening']}")
@@ -207,7 +211,7 @@ class SGD(Optimizer):
             if state:
                 self.state[index] = state
             with flat_view(param) as flat:
-                self._update(flat, grad, state, group, first)
+                self._update(flat, grad, state, self._decay_before_rule(flat, group), first)
 
     def _load_param_state(self, entry, param, group, where):
         # torch accepts a buffer whatever the group's momentum now is (it ignores it at 0)

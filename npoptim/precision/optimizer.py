@@ -88,6 +88,12 @@ class LowPrecision:
             # these two options: the subclass's __init__ set them aside
             group.update(self._low_precision_defaults)
         check_rounding(group, self.roundings)
+        for name, off in (("decoupled_weight_decay", False), ("post_weight_decay", 0.0)):
+            # the float optimizers' decay outside the rule is not rounded as these kernels round
+            if (name != "decoupled_weight_decay" or self.decouples_weight_decay) and group.get(
+                    name, off) != off:
+                raise ValueError(f"{name}={group[name]!r} is not implemented for 16-bit "
+                                 "parameters")
         super()._check_group(group)
 
     def _apply(self, prepared):

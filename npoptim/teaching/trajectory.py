@@ -8,9 +8,10 @@ optimizer runs as constructed, so several optimizers built with the same setting
 compared step for step.
 
 :class:`StepRecorder` is the recorder: it wraps an optimizer's ``step`` and keeps one
-:class:`StepRecord` per step. It is meant to be shared (a later ``npoptim explain`` is to read
-its records rather than keep a second recorder): the record API is :attr:`StepRecorder.records`
-and the callbacks ``callback(record)`` called after each step.
+:class:`StepRecord` per step (the record API is :attr:`StepRecorder.records` and the callbacks
+``callback(record)`` called after each step). What it reads from inside a step (the trust
+ratios) comes from ``npoptim explain``'s tracer, :func:`npoptim.explainer.trace.recording`:
+one tracing mechanism for both.
 """
 import importlib
 import math
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from npoptim import registry
+from npoptim.explainer.trace import recording
+from npoptim.explainer.views import trust_ratios as layer_trust_ratio
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,12 @@ class StepRecorder:
     stack the records into arrays.
 
     Trust ratios (LAMB, LARS) are the exact values the optimizer applied: the optimizers do not
-    expose them, so for the duration of a step the recorder wraps the optimizer module's
-    ``trust_ratio`` function (which each step calls once per adapting layer) and the instance's
-    ``_update`` (to know which parameter the ratio belongs to). This is not thread-safe: do not
-    step another optimizer of the same family in another thread while recording. A hook in the
-    optimizer would replace it: ``_update`` reporting ``(parameter index, ratio)`` to a callback,
-    or storing the ratio in the parameter's state.
+    expose them, so a step of an optimizer whose module has a ``trust_ratio`` function runs
+    under :func:`~npoptim.explainer.trace.recording` (calls only, kernels compiled), and each
+    parameter's ratio is the result of the ``trust_ratio`` call inside its ``_update`` call
+    (the parameter's index is the loop index of the ``Optimizer._apply`` that made the call).
+    Nothing of the optimizer is patched; recording holds a lock and traces the calling thread
+    only (see :mod:`npoptim.explainer.trace`).
     """
 
     def __init__(self, optimizer, callbacks=()):
@@ -55,17 +58,16 @@ class StepRecorder:
         self.callbacks = list(callbacks)
         self.records = []
         module = importlib.import_module(type(optimizer).__module__)
-        self._ratio_module = module if callable(getattr(module, "trust_ratio", None)) else None
+        self._has_trust_ratios = callable(getattr(module, "trust_ratio", None))
 
     def step(self, grads=None, closure=None):
         """``optimizer.step(grads, closure)``, recorded."""
         opt = self.optimizer
         lr = tuple(float(group["lr"]) for group in opt.param_groups)
-        if self._ratio_module is None:
-            result = opt.step(grads, closure=closure)
-            ratios = None
-        else:
+        if self._has_trust_ratios:
             result, ratios = self._step_capturing_ratios(grads, closure)
+        else:
+            result, ratios = opt.step(grads, closure=closure), None
         record = StepRecord(step=len(self.records) + 1, lr=lr, trust_ratios=ratios)
         self.records.append(record)
         for callback in self.callbacks:
@@ -73,29 +75,16 @@ class StepRecorder:
         return result
 
     def _step_capturing_ratios(self, grads, closure):
-        opt, module = self.optimizer, self._ratio_module
-        ratios = [math.nan] * len(opt.params)
-        current = []  # index of the parameter being updated
-        original_ratio = module.trust_ratio
-        original_update = opt._update
-
-        def recording_update(param, grad, state, group):
-            index = next(i for i, s in opt.state.items() if s is state)
-            ratios[index] = 1.0  # unless the step computes a ratio for it
-            current.append(index)
-            return original_update(param, grad, state, group)
-
-        def recording_ratio(*args, **kwargs):
-            ratio = original_ratio(*args, **kwargs)
-            ratios[current[-1]] = float(ratio)
-            return ratio
-
-        module.trust_ratio, opt._update = recording_ratio, recording_update
-        try:
+        opt = self.optimizer
+        ratios = [math.nan] * len(opt.params)  # a parameter without a gradient has no update
+        with recording(kernels=False, lines=False) as root:
             result = opt.step(grads, closure=closure)
-        finally:
-            module.trust_ratio = original_ratio
-            del opt._update  # back to the class's method
+        for update in root.find("_update"):
+            if not update.module.startswith("npoptim.optim"):
+                continue
+            layer = layer_trust_ratio(update)  # None: the layer does not adapt
+            ratios[update.caller_locals["index"]] = (1.0 if layer is None
+                                                     else layer["trust_ratio"])
         return result, tuple(ratios)
 
     def lrs(self):

@@ -1,6 +1,7 @@
 // Replays golden cases through TensorFlow.js's own optimizers (tfjs-core 4.22.0 with the
 // pure-JS CPU backend, float32), as a tfjs user runs them: tf.train.<name>(...positional
-// args), opt.applyGradients({name: gradient}) once per step, the learning rate set per step.
+// args), opt.applyGradients({name: gradient}) once per step (a null gradient: the variable is
+// left out of the map), the learning rate set per step.
 // Used by tests/test_framework_replay.py, which writes the jobs (cases it can run, with the
 // constructor arguments in tfjs's order) and verifies the results with npoptim verify.
 //   node tests/tfjs/replay.cjs JOBS.json RESULTS.json   (NPOPTIM_TFJS_DIR: the npm install dir)
@@ -19,18 +20,28 @@ async function main() {
     const vars = job.params.map((p, i) => tf.variable(tf.tensor(p.data, p.shape, "float32"), true, `${job.id}#${i}`));
     const opt = tf.train[job.ctor](...job.args);
     const steps = [];
+    let error = null;
     for (const step of job.steps) {
-      if (typeof opt.setLearningRate === "function") opt.setLearningRate(step.lr);  // sgd, momentum
-      else opt.learningRate = step.lr;
-      const grads = {};
-      step.grads.forEach((g, i) => { grads[vars[i].name] = tf.tensor(g, job.params[i].shape, "float32"); });
-      opt.applyGradients(grads);
-      Object.values(grads).forEach((g) => g.dispose());
-      steps.push({ params: vars.map((v) => Array.from(v.dataSync())) });
+      if (error === null) {
+        if (typeof opt.setLearningRate === "function") opt.setLearningRate(step.lr);  // sgd, momentum
+        else opt.learningRate = step.lr;
+        const grads = {};  // a missing (null) gradient: the variable is left out, as tfjs users do
+        step.grads.forEach((g, i) => {
+          if (g !== null) grads[vars[i].name] = tf.tensor(g, job.params[i].shape, "float32");
+        });
+        try {
+          opt.applyGradients(grads);
+        } catch (e) {  // a framework bug (state keyed by position): NaN from this step on
+          error = `step ${steps.length + 1}: ${e.message}`;
+        }
+        Object.values(grads).forEach((g) => g.dispose());
+      }
+      steps.push({ params: vars.map((v) => error === null ? Array.from(v.dataSync())
+                                                        : Array(v.size).fill(null)) });
     }
     vars.forEach((v) => v.dispose());
     opt.dispose();
-    results.push({ id: job.id, steps });
+    results.push({ id: job.id, steps, error });
   }
   fs.writeFileSync(process.argv[3], JSON.stringify(results));
 }
