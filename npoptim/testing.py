@@ -94,4 +94,4 @@ def assert_case(case, make_step, grad_format="csr", summary=False):
 
 def npoptim_step(case):
     """npoptim's own ``make_step`` for ``case`` (a reference for the expected protocol)."""
-    return npoptim_make_step(case.optimizer)
+    return npoptim_make_step(case.optimizer, case.precision)

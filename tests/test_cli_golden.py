@@ -205,3 +205,36 @@ def test_python_dash_m_npoptim_and_console_script_entry():
     assert "Rprop/defaults/float64" in out.stdout
     cfg = (ROOT / "setup.cfg").read_text()
     assert "npoptim = npoptim.cli:main" in cfg
+
+
+# ------------------------------------------------------------------- golden, low precision
+@pytest.mark.parametrize("dtype, mode", [("bfloat16", "per-op"), ("float16", "fused"),
+                                         ("bfloat16", "stochastic"), ("float16", "stochastic"),
+                                         ("float16", "master-weights"), ("bfloat16", "kahan")])
+def test_golden_writes_a_16_bit_case_in_each_mode(capsys, tmp_path, dtype, mode):
+    pytest.importorskip("ml_dtypes")
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", "AdamW", "--lr", "1e-2", "--shape", "4x8",
+                           "--dtype", dtype, "--precision", mode, "-o", str(out))
+    assert code == 0, err
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["schema_version"] == 3
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.dtype == dtype and case.params[0].dtype.name == dtype
+    assert case.id == f"AdamW/{mode}/custom-4x8-dense-d1-seed0/{dtype}"
+    assert (case.precision["seed"] is not None) == (mode == "stochastic")
+    assert case.tolerance.ulp == 1
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dtype", "float32", "--precision", "fused"], "needs --dtype bfloat16 or float16"),
+    (["--dtype", "bfloat16", "--precision-seed", "3"], "is for --precision stochastic"),
+    (["--dtype", "bfloat16", "--grad", "csr"], "does not take CSR gradients"),
+])
+def test_golden_refuses_bad_16_bit_requests(capsys, tmp_path, argv, message):
+    pytest.importorskip("ml_dtypes")
+    code, _, err = run_cli(capsys, "golden", "Adam", *argv, "-o", str(tmp_path / "c.json"))
+    assert code == 2 and message in err
+    assert not (tmp_path / "c.json").exists()

@@ -21,6 +21,10 @@ def test_run_sh_passes_and_catches_the_eps_bug():
     assert out.returncode == 0, text
     good, _, buggy = text.partition("--bug eps-placement (must fail)")
     assert "OK: all" in good and "FAIL" not in good
+    # bfloat16/float16 Adam (schema version 3) in per-op and fused rounding, bit for bit
+    for case in ("Adam/per-op/weight-decay/bfloat16", "Adam/fused/weight-decay/float16"):
+        line = next(x for x in good.splitlines() if x.startswith(case + " "))
+        assert line.split()[-1] == "ok" and line.split()[4] == "0", line
     assert "FAILED:" in buggy
     # float32: only the eps-dominated cases expose the bug, from the first step
     assert "-> Adam/eps-dominated/float32 diverges at step 1: params[0]" in buggy

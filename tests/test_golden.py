@@ -214,14 +214,14 @@ def small_doc():
 #: Structural defects, which the JSON Schema can express as well as the procedural checker
 #: (value-level ones, such as an index out of range, only the checker finds).
 STRUCTURAL_DEFECTS = {
-    "unknown dtype": lambda d: d["cases"][0]["params"][0].__setitem__("dtype", "float16"),
+    "unknown dtype": lambda d: d["cases"][0]["params"][0].__setitem__("dtype", "float8"),
     "lr a string": lambda d: d["cases"][0]["steps"][3].__setitem__("lr", "0.1"),
     "no rtol": lambda d: d["cases"][0]["tolerance"].pop("rtol"),
     "grad format coo": lambda d: d["cases"][0]["steps"][0]["grads"][0].__setitem__("format",
                                                                                   "coo"),
     "no steps": lambda d: d["cases"][0].pop("steps"),
     "unknown kind": lambda d: d.__setitem__("kind", "trajectories"),
-    "schema_version 3": lambda d: d.__setitem__("schema_version", 3),
+    "schema_version 4": lambda d: d.__setitem__("schema_version", 4),
     "case without id": lambda d: d["cases"][0].pop("id"),
     "hyperparameters not an object": lambda d: d["cases"][0].__setitem__("hyperparameters",
                                                                           [0.1]),
@@ -282,7 +282,7 @@ def test_malformed_case_file_errors_name_file_case_and_field(small_doc, tmp_path
 
 def test_file_level_errors(small_doc, tmp_path):
     doc = copy.deepcopy(small_doc)
-    doc["schema_version"] = 3
+    doc["schema_version"] = 4
     assert "schema_version" in _error(doc, tmp_path)[0]
     doc = copy.deepcopy(small_doc)
     doc["cases"].append(copy.deepcopy(doc["cases"][0]))

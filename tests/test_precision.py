@@ -57,9 +57,10 @@ def _problem(dtype, n=50, steps=3, seed=0):
             [rng.standard_normal(n).astype(np.float32).astype(dtype) for _ in range(steps)])
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax",
+                                  "Adadelta", "KahanLion"])
 def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
-    kwargs = dict(momentum=0.9) if name == "SGD" else {}
+    kwargs = dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}
     param, grads = _problem(BF16)
     other = param.copy()
     opt = getattr(precision, name)([param, other], lr=0.1, **kwargs)
@@ -81,6 +82,14 @@ def test_bad_options_and_arrays_are_refused():
         precision.AdamW([param], rounding="stochastic-ish")
     with pytest.raises(ValueError, match="rounding must be one of 'per-op'"):
         precision.SGD([param], rounding="fused")
+    with pytest.raises(ValueError, match="rounding must be one of 'per-op'"):
+        precision.RMSprop([param], rounding="fused")
+    with pytest.raises(ValueError, match="rounding must be one of 'per-op', 'fused'"):
+        precision.Adagrad([param], rounding="stochastic")
+    with pytest.raises(ValueError, match="torch's conventions only"):
+        precision.RMSprop([param], eps_in_sqrt=True)
+    with pytest.raises(ValueError, match="kahan_sum must be True or False"):
+        precision.KahanLion([param], lr=1e-3, kahan_sum=None)
     with pytest.raises(ValueError, match="format must be"):
         precision.Adam([param.view(np.uint16)], format="float8")
     with pytest.raises(TypeError, match="name their format"):
@@ -203,9 +212,71 @@ def test_stochastic_adamw_is_reproducible_and_thread_count_independent():
         runs.append(p.view(np.uint16).copy())
     assert np.array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])  # another seed, other draws
-    with pytest.raises(ValueError, match="for bfloat16"):
-        precision.AdamW([np.zeros(3, np.float16)], rounding="stochastic").step(
-            [np.zeros(3, np.float16)])
+
+
+FLOAT16_SR = [  # (value, the two float16 neighbours): normal, exponent edge, subnormal, top
+    (np.float32(1.0 + 2 ** -12), 1.0, 1.0 + 2 ** -10),
+    (np.float32(-(2.0 - 2 ** -13)), -(2.0 - 2 ** -10), -2.0),
+    (np.float32(2 ** -24 * 0.3), 0.0, 2 ** -24),
+    (np.float32(-(2 ** -15 + 2 ** -26)), -2 ** -15, -(2 ** -15 + 2 ** -24)),
+    (np.float32(65504 + 8), 65504.0, np.inf),
+]
+
+
+@pytest.mark.parametrize("x, toward, away", FLOAT16_SR)
+def test_float16_stochastic_rounding_is_unbiased(x, toward, away):
+    """No library rounds float16 stochastically: npoptim's rule (npoptim.precision.stochastic)
+    picks the two float16 neighbours of x only, with the probability that makes the mean x
+    (to the rule's resolution, 2**-13 of a spacing for normals, 2**-16 for subnormals)."""
+    from npoptim.precision import stochastic
+
+    n = 100000
+    rounded = stochastic.stochastic_round_array(np.full(n, x, np.float32), seed=4,
+                                                format="float16").view(np.float16)
+    rounded = rounded.astype(np.float64)
+    assert set(np.unique(rounded)) == {toward, away}
+    p = (float(x) - toward) / (away - toward) if np.isfinite(away) else (float(x) - toward) / 32
+    assert abs((rounded == away).mean() - p) < 5 * np.sqrt(p * (1 - p) / n) + 2 ** -13
+
+
+def test_float16_stochastic_rounding_keeps_exact_values_and_matches_itself():
+    from npoptim.precision import stochastic
+
+    exact = np.float32([1.5, -3.0, 0.0, -0.0, np.inf, 2 ** -24, 65504, 1e6])
+    out = stochastic.stochastic_round_array(exact, 0, format="float16").view(np.float16)
+    assert np.array_equal(out.astype(np.float32), np.float32([1.5, -3, 0, 0, np.inf, 2 ** -24,
+                                                              65504, np.inf]))
+    assert np.signbit(out[3])
+    values = np.random.default_rng(3).standard_normal(5000).astype(np.float32)
+    first = stochastic.stochastic_round_array(values, 9, 1, 2, format="float16")
+    assert np.array_equal(first, stochastic.stochastic_round_array(values, 9, 1, 2,
+                                                                   format="float16"))
+    wide = first.view(np.float16).astype(np.float32)
+    nearest = values.astype(np.float16).astype(np.float32)
+    spacing = np.spacing(np.abs(values).astype(np.float16)).astype(np.float32)
+    assert np.all(np.abs(wide - values) <= spacing) and not np.array_equal(wide, nearest)
+
+
+def test_stochastic_float16_adamw_keeps_small_updates_and_is_thread_independent():
+    """lr below half the float16 spacing: rounding to nearest never moves the parameters,
+    stochastic rounding moves them by the expected amount on average."""
+    p0 = np.full(20000, 1.0, np.float16)
+    runs = []
+    for threshold in (0, 1 << 40):
+        p = p0.copy()
+        opt = precision.AdamW([p], lr=2 ** -13, weight_decay=0, rounding="stochastic", seed=1)
+        with parallel_threshold_set(threshold):
+            for _ in range(8):
+                opt.step([np.ones_like(p)])
+        runs.append(p.view(np.uint16).copy())
+    assert np.array_equal(runs[0], runs[1])
+    nearest = p0.copy()
+    fused = precision.AdamW([nearest], lr=2 ** -13, weight_decay=0, rounding="fused")
+    for _ in range(8):
+        fused.step([np.ones_like(nearest)])
+    assert np.all(nearest == 1.0)
+    moved = runs[0].view(np.float16).astype(np.float64)
+    assert abs((1.0 - moved.mean()) - 8 * 2 ** -13) < 0.1 * 8 * 2 ** -13
 
 
 _EVERY_MODE = """
@@ -219,11 +290,13 @@ modes = [(P.AdamW, dict(rounding="per-op", torch_cpu_lanes=32, weight_decay=0.1)
          (P.Adam, dict(rounding="fused", weight_decay=0.1)),
          (P.AdamW, dict(rounding="stochastic", seed=2)),
          (P.SGD, dict(momentum=0.9, weight_decay=0.01, torch_cpu_lanes=32)),
-         (P.KahanAdamW, dict()), (P.KahanSGD, dict(momentum=0.9))]
+         (P.KahanAdamW, dict()), (P.KahanSGD, dict(momentum=0.9)),
+         (P.RMSprop, dict(momentum=0.9, centered=True, weight_decay=0.1, torch_cpu_lanes=32)),
+         (P.Adagrad, dict(rounding="fused", weight_decay=0.1, torch_cpu_lanes=32)),
+         (P.Adagrad, dict(weight_decay=0.1, initial_accumulator_value=0.1)),
+         (P.KahanLion, dict(weight_decay=0.1)), (P.KahanLion, dict(kahan_sum=False))]
 for cls, kwargs in modes:
     for dtype in (ml_dtypes.bfloat16, np.float16):
-        if kwargs.get("rounding") == "stochastic" and dtype is np.float16:
-            continue
         p = rng.standard_normal(40).astype(np.float32).astype(dtype)
         opt = cls([p], lr=1e-2, **kwargs)
         for _ in range(3):
@@ -246,4 +319,4 @@ def test_every_mode_runs_the_same_as_plain_python():
                               cwd=os.path.dirname(os.path.dirname(__file__))).stdout
 
     compiled, python = run("0"), run("1")
-    assert len(compiled) == 440 * 4 and compiled == python
+    assert len(compiled) == 22 * 40 * 4 and compiled == python  # 11 modes, 2 formats

@@ -1,5 +1,6 @@
-"""Kahan-compensated 16-bit AdamW and SGD (npoptim.precision.kahan) against torch-optimi's
-``kahan_sum=True`` on CPU, bit for bit over 24 steps: params, moments and ``kahan_comp``.
+"""Kahan-compensated 16-bit AdamW, SGD and Lion (npoptim.precision.kahan) against torch-optimi's
+``kahan_sum=True`` on CPU, bit for bit over 24 steps: params, moments and ``kahan_comp`` (and
+optimi's plain 16-bit Lion, ``kahan_sum=False``).
 
 optimi is installed with ``pip install --no-deps torch-optimi`` (so torch stays 2.13); the tests
 skip without it, and ``NPOPTIM_REQUIRE_TORCH_OPTIMI=1`` (CI) makes that a failure.
@@ -18,6 +19,9 @@ CASES = [
     ("KahanAdamW", "AdamW", dict(lr=1e-2, betas=(0.8, 0.95), weight_decay=0.1, eps=1e-5)),
     ("KahanSGD", "SGD", dict(lr=1e-3)),
     ("KahanSGD", "SGD", dict(lr=1e-3, momentum=0.9, weight_decay=0.01)),
+    ("KahanLion", "Lion", dict(lr=1e-4)),
+    ("KahanLion", "Lion", dict(lr=1e-3, betas=(0.95, 0.98), weight_decay=0.1)),
+    ("KahanLion", "Lion", dict(lr=1e-3, weight_decay=0.1, kahan_sum=False)),
 ]
 SHAPES = [(64,), (3, 45), (1,)]
 
@@ -32,7 +36,7 @@ def test_bit_exact_against_optimi_kahan_sum(ours, theirs, kwargs, format):
     params = [rng.standard_normal(s).astype(np.float32).astype(dtype) for s in SHAPES]
     tparams = [torch.from_numpy(p.view(np.int16).copy()).view(getattr(torch, format))
                for p in params]
-    topt = getattr(optimi, theirs)(tparams, kahan_sum=True, **kwargs)
+    topt = getattr(optimi, theirs)(tparams, **{"kahan_sum": True, **kwargs})
     opt = getattr(precision, ours)(params, torch_cpu_lanes=torch_lanes(), **kwargs)
     for step in range(24):
         grads = [rng.standard_normal(s).astype(np.float32).astype(dtype) for s in SHAPES]

@@ -7,6 +7,10 @@
 //
 // float32 cases are computed in float32: every operation's float64 result is rounded with
 // Math.fround, which for + - * / and sqrt gives exactly the IEEE float32 result.
+// bfloat16/float16 Adam cases (schema version 3, cases/precision/Adam.json) are computed as
+// torch does on 16-bit tensors: in float32, each result rounded to the 16-bit type
+// (precision.rounding "per-op") or only the stored values ("fused"); the other precision
+// modes are declared skipped.
 // --bug eps-placement swaps where eps is added (Adam gets SparseAdam's "eps-hat" form
 // m/(sqrt(v)+eps) * sqrt(bc2)/bc1, SparseAdam gets Adam's): a realistic porting bug that
 // only the eps-dominated cases expose.
@@ -46,23 +50,31 @@ function lerp(r, start, end, weight) {
 }
 
 // ------------------------------------------------------------------------------------ Adam
-function adamStep(c, state, p, g, lr, bug) {
-  const r = rounding(c.dtype);
+// One step's scalars: computed in float64, then rounded by r (as torch passes them); advances
+// the step counter.
+function adamScalars(c, state, lr, r) {
   const h = c.hyperparameters;
   const [beta1, beta2] = h.betas;
   const wd = h.weight_decay;
   const decoupled = Boolean(h.decoupled_weight_decay);
   state.step += 1;
   const t = state.step;
-  // scalars are computed in float64, then rounded to the dtype (as torch passes them)
-  const decay = r(decoupled && wd !== 0 ? 1 - lr * wd : 1);
-  const l2 = r(decoupled ? 0 : wd);
-  const oneMinusBeta1 = r(1 - beta1);
-  const b2 = r(beta2);
-  const oneMinusBeta2 = r(1 - beta2);
-  const bc2Sqrt = r(Math.sqrt(1 - beta2 ** t));
-  const eps = r(h.eps);
-  const negStep = r(-(lr / (1 - beta1 ** t)));
+  return {
+    decay: r(decoupled && wd !== 0 ? 1 - lr * wd : 1),
+    l2: r(decoupled ? 0 : wd),
+    oneMinusBeta1: r(1 - beta1),
+    b2: r(beta2),
+    oneMinusBeta2: r(1 - beta2),
+    bc2Sqrt: r(Math.sqrt(1 - beta2 ** t)),
+    eps: r(h.eps),
+    negStep: r(-(lr / (1 - beta1 ** t))),
+  };
+}
+
+function adamStep(c, state, p, g, lr, bug) {
+  const r = rounding(c.dtype);
+  const h = c.hyperparameters;
+  const { decay, l2, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps, negStep } = adamScalars(c, state, lr, r);
   for (let i = 0; i < p.length; i++) {
     let gi = h.maximize ? -g[i] : g[i];
     let pi = r(p[i] * decay);
@@ -87,6 +99,81 @@ function adamInit(c, p) {
   const s = { step: 0, exp_avg: new Float64Array(p.length), exp_avg_sq: new Float64Array(p.length) };
   if (c.hyperparameters.amsgrad) s.max_exp_avg_sq = new Float64Array(p.length);
   return s;
+}
+
+// ---------------------------------------------------------- 16-bit Adam (schema version 3)
+// Values of a 16-bit array are stored as the numbers they exactly are: read as they are.
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+const bitsOf = (x) => { f32[0] = x; return u32[0]; };
+const fromBits = (u) => { u32[0] = u; return f32[0]; };
+const roundHalfEven = (q) => {
+  const f = Math.floor(q);
+  const d = q - f;
+  return d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f;
+};
+// a float32 value to the nearest bfloat16 (ties to even): the top half of its bits
+function toBfloat16(x) {
+  if (Number.isNaN(x)) return NaN;
+  const u = bitsOf(x);
+  return fromBits(Math.floor((u + 0x7fff + (Math.floor(u / 65536) & 1)) / 65536) * 65536);
+}
+// a float32 value to the nearest float16 (ties to even; subnormals in steps of 2^-24)
+function toFloat16(x) {
+  if (!Number.isFinite(x)) return x;
+  const a = Math.abs(x);
+  if (a >= 65520) return x > 0 ? Infinity : -Infinity;
+  const exponent = ((bitsOf(a) >>> 23) & 0xff) - 127;
+  const quantum = 2 ** (Math.max(exponent, -14) - 10);
+  const r = roundHalfEven(a / quantum) * quantum;
+  return x < 0 || Object.is(x, -0) ? -r : r;
+}
+const f = Math.fround;
+// float32 a*b + c rounded once: a*b is exact in float64; rounding the float64 sum to float32
+// again differs from one rounding only at an exact float32 midpoint (vanishingly rare)
+const fma32 = (a, b, c) => f(a * b + c);
+const lerp32 = (start, end, w) => (Math.abs(w) < 0.5 ? fma32(w, f(end - start), start)
+  : fma32(f(w - 1), f(end - start), end));
+
+function adam16Step(c, state, p, g, lr) {
+  const R = c.dtype === "bfloat16" ? toBfloat16 : toFloat16;
+  const perOp = c.precision.rounding === "per-op";
+  const h = c.hyperparameters;
+  // scalars in float32; per-op rounds add()'s alpha (the L2 weight) and the eps added to a
+  // tensor to 16 bits, as torch does
+  const { decay, l2: l2f, oneMinusBeta1, b2, oneMinusBeta2, bc2Sqrt, eps: epsf, negStep } = adamScalars(c, state, lr, f);
+  const l2 = perOp ? R(l2f) : l2f;
+  const eps = perOp ? R(epsf) : epsf;
+  for (let i = 0; i < p.length; i++) {
+    let gi = h.maximize ? -g[i] : g[i];
+    let m, v, vHat, pi;
+    if (perOp) {  // torch's single-tensor path: every tensor op rounded
+      pi = R(f(p[i] * decay));
+      if (l2 !== 0) gi = R(fma32(l2, pi, gi));
+      m = R(lerp32(state.exp_avg[i], gi, oneMinusBeta1));
+      v = R(f(state.exp_avg_sq[i] * b2));
+      v = R(fma32(f(oneMinusBeta2 * gi), gi, v));
+      vHat = h.amsgrad ? Math.max(state.max_exp_avg_sq[i], v) : v;
+      let denom = R(f(Math.sqrt(vHat)));
+      denom = R(f(denom / bc2Sqrt));
+      denom = R(f(denom + eps));
+      p[i] = R(f(pi + f(f(negStep * m) / denom)));
+    } else {  // fused=True: float32 throughout, the stored values rounded once
+      if (l2 !== 0) gi = fma32(p[i], l2, gi);
+      pi = f(p[i] * decay);
+      m = lerp32(state.exp_avg[i], gi, oneMinusBeta1);
+      v = fma32(f(oneMinusBeta2 * gi), gi, f(state.exp_avg_sq[i] * b2));
+      vHat = h.amsgrad ? Math.max(state.max_exp_avg_sq[i], v) : v;
+      const denom = f(f(Math.sqrt(vHat) / bc2Sqrt) + eps);
+      p[i] = R(f(pi + f(f(negStep * m) / denom)));
+      m = R(m);
+      v = R(v);
+      vHat = R(vHat);
+    }
+    state.exp_avg[i] = m;
+    state.exp_avg_sq[i] = v;
+    if (h.amsgrad) state.max_exp_avg_sq[i] = vHat;
+  }
 }
 
 // ------------------------------------------------------------------------------ SparseAdam
@@ -145,7 +232,7 @@ const OPTIMIZERS = {
 };
 
 function runCase(c, bug) {
-  const impl = OPTIMIZERS[c.optimizer];
+  const impl = c.precision ? { ...OPTIMIZERS[c.optimizer], step: adam16Step } : OPTIMIZERS[c.optimizer];
   const params = c.params.map(toArray);
   const states = params.map(() => null);
   const steps = [];
@@ -175,8 +262,9 @@ const results = [];
 for (const file of opts.files) {
   const doc = JSON.parse(readFileSync(file, "utf8"));
   // schema version 2 adds flavor, framework_hyperparameters and tags (absent in version 1)
-  if (doc.schema !== "npoptim-golden" || ![1, 2].includes(doc.schema_version) || doc.kind !== "cases") {
-    console.error(`${file}: not an npoptim golden case file of schema version 1 or 2`);
+  // schema version 3 adds the bfloat16/float16 dtypes and the precision object
+  if (doc.schema !== "npoptim-golden" || ![1, 2, 3].includes(doc.schema_version) || doc.kind !== "cases") {
+    console.error(`${file}: not an npoptim golden case file of schema version 1, 2 or 3`);
     process.exit(2);
   }
   let skipped = 0;
@@ -187,9 +275,16 @@ for (const file of opts.files) {
       skipped++;
       continue;
     }
+    const p = c.precision;
+    if (p && (c.optimizer !== "Adam" || p.rounding === "stochastic" || p.master_weights || p.kahan)) {
+      results.push({ id: c.id, skipped: "this example implements 16-bit Adam in per-op and fused rounding only" });
+      skipped++;
+      continue;
+    }
     results.push(runCase(c, opts.bug === "eps-placement"));
   }
   console.error(`${file}: ran ${doc.cases.length - skipped} cases` + (skipped ? `, skipped ${skipped}` : ""));
 }
 const implementation = "examples/node/golden_consumer.mjs" + (opts.bug ? ` (--bug ${opts.bug})` : "");
-writeFileSync(opts.out, JSON.stringify({ schema: "npoptim-golden", schema_version: 2, kind: "results", implementation, cases: results }) + "\n");
+const half = results.some((r) => (r.steps ?? []).some((s) => s.params.some((a) => a.dtype === "bfloat16" || a.dtype === "float16")));
+writeFileSync(opts.out, JSON.stringify({ schema: "npoptim-golden", schema_version: half ? 3 : 2, kind: "results", implementation, cases: results }) + "\n");

@@ -2,7 +2,8 @@
 # Run the Node.js golden-file consumer and check it with `npoptim verify`:
 #   1. its Adam and SparseAdam must pass every case of cases/Adam.json and cases/SparseAdam.json
 #      (the Keras and optax flavor cases of Adam it declares skipped: it implements torch's
-#      conventions, and verify reports them apart from failures);
+#      conventions, and verify reports them apart from failures), and the bfloat16/float16
+#      per-op and fused cases of cases/precision/Adam.json (schema version 3);
 #   2. the same consumer with a deliberate eps-placement bug must fail, and verify must name
 #      the step where it diverges.
 # Exit 0 only if both hold. Results go to a temporary directory, removed at exit.
@@ -29,10 +30,17 @@ if ! verify "$out/results.json"; then
   echo "run.sh: the Node consumer does not pass npoptim verify" >&2
   exit 1
 fi
+if [ -e "$cases/precision/Adam.json" ]; then  # the 16-bit cases are verified when selected
+  echo "== Node consumer: bfloat16/float16 Adam (cases/precision/Adam.json)"
+  if ! "$python" -m npoptim verify "$cases/precision/Adam.json" "$out/results.json" --summary; then
+    echo "run.sh: the Node consumer does not pass npoptim verify on the 16-bit cases" >&2
+    exit 1
+  fi
+fi
 
 echo
 echo "== Node consumer with --bug eps-placement (must fail)"
-"$node" "$here/golden_consumer.mjs" --bug eps-placement -o "$out/buggy.json" "$cases/Adam.json" "$cases/SparseAdam.json"
+"$node" "$here/golden_consumer.mjs" --bug eps-placement -o "$out/buggy.json" "$cases/Adam.json" "$cases/SparseAdam.json" "${flavored[@]}"
 set +e
 verify_torch "$out/buggy.json" | tee "$out/buggy.txt"
 status=${PIPESTATUS[0]}

@@ -12,6 +12,15 @@ turns on a boolean switch (``--variant amsgrad``). Gradients are CSR (embedding-
 lookups of ``density`` x rows rows per step, repeats summed) for optimizers that take them and
 dense otherwise (only ``density`` of the rows non-zero when ``density < 1``); closure-driven
 optimizers (LBFGS) get the ``separable-quartic`` objective instead of stored gradients.
+
+Low precision (schema version 3, :mod:`npoptim.golden.precision_cases`): ``--dtype bfloat16``
+or ``float16`` with ``--precision per-op | fused | stochastic | master-weights | kahan``
+(default per-op) and ``--precision-seed`` (stochastic rounding's stream)::
+
+    npoptim golden AdamW --dtype bfloat16 --precision fused --shape 4x8 -o case.json
+
+16-bit cases take dense gradients; a parameter whose size is not a multiple of 32 is computed
+without torch's CPU scalar remainder loop (as a GPU runs it; see npoptim.precision.adam).
 """
 import json
 import sys
@@ -63,7 +72,14 @@ def add_arguments(parser):
     data.add_argument("--init", choices=("uniform", "zeros", "small"), default="uniform",
                       help="initial parameters")
     data.add_argument("--steps", type=int, default=10)
-    data.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    data.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"),
+                      default="float32")
+    data.add_argument("--precision", choices=("per-op", "fused", "stochastic",
+                                              "master-weights", "kahan"),
+                      help="the low-precision mode of a bfloat16/float16 case (default "
+                           "per-op)")
+    data.add_argument("--precision-seed", type=int, default=None,
+                      help="the seed of stochastic rounding's stream (default 2026)")
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--schedule", choices=("none", "warmup-cosine"), default="none",
                       help="per-step lr: constant, or linear warmup then cosine decay")
@@ -116,18 +132,27 @@ def build(args):
         raise ValueError(f"--density must be in (0, 1], got {args.density}")
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
-    takes_csr = cls.sparse_kind != "dense-only"
+    half = args.dtype in ("bfloat16", "float16")
+    if args.precision and not half:
+        raise ValueError(f"--precision {args.precision} needs --dtype bfloat16 or float16")
+    if args.precision_seed is not None and (args.precision or "per-op") != "stochastic":
+        raise ValueError("--precision-seed is for --precision stochastic")
+    takes_csr = cls.sparse_kind != "dense-only" and not half
     grad = args.grad
     if grad == "auto":
         grad = "csr" if takes_csr and (args.density < 1 or cls.sparse_kind == "lazy") else "dense"
     if grad == "csr" and not takes_csr:
         raise ValueError(f"{args.optimizer} does not take CSR gradients (sparse kind "
-                         f"{cls.sparse_kind}); use --grad dense")
+                         f"{cls.sparse_kind}{', or a 16-bit dtype' if half else ''}); use "
+                         "--grad dense")
     pattern = "csr-density" if grad == "csr" else ("dense" if args.density >= 1 else "dense-rows")
     shape_text = "_".join("x".join(map(str, s)) for s in shapes)
-    case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-{grad}-d{args.density:g}-"
-                          f"seed{args.seed}/{args.dtype}")
+    mode = (args.precision or "per-op") if half else None
+    case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-{shape_text}-"
+                          f"{grad}-d{args.density:g}-seed{args.seed}/{args.dtype}")
     objective = "separable-quartic" if cls.needs_closure else None
+    if objective and half:
+        raise ValueError(f"{args.optimizer} has no 16-bit form (closure-driven)")
     if objective:
         grad, pattern = "objective", "dense"
         case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-objective-"
@@ -141,7 +166,15 @@ def build(args):
                     density=args.density, init=args.init, dtypes=(args.dtype,),
                     steps=args.steps, objective=objective,
                     schedule=None if args.schedule == "none" else args.schedule)
-    case = build_case(row, args.dtype, seed=args.seed, case_id=case_id)
+    if half:
+        from npoptim.golden import precision_cases
+        seed = (precision_cases.STOCHASTIC_SEED if args.precision_seed is None
+                else args.precision_seed)
+        case = precision_cases.build_case(precision_cases.PrecisionRow(mode, row), args.dtype,
+                                          seed=args.seed, case_id=case_id,
+                                          precision_seed=seed)
+    else:
+        case = build_case(row, args.dtype, seed=args.seed, case_id=case_id)
     command = "npoptim golden " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["golden"] else ""
     header = HEADER + ([f"Made by: {command}"] if command else [])
     return build_file([case], optimizer=args.optimizer, header=header)

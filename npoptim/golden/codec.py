@@ -7,6 +7,14 @@ decimal string that round-trips to the float64 value* (Python's ``repr``, JavaSc
 parsing it as float64 and rounding to float32 is exact. Non-finite values are the strings
 ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (JSON has no literal for them).
 
+16-bit arrays (schema version 3), dtype ``"bfloat16"`` or ``"float16"``, are stored the same
+way: each value as the number it is exactly (every bfloat16 and float16 value is a float32
+value, so the float64 number is exact and short: ``0.0100097656``, never a bit pattern). A
+reader parses it as float64 and converts it to the 16-bit type, which is exact (the loader
+refuses a value the type does not hold exactly). A NaN is ``"NaN"``, whatever its payload.
+In Python a float16 array decodes to NumPy's ``float16``, a bfloat16 one to
+``ml_dtypes.bfloat16`` (the extra ``npoptim[bf16]``).
+
 A gradient is ``null`` (no gradient this step), a dense array object with ``"format": "dense"``,
 or a CSR object ``{"format": "csr", "dtype", "shape": [rows, cols], "indptr", "indices",
 "data"}`` stored *exactly as the optimizer receives it*: duplicate ``(row, column)`` entries,
@@ -23,6 +31,8 @@ import numpy as np
 import scipy.sparse
 
 FLOAT_DTYPES = ("float32", "float64")
+#: the 16-bit dtypes (schema version 3): values stored as the numbers they exactly are
+HALF_DTYPES = ("bfloat16", "float16")
 INT_DTYPES = ("int64",)
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -75,10 +85,11 @@ def float_value(x):
 def encode_array(arr):
     """A NumPy array (or scalar) as a golden array object."""
     arr = np.asarray(arr)
-    if arr.dtype.kind == "f":
+    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
         dtype = str(arr.dtype)
-        if dtype not in FLOAT_DTYPES:
-            raise ValueError(f"cannot encode {dtype} arrays (float32, float64, int64 only)")
+        if dtype not in FLOAT_DTYPES + HALF_DTYPES:
+            raise ValueError(f"cannot encode {dtype} arrays (float32, float64, bfloat16, "
+                             "float16, int64 only)")
         data = [float_value(x) for x in arr.astype(np.float64).reshape(-1).tolist()]
     elif arr.dtype.kind in "iub":
         dtype = "int64"
@@ -132,12 +143,33 @@ def decode_float(x):
     return NONFINITE[x] if isinstance(x, str) else float(x)
 
 
+def numpy_dtype(name):
+    """The NumPy dtype of a golden dtype name (``bfloat16``: ml_dtypes', a clear error
+    naming the extra without it)."""
+    if name == "bfloat16":
+        from npoptim.precision.formats import bfloat16_dtype
+        return bfloat16_dtype()
+    return np.dtype(name)
+
+
+def half_values_exact(values, dtype):
+    """Whether every float64 value is exactly a value of the 16-bit ``dtype`` (NaN passes)."""
+    from npoptim.precision.formats import from_float32_array, to_float32_array
+    values = np.asarray(values, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = values.astype(np.float32)
+    back = to_float32_array(from_float32_array(narrow, dtype), dtype).astype(np.float64)
+    return bool(np.all((back == values) | np.isnan(values)))
+
+
 def decode_array(obj):
     """A validated golden array object as a NumPy array of its dtype."""
     if obj["dtype"] in INT_DTYPES:
         return np.array(obj["data"], np.int64).reshape(obj["shape"])
     data = np.array([decode_float(x) for x in obj["data"]], np.float64)
-    return data.astype(obj["dtype"]).reshape(obj["shape"])
+    if obj["dtype"] in HALF_DTYPES:  # exact: float64 -> float32 -> the 16-bit type
+        data = data.astype(np.float32)
+    return data.astype(numpy_dtype(obj["dtype"])).reshape(obj["shape"])
 
 
 def decode_grad(obj):
@@ -146,8 +178,8 @@ def decode_grad(obj):
     if obj["format"] == "csr":
         return CsrGrad(tuple(obj["shape"]), np.array(obj["indptr"], np.int64),
                        np.array(obj["indices"], np.int64),
-                       np.array([decode_float(x) for x in obj["data"]],
-                                np.float64).astype(obj["dtype"]))
+                       decode_array({"dtype": obj["dtype"], "shape": [len(obj["data"])],
+                                     "data": obj["data"]}))
     return decode_array(obj)
 
 

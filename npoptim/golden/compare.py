@@ -10,6 +10,10 @@ results carry state), with ``e`` the expected and ``a`` the actual values in the
 * **ULP distance**: how many representable values of the dtype lie between ``a`` and ``e``;
 * the array **passes** when every element has ``|a - e| <= atol + rtol * S``; NaN must be
   NaN and an infinity the same infinity. Integer state (step counters) must be equal.
+* a **16-bit** array (bfloat16, float16; schema version 3) passes when every element is
+  within the tolerance's ``ulp`` units in the last place *of the 16-bit type* (adjacent
+  bfloat16 values are 1 apart, 0.0 and -0.0 are 0 apart); NaN must be NaN, an infinity the
+  same infinity. Its abs and scale-relative errors are reported as for other arrays.
 
 A case passes when every step passes. The first failing step, array and element (first in
 row-major order) is "where the case diverges".
@@ -32,9 +36,15 @@ class Divergence:
     expected: float
     abs_err: float
     limit: float
+    ulp: Optional[float] = None        # 16-bit arrays: the element's ULP distance
+    ulp_limit: Optional[int] = None    # and the tolerance's
 
     def __str__(self):
         where = f"{self.field}[{', '.join(map(str, self.index))}]" if self.index else self.field
+        if self.ulp_limit is not None:
+            return (f"step {self.step}: {where} = {_num(self.actual)}, expected "
+                    f"{_num(self.expected)} ({_ulp(self.ulp)} ulp > allowed "
+                    f"{self.ulp_limit} ulp of the 16-bit type)")
         return (f"step {self.step}: {where} = {_num(self.actual)}, expected "
                 f"{_num(self.expected)} (abs err {self.abs_err:.3g} > allowed "
                 f"{self.limit:.3g})")
@@ -48,7 +58,8 @@ class ArrayDiff:
     max_ulp: float
     passed: bool
     excess: float             # max |a-e| / allowed (>1 fails)
-    first_bad: Optional[tuple] = None   # (index, actual, expected, abs_err, limit)
+    first_bad: Optional[tuple] = None   # (index, actual, expected, abs_err, limit[, ulp,
+    #                                      ulp_limit]): ulp for 16-bit arrays
 
 
 @dataclass
@@ -92,6 +103,9 @@ class CaseReport:
 # ------------------------------------------------------------------------------ numerics
 def _ordered(x):
     """Integers in the order of the floats (adjacent floats differ by 1; -0 == +0)."""
+    if x.dtype.itemsize == 2:  # float16, bfloat16
+        bits = x.view(np.int16).astype(np.int64)
+        return np.where(bits < 0, -(bits & 0x7FFF), bits)
     if x.dtype == np.float32:
         bits = x.view(np.int32).astype(np.int64)
         return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
@@ -142,24 +156,29 @@ def compare_arrays(actual, expected, tolerance, name, scale=None):
                        0.0)
     err = np.where(finite & ~np.isfinite(a_flat), math.inf, err)
     err = np.where(special_bad, math.inf, err)
-    bad = (err > limit) | special_bad
     ulps = ulp_distance(np.where(finite & np.isfinite(a_flat), a_flat, e_flat).astype(e.dtype),
                         e_flat)
     ulps = np.where(err == math.inf, math.inf, ulps)
+    half = e.dtype.itemsize == 2 and getattr(tolerance, "ulp", None) is not None
+    bad = ((ulps > tolerance.ulp) if half else (err > limit)) | special_bad
     max_abs = float(err.max())
     if scale > 0:
         max_scaled = max_abs / scale
     else:
         max_scaled = 0.0 if max_abs == 0 else math.inf
     excess = max_abs / limit if limit > 0 else (0.0 if max_abs == 0 else math.inf)
+    max_ulp = float(ulps.max())
+    if half:
+        excess = (max_ulp / tolerance.ulp if tolerance.ulp > 0
+                  else (0.0 if max_ulp == 0 else math.inf))
     first = None
     if bad.any():
         i = int(np.argmax(bad))
         idx = np.unravel_index(i, e.shape) if e.shape else ()
         first = (tuple(int(k) for k in idx), float(a_flat[i]), float(e_flat[i]), float(err[i]),
-                 limit)
+                 limit) + ((float(ulps[i]), tolerance.ulp) if half else ())
         excess = max(excess, 1.0 + 1e-12) if excess <= 1 else excess
-    return ArrayDiff(name, max_abs, max_scaled, float(ulps.max()), not bad.any(), excess, first)
+    return ArrayDiff(name, max_abs, max_scaled, max_ulp, not bad.any(), excess, first)
 
 
 # ------------------------------------------------------------------------------- cases
@@ -231,8 +250,7 @@ def _compare_step(t, step, got, case, results_file, report):
             worst = d
         if not d.passed and out.passed:
             out.passed = False
-            idx, actual, expected, err, limit = d.first_bad
-            out.divergence = Divergence(t + 1, d.field, idx, actual, expected, err, limit)
+            out.divergence = Divergence(t + 1, d.field, *d.first_bad)
     if worst is not None and worst.max_abs > 0:
         out.worst = worst.field
     return out
@@ -313,6 +331,8 @@ def format_reports(reports, summary=False, title=None):
     lines.append("-" * len(head))
     for r in reports:
         tol = f"{r.tolerance.rtol:.0e}/{r.tolerance.atol:.0e}" if r.tolerance else "-"
+        if getattr(r.tolerance, "ulp", None) is not None:
+            tol = f"{r.tolerance.ulp} ulp16+{r.tolerance.rtol:.0e}"
         if r.status in ("missing", "error", "skipped"):
             lines.append(f"{r.case_id:<{width}}  {'-':>4}  {'-':>11}  {'-':>13}  {'-':>9}  "
                          f"{tol:>15}  {'-':<24}  {r.status.upper()}: {r.message}")
@@ -389,17 +409,20 @@ def select(cases, optimizers=None, ids=None, tags=None, exclude_tags=None, flavo
 def select_flavors(cases, flavors=None):
     """The cases a framework's users run (see reference_results/README.md, Flavors).
 
-    * ``flavors`` None: the torch cases, if there are any among ``cases``, else all of them
-      (a flavor's directory given alone);
+    * ``flavors`` None: the torch cases in float32/float64, if there are any among ``cases``,
+      else the torch cases (the 16-bit ones of ``cases/precision``, given alone or selected
+      by a tag such as ``bfloat16``), else all of them (a flavor's directory given alone);
     * ``["all"]``: every case;
     * ``[name, ...]``: each flavor's own cases, plus the torch cases of the same optimizers that
       the flavor does not override (a flavor has a case only where its conventions change the
-      result, so every other torch case applies to it unchanged). ``"torch"`` is torch's cases.
+      result, so every other torch case applies to it unchanged; the 16-bit cases are not
+      among them). ``"torch"`` is torch's cases, the 16-bit ones included.
     """
     cases = list(cases)
     if flavors is None:
         torch_cases = [c for c in cases if c.flavor == "torch"]
-        return torch_cases or cases
+        full_precision = [c for c in torch_cases if getattr(c, "precision", None) is None]
+        return full_precision or torch_cases or cases
     if "all" in flavors:
         return cases
     keep = set()
@@ -411,7 +434,7 @@ def select_flavors(cases, flavors=None):
         overridden = {_torch_id(c) for c in own}
         optimizers = {c.optimizer for c in own} | _flavor_optimizers(flavor)
         keep |= {c.id for c in cases if c.flavor == "torch" and c.optimizer in optimizers
-                 and c.id not in overridden}
+                 and c.id not in overridden and getattr(c, "precision", None) is None}
     return [c for c in cases if c.id in keep]
 
 
@@ -461,7 +484,7 @@ def npoptim_results(cases):
                                          message=f"npoptim has no optimizer {case.optimizer!r}")
             continue
         try:
-            entries.append(replay(case, npoptim_make_step(case.optimizer)))
+            entries.append(replay(case, npoptim_make_step(case.optimizer, case.precision)))
         except Exception as exc:  # report it as this case's failure
             errors[case.id] = CaseReport(case.id, case.tolerance, "error",
                                          message=f"npoptim raised {type(exc).__name__}: {exc}")

@@ -102,6 +102,49 @@ FLAGS = {
         bug_type="edge case",
         description="Gradients change sign from step to step in many elements.",
         effect="Sign-based rules (Rprop) shrink or grow their step sizes wrongly."),
+    # low precision (npoptim.precision; schema version 3, the case's "precision" object)
+    "per-op-rounding": dict(
+        bug_type="low precision",
+        description="bfloat16/float16 params, grads and state, every tensor operation of "
+                    "torch's single-tensor step rounded to the 16-bit type (torch's CPU "
+                    "default on 16-bit tensors; precision.rounding \"per-op\").",
+        effect="Computing the step in float32 and rounding once (a fused kernel) gives other "
+               "16-bit values in most elements within a few steps."),
+    "fused-rounding": dict(
+        bug_type="low precision",
+        description="bfloat16/float16 storage, the step computed in float32 from the stored "
+                    "values and each stored value rounded once to nearest even (torch's "
+                    "fused=True kernels; precision.rounding \"fused\").",
+        effect="Rounding intermediates to 16 bits, or truncating instead of rounding to "
+               "nearest even, moves elements by units of the 16-bit type."),
+    "master-weights": dict(
+        bug_type="low precision",
+        description="float32 master weights and state behind a 16-bit model: the optimizer "
+                    "steps the masters, then every model element is its master rounded to "
+                    "nearest even (precision.master_weights \"float32\"); the state is "
+                    "float32.",
+        effect="Stepping the 16-bit copy itself loses updates below half a 16-bit spacing; "
+               "truncating the copy biases it toward zero."),
+    "stochastic-rounding": dict(
+        bug_type="low precision",
+        description="The new 16-bit parameter is rounded stochastically with the "
+                    "counter-based stream of npoptim.precision.stochastic (SplitMix64 of "
+                    "seed, parameter, step and element index; precision.seed), the moments "
+                    "to nearest (precision.rounding \"stochastic\").",
+        effect="Another random stream matches only statistically; rounding to nearest "
+               "instead stalls small updates."),
+    "kahan": dict(
+        bug_type="low precision",
+        description="Kahan-compensated 16-bit updates as torch-optimi's kahan_sum=True: the "
+                    "state kahan_comp keeps what the 16-bit parameter could not take "
+                    "(precision.kahan true).",
+        effect="Without the compensation (or with it rounded in another order) small updates "
+               "are lost and the trajectory drifts by 16-bit units."),
+    "quantized-state": dict(
+        bug_type="low precision",
+        description="Reserved for 8-bit blockwise-quantized optimizer states (issue 18, item "
+                    "5); no case has it yet.",
+        effect="(reserved)"),
 }
 
 

@@ -19,7 +19,7 @@ from npoptim import flavors, registry
 from npoptim.golden import cases as table
 from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
-from npoptim.golden.schema import SCHEMA_NAME, SCHEMA_VERSION
+from npoptim.golden.schema import SCHEMA_NAME, version_needed
 from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 
 #: Constructor options that choose an implementation in torch, or where npoptim keeps its
@@ -259,7 +259,7 @@ def build_file(cases_, optimizer=None, header=None):
     used = sorted({f for c in cases_ for f in c["flags"]})
     doc = {
         "schema": SCHEMA_NAME,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": version_needed(cases_),
         "kind": "cases",
         "number_of_cases": len(cases_),
         "header": list(header or HEADER),
@@ -272,8 +272,12 @@ def build_file(cases_, optimizer=None, header=None):
 
 
 # ------------------------------------------------------------------------------- replaying
-def npoptim_make_step(name):
-    """npoptim's own ``make_step`` (see :func:`replay`) for the optimizer called ``name``."""
+def npoptim_make_step(name, precision=None):
+    """npoptim's own ``make_step`` (see :func:`replay`) for the optimizer called ``name``;
+    with a case's ``precision`` object, its 16-bit form (:mod:`npoptim.golden.precision_cases`)."""
+    if precision is not None:
+        from npoptim.golden import precision_cases
+        return precision_cases.npoptim_make_step(name, precision)
     cls = registry.get(name)
 
     def make_step(params, hyper):
@@ -345,5 +349,7 @@ def _grad_as(g, grad_format, shape):
 
 def results_file(results, implementation="npoptim"):
     """A ``"results"`` golden file from :func:`replay` entries."""
-    return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "kind": "results",
+    half = any(p.get("dtype") in codec.HALF_DTYPES for r in results
+               for s in r.get("steps", ()) for p in s["params"])
+    return {"schema": SCHEMA_NAME, "schema_version": 3 if half else 2, "kind": "results",
             "implementation": implementation, "cases": list(results)}

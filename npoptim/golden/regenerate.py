@@ -5,6 +5,8 @@ Writes, bit for bit reproducibly:
 * ``cases/<Optimizer>.json``: one golden file per optimizer of :data:`cases.TABLE`;
 * ``cases/<flavor>/<Optimizer>.json``: the flavor cases of :mod:`npoptim.golden.flavor_cases`
   (other frameworks' conventions, only where they change the math);
+* ``cases/precision/<Optimizer>.json``: the bfloat16/float16 cases of
+  :mod:`npoptim.golden.precision_cases` (schema version 3);
 * ``golden.schema.json``: the JSON Schema (:data:`npoptim.golden.schema.JSON_SCHEMA`);
 * ``provenance.json``: how far torch 2.13 is from each case, per implementation path
   (``foreach=False``, ``foreach=True``, ``fused=True``). Measured only when torch is
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from npoptim import flavors
 from npoptim.golden import cases as table
-from npoptim.golden import codec, flavor_cases
+from npoptim.golden import codec, flavor_cases, precision_cases
 from npoptim.golden.inputs import evaluate_objective
 from npoptim.golden.generate import HEADER, build_case, build_file, from_json_hyper
 from npoptim.golden.schema import JSON_SCHEMA, parse
@@ -84,6 +86,8 @@ def case_files(optimizers=None, on_error=None):
                     doc = build_flavor_file(flavor, name)
                     if doc is not None:
                         out[f"cases/{flavor}/{name}.json"] = codec.dumps(doc)
+            for doc_name, doc in precision_cases.build_files([name]).items():
+                out[f"cases/precision/{doc_name}.json"] = codec.dumps(doc)
         except Exception as exc:
             if on_error is None:
                 raise
@@ -187,8 +191,8 @@ def measure_torch(files):
     out = {}
     for text in files.values():
         for case in parse(json.loads(text), "<generated>", "cases").cases:
-            if not case.torch_name or case.flavor != "torch":
-                continue
+            if not case.torch_name or case.flavor != "torch" or case.precision is not None:
+                continue  # 16-bit cases: tests/test_precision_golden.py replays them in torch
             entry = {}
             for path in TORCH_PATHS:
                 result, reason = torch_results(case, path)
@@ -252,8 +256,8 @@ def readme_sections(files, provenance):
         for case in doc["cases"]:
             flags = ", ".join(case["flags"]) or "—"
             rtol = f"{case['tolerance']['rtol']:.0e}"
-            if case.get("flavor", "torch") != "torch":
-                continue  # the flavors section
+            if case.get("flavor", "torch") != "torch" or case.get("precision"):
+                continue  # the flavors and precision sections
             if case["torch_name"]:
                 m = measured.get(case["id"], {})
                 torch_rows.append(f"| `{case['id']}` | {flags} | {rtol} | "
@@ -281,8 +285,23 @@ def readme_sections(files, provenance):
             names = sorted({c["id"].split("/")[2] for c in doc["cases"]})
             flavor_rows.append(f"| {doc['flavor']} | {doc['optimizer']} | `{path}` | "
                                f"{doc['number_of_cases']} ({', '.join(names)}) |")
+    precision_rows = ["| case | mode (`precision`) | flags | tolerance | matches |",
+                      "|---|---|---|---|---|"]
+    for doc in parsed.values():
+        for case in doc["cases"]:
+            if case.get("precision"):
+                p = case["precision"]
+                mode = ", ".join([f"rounding {p['rounding']}"]
+                                 + ([f"seed {p['seed']}"] if p["seed"] is not None else [])
+                                 + ([f"master {p['master_weights']}"] if p["master_weights"]
+                                    else []) + (["kahan"] if p["kahan"] else []))
+                precision_rows.append(
+                    f"| `{case['id']}` | {mode} | {', '.join(case['flags'])} | "
+                    f"{case['tolerance']['ulp']} ulp (16-bit), "
+                    f"{case['tolerance']['rtol']:.0e} (float) | "
+                    f"{'; '.join(case['matches'])} |")
     return {"summary": "\n".join(summary), "torch": "\n".join(torch_text),
-            "flavors": "\n".join(flavor_rows),
+            "flavors": "\n".join(flavor_rows), "precision": "\n".join(precision_rows),
             "variants": "\n".join(other_rows if len(other_rows) > 2 else
                                   ["(no cases of optimizers without a torch counterpart)"])}
 

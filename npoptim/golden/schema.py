@@ -1,4 +1,4 @@
-"""The golden-file schema (version 2; version 1 files are read too): loading with precise
+"""The golden-file schema (version 3; versions 1 and 2 are read too): loading with precise
 errors, and the JSON Schema.
 
 A golden file is one JSON object with ``"schema": "npoptim-golden"``, ``"schema_version"``
@@ -23,6 +23,16 @@ hyperparameters in the framework's own names, or null) and ``tags`` (capabilitie
 framework needs to run it: ``float64``, ``amsgrad``, ``none-grad``, ``lr-schedule``, ``csr``,
 ``per-example-grads`` (each dense gradient has a leading batch axis: DP-SGD), ...); per result case: ``skipped`` (a reason string, instead of ``steps``: the implementation
 cannot run the case). A version 1 file has none of them and reads as before.
+
+Version 3 adds low precision (:mod:`npoptim.precision`): the dtypes ``bfloat16`` and
+``float16`` (values stored as the numbers they exactly are, :mod:`npoptim.golden.codec`), a
+case's ``precision`` object (required with a 16-bit dtype: ``rounding`` ``"per-op"``,
+``"fused"`` or ``"stochastic"``, ``seed`` of stochastic rounding's stream or null,
+``master_weights`` ``"float32"`` or null, ``kahan`` true/false) and the tolerance's ``ulp``:
+16-bit arrays pass when every element is within ``ulp`` units in the last place of the 16-bit
+type (float arrays of the same case, such as master weights' float32 state, by ``rtol`` and
+``atol`` as before). npoptim writes a file in the lowest version it needs: a file without a
+16-bit case is version 2, byte for byte as before.
 """
 import json
 import math
@@ -36,10 +46,21 @@ import numpy as np
 from npoptim.golden import codec
 
 SCHEMA_NAME = "npoptim-golden"
-SCHEMA_VERSION = 2
-#: The versions this npoptim reads (the files it writes are SCHEMA_VERSION).
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+#: The versions this npoptim reads (it writes the lowest one a file needs, see
+#: :func:`version_needed`).
+READABLE_VERSIONS = (1, 2, 3)
 KINDS = ("cases", "results")
+#: the keys of a case's ``precision`` object (version 3) and their allowed values
+ROUNDINGS = ("per-op", "fused", "stochastic")
+MASTER_DTYPES = ("float32",)
+
+
+def version_needed(cases):
+    """The schema version a file of these (JSON-ready) cases needs: 3 with a 16-bit dtype or
+    a ``precision`` object, else 2."""
+    return 3 if any(c.get("precision") is not None or c.get("dtype") in codec.HALF_DTYPES
+                    for c in cases) else 2
 
 
 class GoldenFileError(ValueError):
@@ -67,6 +88,7 @@ class Tolerance:
     rtol: float
     atol: float
     reason: str = ""
+    ulp: Optional[int] = None        # 16-bit arrays: allowed units in the last place (v3)
 
     @property
     def lre(self):
@@ -101,6 +123,7 @@ class Case:
     lr_schedule: Optional[dict] = None
     objective: Optional[dict] = None
     source: str = ""
+    precision: Optional[dict] = None  # version 3: rounding, seed, master_weights, kahan
     raw: dict = field(default_factory=dict, repr=False)
 
     def __str__(self):
@@ -134,8 +157,12 @@ class GoldenFile:
 
 # ------------------------------------------------------------------------------ checking
 class _Checker:
-    def __init__(self, file, case=None):
-        self.file, self.case = file, case
+    def __init__(self, file, case=None, version=SCHEMA_VERSION):
+        self.file, self.case, self.version = file, case, version
+
+    def float_dtypes(self):
+        """The float dtypes of the file's version (16-bit ones from version 3)."""
+        return codec.FLOAT_DTYPES + (codec.HALF_DTYPES if self.version >= 3 else ())
 
     def fail(self, where, message):
         raise GoldenFileError(self.file, self.case, where, message)
@@ -183,7 +210,7 @@ class _Checker:
         extra = set(value) - {"dtype", "shape", "data", "format"}
         if extra:
             self.fail(_join(where, sorted(extra)[0]), "unknown field of an array object")
-        allowed = dtypes or (codec.FLOAT_DTYPES + codec.INT_DTYPES)
+        allowed = dtypes or (self.float_dtypes() + codec.INT_DTYPES)
         if value["dtype"] not in allowed:
             self.fail(_join(where, "dtype"), f"expected one of {list(allowed)}, got "
                                              f"{value['dtype']!r}")
@@ -200,7 +227,18 @@ class _Checker:
             self.fail(_join(where, "data"), f"has {len(data)} values, shape {list(dims)} "
                                             f"needs {size}")
         self.values(data, _join(where, "data"), integer=value["dtype"] in codec.INT_DTYPES)
+        self.half_exact(value["dtype"], data, _join(where, "data"))
         return codec.decode_array(value)
+
+    def half_exact(self, dtype, data, where):
+        """A 16-bit array's values must be values of the type (stored exactly)."""
+        if dtype not in codec.HALF_DTYPES or codec.half_values_exact(
+                [codec.decode_float(x) for x in data], dtype):
+            return
+        for i, x in enumerate(data):
+            if not codec.half_values_exact([codec.decode_float(x)], dtype):
+                self.fail(f"{where}[{i}]", f"{x!r} is not a {dtype} value (16-bit values are "
+                                           "stored as the numbers they exactly are)")
 
     def values(self, data, where, integer=False):
         for i, x in enumerate(data):
@@ -253,6 +291,7 @@ class _Checker:
         self.values(indptr, _join(where, "indptr"), integer=True)
         self.values(indices, _join(where, "indices"), integer=True)
         self.values(data, _join(where, "data"))
+        self.half_exact(value["dtype"], data, _join(where, "data"))
         if len(indptr) != rows + 1:
             self.fail(_join(where, "indptr"), f"has {len(indptr)} entries, expected {rows + 1}")
         if indptr[0] != 0:
@@ -298,7 +337,7 @@ class _Checker:
                              "parameter)")
         return [self.array(v, f"{where}[{i}]", dtype=dtype,
                            shape=None if shapes_of is None else shapes_of[i].shape,
-                           dtypes=codec.FLOAT_DTYPES)
+                           dtypes=self.float_dtypes())
                 for i, v in enumerate(value)]
 
 
@@ -392,17 +431,20 @@ def parse(doc, path="<memory>", kind=None):
 
 
 def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
-    c = _Checker(path, raw["id"])
-    if version < 2:
-        for name in ("flavor", "framework_hyperparameters", "tags"):
-            if name in raw:
-                c.fail(name, f"is a schema_version 2 field; the file says version {version}")
+    c = _Checker(path, raw["id"], version)
+    for since, names in ((2, ("flavor", "framework_hyperparameters", "tags")),
+                         (3, ("precision",))):
+        for name in names:
+            if version < since and name in raw:
+                c.fail(name, f"is a schema_version {since} field; the file says version "
+                             f"{version}")
     c.obj(raw, "", ("optimizer", "dtype", "hyperparameters", "params", "steps", "flags",
                     "tolerance"))
     c.string(raw["optimizer"], "optimizer")
     dtype = raw["dtype"]
-    if dtype not in codec.FLOAT_DTYPES:
-        c.fail("dtype", f"expected one of {list(codec.FLOAT_DTYPES)}, got {dtype!r}")
+    if dtype not in c.float_dtypes():
+        c.fail("dtype", f"expected one of {list(c.float_dtypes())}, got {dtype!r}")
+    precision = _parse_precision(c, raw.get("precision"), dtype)
     hyper = c.obj(raw["hyperparameters"], "hyperparameters")
     params = c.params(raw["params"], "params", dtype=dtype)
     objective = _parse_objective(c, raw.get("objective"), params, dtype)
@@ -438,9 +480,17 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
         if flag not in notes:
             c.fail(f"flags[{i}]", f"flag {flag!r} has no entry in the file's \"notes\"")
     tol = c.obj(raw["tolerance"], "tolerance", ("rtol", "atol"))
+    ulp = tol.get("ulp")
+    if ulp is not None:
+        if version < 3:
+            c.fail("tolerance.ulp", f"is a schema_version 3 field; the file says version "
+                                    f"{version}")
+        c.integer(ulp, "tolerance.ulp", minimum=0)
+    elif dtype in codec.HALF_DTYPES:
+        c.fail("tolerance.ulp", f"missing (required for a {dtype} case)")
     tolerance = Tolerance(float(c.number(tol["rtol"], "tolerance.rtol", minimum=0)),
                           float(c.number(tol["atol"], "tolerance.atol", minimum=0)),
-                          c.string(tol.get("reason", ""), "tolerance.reason"))
+                          c.string(tol.get("reason", ""), "tolerance.reason"), ulp)
     matches = c.list_(raw.get("matches", []), "matches")
     for i, m in enumerate(matches):
         c.string(m, f"matches[{i}]")
@@ -461,7 +511,35 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
                 flavor=c.string(raw.get("flavor", "torch"), "flavor"),
                 framework_hyperparameters=framework_hyper, tags=list(tags),
                 matches=list(matches), lr_schedule=schedule, objective=objective,
-                source=path, raw=raw)
+                source=path, precision=precision, raw=raw)
+
+
+def _parse_precision(c, raw, dtype):
+    """A case's ``precision`` object (version 3), required with a 16-bit dtype."""
+    if raw is None:
+        if dtype in codec.HALF_DTYPES:
+            c.fail("precision", f"missing (required for a {dtype} case)")
+        return None
+    if dtype not in codec.HALF_DTYPES:
+        c.fail("precision", f"only a bfloat16 or float16 case has one (the case is {dtype})")
+    c.obj(raw, "precision", ("rounding", "seed", "master_weights", "kahan"))
+    extra = set(raw) - {"rounding", "seed", "master_weights", "kahan"}
+    if extra:
+        c.fail(f"precision.{sorted(extra)[0]}", "unknown field of a precision object")
+    if raw["rounding"] not in ROUNDINGS:
+        c.fail("precision.rounding", f"expected one of {list(ROUNDINGS)}, got "
+                                     f"{raw['rounding']!r}")
+    if raw["seed"] is not None:
+        c.integer(raw["seed"], "precision.seed", minimum=0)
+    if (raw["seed"] is None) == (raw["rounding"] == "stochastic"):
+        c.fail("precision.seed", "an integer with rounding \"stochastic\" (its stream's "
+                                 "seed), null otherwise")
+    if raw["master_weights"] not in MASTER_DTYPES + (None,):
+        c.fail("precision.master_weights", f"expected one of {list(MASTER_DTYPES)} or null, "
+                                           f"got {raw['master_weights']!r}")
+    if not isinstance(raw["kahan"], bool):
+        c.fail("precision.kahan", f"expected true or false, got {_kind(raw['kahan'])}")
+    return dict(raw)
 
 
 OBJECTIVE_KINDS = {"separable-quartic": ("center", "h", "q")}
@@ -486,7 +564,7 @@ def _parse_objective(c, raw, params, dtype):
 
 
 def _parse_result(raw, path, version=SCHEMA_VERSION):
-    c = _Checker(path, raw["id"])
+    c = _Checker(path, raw["id"], version)
     if "skipped" in raw:
         if version < 2:
             c.fail("skipped", f"is a schema_version 2 field; the file says version {version}")
@@ -557,12 +635,12 @@ _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 JSON_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "npoptim-golden-v2.schema.json",
-    "title": "npoptim golden optimizer cases and results, schema version 2 (reads 1)",
+    "$id": "npoptim-golden-v3.schema.json",
+    "title": "npoptim golden optimizer cases and results, schema version 3 (reads 1 and 2)",
     "description": "See reference_results/README.md. Arrays are flattened in row-major order; "
-                   "floats are the shortest round-trip decimal of the float64 value (float32 "
-                   "values stored as the float64 number equal to them); non-finite values are "
-                   "the strings NaN, Infinity, -Infinity.",
+                   "floats are the shortest round-trip decimal of the float64 value (float32, "
+                   "bfloat16 and float16 values stored as the float64 number equal to them); "
+                   "non-finite values are the strings NaN, Infinity, -Infinity.",
     "type": "object",
     "required": ["schema", "schema_version", "kind", "cases"],
     "properties": {
@@ -584,7 +662,8 @@ JSON_SCHEMA = {
         "float_array": {
             "type": "object", "required": ["dtype", "shape", "data"],
             "additionalProperties": False,
-            "properties": {"dtype": {"enum": list(codec.FLOAT_DTYPES)}, "shape": _SHAPE,
+            "properties": {"dtype": {"enum": list(codec.FLOAT_DTYPES + codec.HALF_DTYPES)},
+                           "shape": _SHAPE,
                            "data": {"type": "array", "items": {"$ref": "#/$defs/number"}}}},
         "int_array": {
             "type": "object", "required": ["dtype", "shape", "data"],
@@ -596,14 +675,16 @@ JSON_SCHEMA = {
             "type": "object", "required": ["format", "dtype", "shape", "data"],
             "additionalProperties": False,
             "properties": {"format": {"const": "dense"},
-                           "dtype": {"enum": list(codec.FLOAT_DTYPES)}, "shape": _SHAPE,
+                           "dtype": {"enum": list(codec.FLOAT_DTYPES + codec.HALF_DTYPES)},
+                           "shape": _SHAPE,
                            "data": {"type": "array", "items": {"$ref": "#/$defs/number"}}}},
         "csr_grad": {
             "type": "object",
             "required": ["format", "dtype", "shape", "indptr", "indices", "data"],
             "additionalProperties": False,
             "properties": {
-                "format": {"const": "csr"}, "dtype": {"enum": list(codec.FLOAT_DTYPES)},
+                "format": {"const": "csr"},
+                "dtype": {"enum": list(codec.FLOAT_DTYPES + codec.HALF_DTYPES)},
                 "shape": {**_SHAPE, "minItems": 2, "maxItems": 2},
                 "indptr": {"type": "array", "items": {"type": "integer", "minimum": 0},
                            "minItems": 1},
@@ -626,11 +707,23 @@ JSON_SCHEMA = {
                                      "atol": {"type": "number", "minimum": 0},
                                      "lre": {"type": "number"},
                                      "scale": {"type": "string"},
+                                     "ulp": {"type": "integer", "minimum": 0},
                                      "reason": {"type": "string"}}},
+        "precision": {
+            "type": "object", "required": ["rounding", "seed", "master_weights", "kahan"],
+            "additionalProperties": False,
+            "properties": {"rounding": {"enum": list(ROUNDINGS)},
+                           "seed": {"type": ["integer", "null"], "minimum": 0},
+                           "master_weights": {"enum": list(MASTER_DTYPES) + [None]},
+                           "kahan": {"type": "boolean"}}},
         "case": {
             "type": "object",
             "required": ["id", "optimizer", "dtype", "hyperparameters", "params", "steps",
                          "flags", "tolerance"],
+            "if": {"properties": {"dtype": {"enum": list(codec.HALF_DTYPES)}}},
+            "then": {"required": ["precision"],
+                     "properties": {"precision": {"$ref": "#/$defs/precision"},
+                                    "tolerance": {"required": ["ulp"]}}},
             "properties": {
                 "id": {"type": "string", "minLength": 1},
                 "optimizer": {"type": "string"},
@@ -641,7 +734,8 @@ JSON_SCHEMA = {
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "matches": {"type": "array", "items": {"type": "string"}},
                 "comment": {"type": "string"},
-                "dtype": {"enum": list(codec.FLOAT_DTYPES)},
+                "dtype": {"enum": list(codec.FLOAT_DTYPES + codec.HALF_DTYPES)},
+                "precision": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/precision"}]},
                 "sparse_kind": {"type": "string"},
                 "seed": {"type": "integer"},
                 "hyperparameters": {"type": "object"},

@@ -3,15 +3,19 @@ torch's per-op and fused rounding, stochastic rounding, Kahan compensation, mast
 loss scaling, blockwise-quantized (8-bit, 4-bit, float8) Adam state;
 :mod:`npoptim.precision.formats` has the 16-bit conversions, :mod:`npoptim.precision.quantized`
 the quantization maps and codecs."""
+from npoptim.precision.adadelta import Adadelta, Adamax
+from npoptim.precision.adagrad import Adagrad
 from npoptim.precision.adam import Adam, AdamW
 from npoptim.precision.bnb_adam import BnbAdam8bit, BnbAdamW8bit
-from npoptim.precision.kahan import KahanAdamW, KahanSGD
+from npoptim.precision.kahan import KahanAdamW, KahanLion, KahanSGD
 from npoptim.precision.master import MasterWeights
 from npoptim.precision.quantized_adam import (Adam4bit, Adam8bit, AdamFp8, AdamW4bit, AdamW8bit,
                                               AdamWFp8)
+from npoptim.precision.rmsprop import RMSprop
 from npoptim.precision.scaler import GradScaler
 from npoptim.precision.sgd import SGD
 
-__all__ = ["Adam", "AdamW", "SGD", "KahanAdamW", "KahanSGD", "MasterWeights", "GradScaler",
+__all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "KahanAdamW",
+           "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
            "BnbAdam8bit", "BnbAdamW8bit"]

@@ -2,7 +2,9 @@ r"""Adam and AdamW on bfloat16/float16 params, grads and state, rounded as torch
 
 The math is :mod:`npoptim.optim.adam`'s; what changes is where results are rounded to the
 16-bit format (:math:`R`). Every operation computes in float32 from float32 (or 16-bit) inputs;
-scalars are float32, except an ``add``'s ``alpha``, which torch rounds to the 16-bit format.
+scalars are float32, except an ``add``'s ``alpha`` and a scalar added to a tensor
+(``denom.add_(eps)``), which torch rounds to the 16-bit format (per-op: :math:`\epsilon` is
+:math:`R(\epsilon)`; it matters where eps dominates, measured with gradients of 1e-6).
 
 ``rounding="per-op"``: torch's single-tensor path (its CPU default), one rounding per tensor op
 (torch's foreach path on CPU rounds differently and is not reproduced):
@@ -47,9 +49,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
 from npoptim.precision.drivers import apply_dense16
-from npoptim.precision.formats import BFLOAT16, bfloat16_to_float32, round_to
+from npoptim.precision.formats import round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
-from npoptim.precision.stochastic import random16, stochastic_bfloat16, stream_key
+from npoptim.precision.stochastic import random16, stochastic_round, stream_key
 
 
 class Adam16Hyper(NamedTuple):
@@ -149,8 +151,8 @@ def amsgrad_fused_rule(p, g, s, h, i):
 # ---------------------------------------------------------------------------- stochastic
 @kernel
 def _stochastic(p, h, i):
-    """The parameter rounded stochastically to bfloat16 with draw ``i`` of the step's key."""
-    return bfloat16_to_float32(stochastic_bfloat16(p, random16(h.key, i)))
+    """The parameter rounded stochastically with draw ``i`` of the step's key."""
+    return to_float32(stochastic_round(p, random16(h.key, i), h.code), h.code)
 
 
 @kernel
@@ -206,7 +208,7 @@ KERNELS = {("per-op", False): _adam_per_op_dense, ("per-op", True): _amsgrad_per
 class Adam(LowPrecision, adam.Adam):
     """``torch.optim.Adam`` on bfloat16/float16 arrays (see the module docstring), with
     ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
-    (``fused=True``), or ``"stochastic"`` (bfloat16 only: the fused step with the new parameter
+    (``fused=True``), or ``"stochastic"`` (the fused step with the new parameter
     rounded stochastically, draws from ``seed``, see :mod:`npoptim.precision.stochastic`; the
     moments are rounded to nearest). ``format`` names the format of raw ``uint16`` arrays."""
 
@@ -221,11 +223,6 @@ class Adam(LowPrecision, adam.Adam):
                          amsgrad=amsgrad, maximize=maximize,
                          decoupled_weight_decay=decoupled_weight_decay, **torch_options)
 
-    def _prepare_grad(self, grad, param, group, where):
-        if group["rounding"] == "stochastic" and self._code(param, group) != BFLOAT16:
-            raise ValueError(f"{where}: rounding='stochastic' is for bfloat16 parameters")
-        return super()._prepare_grad(grad, param, group, where)
-
     def _update(self, param, grad, state, group):
         state["step"] += 1
         step = state["step"]
@@ -237,7 +234,9 @@ class Adam(LowPrecision, adam.Adam):
         key = (stream_key(group["seed"], self._param_index, step)
                if group["rounding"] == "stochastic" else 0)
         hyper = record16(Adam16Hyper, param, group, key=key, **moments,
-                         bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, eps=group["eps"],
+                         bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5,
+                         eps=(rounded_scalar(group["eps"], code)
+                              if group["rounding"] == "per-op" else group["eps"]),
                          neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
         KERNELS[group["rounding"], bool(group["amsgrad"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)

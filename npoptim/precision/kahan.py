@@ -1,5 +1,5 @@
-r"""Kahan-compensated 16-bit updates, as torch-optimi 0.3 (``optimi.AdamW``, ``optimi.SGD``) runs
-them with ``kahan_sum=True`` on bfloat16/float16 params.
+r"""Kahan-compensated 16-bit updates, as torch-optimi 0.3 (``optimi.AdamW``, ``optimi.SGD``,
+``optimi.Lion``) runs them with ``kahan_sum=True`` on bfloat16/float16 params.
 
 A 16-bit parameter loses every update smaller than half its spacing. Kahan summation keeps the
 lost part in a 16-bit state ``kahan_comp`` (:math:`c`, zero at first) and adds it back next
@@ -18,10 +18,17 @@ optimi's formulations (not torch.optim's):
   decay :math:`\theta \leftarrow R(\theta(1-\gamma\lambda))`;
   :math:`m \leftarrow R(\mathrm{lerp}(m, g, 1-\hat\beta_1))`,
   :math:`v \leftarrow R(\mathrm{fma}((1-\hat\beta_2) g, g, R(\hat\beta_2 v)))`,
-  :math:`u = (-\gamma m) / R(R(\sqrt v) + \epsilon)` (``eps`` added to :math:`\sqrt v`).
+  :math:`u = (-\gamma m) / R(R(\sqrt v) + R(\epsilon))` (``eps`` added to :math:`\sqrt v`; torch
+  rounds a scalar added to a 16-bit tensor to the format).
 * ``KahanSGD`` (``optimi.SGD``): L2 decay :math:`g \leftarrow R(g + R(\lambda)\theta)`,
   momentum :math:`b \leftarrow R(R(\mu b) + g)` from a zero buffer (``exp_avg``), or
   :math:`b = g` without momentum; :math:`u = R(-\gamma)\, b` (``add(b, alpha=-lr)``).
+* ``KahanLion`` (``optimi.Lion``): decoupled decay
+  :math:`\theta \leftarrow R(\theta(1-\gamma\lambda))`,
+  :math:`u = R(-\gamma)\,\mathrm{sign}(R(\mathrm{lerp}(m, g, 1-\beta_1)))`,
+  :math:`m \leftarrow R(\mathrm{lerp}(m, g, 1-\beta_2))`. With ``kahan_sum=False``
+  (optimi's plain 16-bit Lion) the parameter takes :math:`\theta \leftarrow
+  R(\mathrm{fma}(R(-\gamma), \mathrm{sign}(\cdot), \theta))` and there is no ``kahan_comp``.
 
 optimi counts steps per param group; npoptim per parameter (they agree while every parameter
 has a gradient at every step). ``rounding`` is ``"per-op"`` only (optimi's CPU path).
@@ -108,6 +115,43 @@ def kahan_momentum_rule(p, g, s, h, i):
 
 
 @kernel
+def _lion_direction(p, g, m, h):
+    """optimi Lion's decayed parameter, update sign and new ``exp_avg``."""
+    p = round_to(p * h.decay_factor, h.code)
+    u = np.sign(round_to(lerp(m, g, h.one_minus_beta1), h.code))
+    return p, u, round_to(lerp(m, g, h.one_minus_beta2), h.code)
+
+
+@kernel
+def kahan_lion_rule(p, g, s, h, i):
+    """optimi Lion, ``kahan_sum=True``; ``s = (exp_avg, kahan_comp)``."""
+    tail = i >= h.tail_start
+    m, c = s
+    p, u, m = _lion_direction(p, g, m, h)
+    c = add_alpha(c, h.neg_lr_alpha, u, h.code, tail)
+    p, c = kahan_add(p, c, h.code)
+    return p, (m, c)
+
+
+@kernel
+def lion_rule(p, g, s, h, i):
+    """optimi Lion on 16-bit params, ``kahan_sum=False``; ``s = (exp_avg,)``."""
+    (m,) = s
+    p, u, m = _lion_direction(p, g, m, h)
+    return add_alpha(p, h.neg_lr_alpha, u, h.code, i >= h.tail_start), (m,)
+
+
+@kernel
+def _kahan_lion_dense(param, grad, states, hyper):
+    apply_dense16(kahan_lion_rule, param, grad, states, hyper)
+
+
+@kernel
+def _lion_dense(param, grad, states, hyper):
+    apply_dense16(lion_rule, param, grad, states, hyper)
+
+
+@kernel
 def _kahan_adamw_dense(param, grad, states, hyper):
     apply_dense16(kahan_adamw_rule, param, grad, states, hyper)
 
@@ -167,7 +211,9 @@ class KahanAdamW(_Kahan):
         hyper = record16(KahanHyper, param, group,
                          decay_factor=1 - group["lr"] * group["weight_decay"], l2_alpha=0.0,
                          one_minus_beta1=1 - beta1_hat, beta2=beta2_hat,
-                         one_minus_beta2=1 - beta2_hat, eps=group["eps"], neg_lr=-group["lr"],
+                         one_minus_beta2=1 - beta2_hat,
+                         eps=rounded_scalar(group["eps"], self._code(param, group)),
+                         neg_lr=-group["lr"],
                          neg_lr_alpha=0.0, momentum=0.0)
         return hyper, _kahan_adamw_dense
 
@@ -198,3 +244,33 @@ class KahanSGD(_Kahan):
                          neg_lr=-group["lr"], neg_lr_alpha=rounded_scalar(-group["lr"], code),
                          momentum=group["momentum"])
         return hyper, (_kahan_momentum_dense if group["momentum"] != 0 else _kahan_sgd_dense)
+
+
+class KahanLion(_Kahan):
+    """``optimi.Lion(..., kahan_sum=True)`` on bfloat16/float16 arrays (module docstring);
+    ``kahan_sum=False`` is optimi's plain 16-bit Lion (every op rounded, no compensation)."""
+
+    def __init__(self, params, lr, betas=(0.9, 0.99), weight_decay=0, *, kahan_sum=True,
+                 format=None, torch_cpu_lanes=None):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay,
+                                      kahan_sum=kahan_sum), format, torch_cpu_lanes)
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        check_nonnegative(group, "lr", "weight_decay")
+        check_betas(group["betas"])
+        if not isinstance(group["kahan_sum"], bool):
+            raise ValueError(f"kahan_sum must be True or False, got {group['kahan_sum']!r}")
+
+    def _state_names(self, group):
+        return ("exp_avg", "kahan_comp") if group["kahan_sum"] else ("exp_avg",)
+
+    def _hyper(self, param, group, step):
+        beta1, beta2 = group["betas"]
+        hyper = record16(KahanHyper, param, group,
+                         decay_factor=1 - group["lr"] * group["weight_decay"], l2_alpha=0.0,
+                         one_minus_beta1=1 - beta1, beta2=0.0, one_minus_beta2=1 - beta2,
+                         eps=0.0, neg_lr=-group["lr"],
+                         neg_lr_alpha=rounded_scalar(-group["lr"], self._code(param, group)),
+                         momentum=0.0)
+        return hyper, (_kahan_lion_dense if group["kahan_sum"] else _lion_dense)

@@ -8,7 +8,7 @@ A 16-bit optimizer (``npoptim.precision.Adam``, ``AdamW``, ``SGD``, ``KahanAdamW
   and float16 tensors on CPU (each operation computes in float32 and rounds once);
   ``"fused"`` computes the whole step in float32 from the stored 16-bit values and rounds the
   new parameter and state once, as torch's ``fused=True`` kernels ("opmath") do;
-  ``"stochastic"`` (Adam/AdamW on bfloat16) is the fused step with the new parameter rounded
+  ``"stochastic"`` (Adam/AdamW; bfloat16 or float16) is the fused step with the new parameter rounded
   stochastically (:mod:`npoptim.precision.stochastic`), its draws keyed by ``seed``.
 * ``format``: ``"bfloat16"`` or ``"float16"``, needed only for raw ``uint16`` arrays (the bits);
   ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their format.

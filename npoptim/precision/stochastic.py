@@ -1,4 +1,5 @@
-r"""Stochastic rounding to bfloat16 with a counter-based random stream, reproducible anywhere.
+r"""Stochastic rounding to bfloat16 (and float16) with a counter-based random stream,
+reproducible anywhere.
 
 A float32 :math:`x` with bits :math:`u` (sign, exponent and 23 mantissa bits) lies between the
 bfloat16 values :math:`u \gg 16` (toward zero) and :math:`(u \gg 16) + 1` (away from zero).
@@ -8,6 +9,16 @@ Stochastic rounding picks the one away from zero with probability
 iff :math:`r < u \mathbin{\&} \mathtt{0xFFFF}`, torchao's ``_fp32_to_bf16_sr`` rule. An inf or
 NaN rounds to nearest (:mod:`npoptim.precision.formats`); a value past the largest bfloat16 may
 round to inf.
+
+float16 (no reference library has it; npoptim's own definition, checked statistically and
+against itself in tests/test_precision.py): the same idea with float16's spacing. A float32
+:math:`x` whose magnitude is a float16 normal number (:math:`2^{-14} \le |x| < 2^{16}`) drops
+13 mantissa bits: toward zero is :math:`x` with them cleared, away from zero the next float16
+(possibly inf), away iff :math:`(r \gg 3) < u \mathbin{\&} \mathtt{0x1FFF}`, probability
+exactly the dropped fraction. Below :math:`2^{-14}` (float16 subnormals, spacing
+:math:`2^{-24}`) with :math:`q = |x|\,2^{24}`: away iff :math:`r < \lfloor (q - \lfloor q
+\rfloor)\,2^{16} \rfloor` (the fraction to 16 bits). Zero, inf and NaN round to nearest; from
+:math:`2^{16}` on, to inf.
 
 The random integers are a counter-based stream, a function of (seed, parameter, step, element)
 only, so that every element's draw is the same whatever the thread count, the order of the
@@ -29,7 +40,8 @@ import numpy as np
 from numba.extending import overload
 
 from npoptim.kernels.jit import JIT_OPTIONS, kernel
-from npoptim.precision.formats import float32_bits, float32_to_bfloat16
+from npoptim.precision.formats import BFLOAT16, FORMATS, bits_float32, float32_bits
+from npoptim.precision.formats import float32_to_bfloat16, float32_to_float16
 
 _MASK = (1 << 64) - 1
 _INCREMENT, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -80,15 +92,44 @@ def stochastic_bfloat16(x, r16):
 
 
 @kernel
-def _round_flat(values, key, out):
+def stochastic_float16(x, r16):
+    """The float16 bits of the float32 ``x`` rounded stochastically with the 16-bit ``r16``."""
+    u = float32_bits(x)
+    a = u & 0x7FFFFFFF
+    if a == 0 or a >= 0x47800000:  # zero; 2**16 and above, inf, NaN: to nearest
+        return float32_to_float16(x)
+    sign = (u >> 16) & 0x8000
+    if a >= 0x38800000:  # a float16 normal: clear the 13 dropped bits (exact in float16)
+        toward = np.int64(float32_to_float16(bits_float32(a & 0x7FFFE000)))
+        away = (r16 >> 3) < (a & 0x1FFF)
+    else:  # float16 subnormals: steps of 2**-24
+        q = np.float64(bits_float32(a)) * 16777216.0
+        whole = np.floor(q)
+        toward = np.int64(whole)
+        away = r16 < np.int64((q - whole) * 65536.0)
+    return np.uint16(sign | (toward + 1 if away else toward))
+
+
+@kernel
+def stochastic_round(x, r16, code):
+    """The 16-bit bits of the float32 ``x`` rounded stochastically to the format ``code``."""
+    if code == BFLOAT16:
+        return stochastic_bfloat16(x, r16)
+    return stochastic_float16(x, r16)
+
+
+@kernel
+def _round_flat(values, key, code, out):
     for i in range(values.size):
-        out[i] = stochastic_bfloat16(values[i], random16(key, i))
+        out[i] = stochastic_round(values[i], random16(key, i), code)
 
 
-def stochastic_round_array(values, seed, parameter=0, step=1):
-    """The bfloat16 bits (uint16) of float32 ``values`` rounded stochastically, element ``i``
-    with the draw ``r(i)`` of (seed, parameter, step): what a step writes into a parameter."""
+def stochastic_round_array(values, seed, parameter=0, step=1, format="bfloat16"):
+    """The 16-bit bits (uint16) of float32 ``values`` rounded stochastically to ``format``,
+    element ``i`` with the draw ``r(i)`` of (seed, parameter, step): what a step writes into
+    a parameter."""
     flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
     out = np.empty(flat.size, np.uint16)
-    _round_flat(flat, np.uint64(stream_key(seed, parameter, step)), out)
+    _round_flat(flat, np.uint64(stream_key(seed, parameter, step)), np.int64(FORMATS[format]),
+                out)
     return out.reshape(np.shape(values))

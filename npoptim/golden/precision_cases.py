@@ -1,0 +1,304 @@
+"""The low-precision cases, ``reference_results/cases/precision/<Optimizer>.json`` (schema
+version 3): bfloat16 and float16 params, grads and state in each mode of
+:mod:`npoptim.precision`.
+
+A case's ``precision`` object names the mode (see ``reference_results/README.md``):
+
+========================  ====================================================================
+mode (id part, flag)      ``precision``; what runs
+========================  ====================================================================
+``per-op``                ``rounding "per-op"``: ``npoptim.precision.<Opt>(rounding="per-op")``,
+(``per-op-rounding``)     torch's single-tensor CPU path on 16-bit tensors (every op rounded)
+``fused``                 ``rounding "fused"``: torch's ``fused=True`` (float32 inside, one
+(``fused-rounding``)      rounding of each stored value)
+``stochastic``            ``rounding "stochastic"``, ``seed``: fused, the new parameter rounded
+(``stochastic-rounding``) stochastically with the counter-based stream of
+                          :mod:`npoptim.precision.stochastic`
+``master-weights``        ``master_weights "float32"``: npoptim's float32 optimizer on float32
+(``master-weights``)      masters; the params are the 16-bit model copy (rounded to nearest
+                          after each step); the state is the float32 optimizer's
+``kahan``                 ``kahan true``: torch-optimi's ``kahan_sum=True`` formulation
+(``kahan``)               (``npoptim.precision.Kahan<Opt>``), every op rounded
+========================  ====================================================================
+
+Every parameter's size is a multiple of 32, so torch's CPU kernels never reach their scalar
+remainder loop (:mod:`npoptim.precision.adam`): the cases are torch's CPU results bit for bit
+with AVX2 or AVX-512, and what a GPU kernel without such a tail computes. Case ids are
+``"<Optimizer>/<mode>/<row>/<dtype>"``.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from npoptim import registry
+from npoptim.golden import cases as table
+from npoptim.golden import codec
+
+#: mode -> (the flag it sets, the ``precision`` object of its cases without the seed)
+MODES = {
+    "per-op": ("per-op-rounding", dict(rounding="per-op", master_weights=None, kahan=False)),
+    "fused": ("fused-rounding", dict(rounding="fused", master_weights=None, kahan=False)),
+    "stochastic": ("stochastic-rounding",
+                   dict(rounding="stochastic", master_weights=None, kahan=False)),
+    "master-weights": ("master-weights",
+                       dict(rounding="fused", master_weights="float32", kahan=False)),
+    "kahan": ("kahan", dict(rounding="per-op", master_weights=None, kahan=True)),
+}
+#: options of the 16-bit classes that the case's ``precision`` object holds instead of its
+#: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
+PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
+#: the seed of stochastic rounding's stream in the suite's cases
+STOCHASTIC_SEED = 2026
+#: allowed distance of a 16-bit array, in units in the last place of the 16-bit type
+ULP_TOLERANCE = 1
+TOLERANCE_REASON = (
+    "16-bit arrays: within {ulp} ulp of the 16-bit type, element by element. npoptim is torch "
+    "2.13's CPU result bit for bit in these modes (tests/test_precision_golden.py); an "
+    "implementation that evaluates a float32 intermediate in another order (a fused "
+    "multiply-add or not) lands on the neighbouring 16-bit value where the float32 result is "
+    "near a rounding midpoint, and that difference stays about one unit. The other rounding "
+    "mode, a missing rounding of one operation or unrounded state fails by many units "
+    "(measured in tests/test_precision_golden.py). Float arrays of the case (master weights' "
+    "float32 state) by rtol {rtol:g} of their scale, as float32 cases.")
+
+SHAPES = ((4, 8), (32,))
+HALF = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class PrecisionRow:
+    """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
+    shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`)."""
+
+    mode: str
+    row: table.Row
+
+    @property
+    def optimizer(self):
+        return self.row.optimizer
+
+
+def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, **options):
+    return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper, shapes=SHAPES,
+                                        dtypes=dtypes, steps=options.pop("steps", 10),
+                                        **options))
+
+
+def _modes(optimizer, name, comment, hyper, modes, **options):
+    return [_row(optimizer, name, comment, hyper, mode, **options) for mode in modes]
+
+
+#: optimizer -> its precision rows (one case per row and dtype), written to
+#: ``cases/precision/<Optimizer>.json``
+TABLE = {
+    "Adam": _modes("Adam", "weight-decay", "L2 weight decay: torch's per-op path rounds the "
+                   "decayed gradient (and R(weight_decay)), the fused kernel does not.",
+                   dict(lr=1e-2, weight_decay=0.1), ("per-op", "fused"))
+    + _modes("Adam", "amsgrad-null-grads", "amsgrad with missing and zero gradients.",
+             dict(lr=1e-2, amsgrad=True), ("per-op",), grads="dense-none-zero")
+    + _modes("Adam", "eps-dominated", "Gradients of 1e-6 and eps 1e-6: torch's per-op "
+             "denom.add_(eps) rounds eps to the 16-bit type first (a float32 eps fails).",
+             dict(lr=1e-2, eps=1e-6), ("per-op",), grad_scale=1e-6, flags=("eps-dominated",)),
+    "AdamW": _modes("AdamW", "defaults", "torch's AdamW defaults on 16-bit params.",
+                    dict(lr=1e-2), ("per-op", "fused", "master-weights"))
+    + _modes("AdamW", "weight-decay", "Decoupled weight decay 0.1.",
+             dict(lr=1e-2, weight_decay=0.1), ("stochastic",))
+    + _modes("AdamW", "optimi", "torch-optimi's AdamW (debiased betas, eps 1e-6 added to "
+             "sqrt(v)) with a small lr, where Kahan compensation keeps updates plain "
+             "bfloat16 loses.", dict(lr=1e-3), ("kahan",)),
+    "SGD": _modes("SGD", "nesterov-weight-decay", "Nesterov momentum with L2 weight decay.",
+                  dict(lr=1e-2, momentum=0.9, nesterov=True, weight_decay=0.01),
+                  ("per-op", "master-weights"))
+    + _modes("SGD", "optimi-momentum", "torch-optimi's SGD, momentum 0.9, lr 1e-3.",
+             dict(lr=1e-3, momentum=0.9), ("kahan",), dtypes=("bfloat16",)),
+    "Adagrad": _modes("Adagrad", "lr-decay-weight-decay", "lr_decay, an initial accumulator "
+                      "and L2 weight decay; fused rounds lr, eps and weight_decay to the "
+                      "16-bit type as torch's fused CPU kernel does.",
+                      dict(lr=0.1, lr_decay=0.05, initial_accumulator_value=0.1,
+                           weight_decay=0.1, eps=1e-6), ("per-op", "fused")),
+    "RMSprop": _modes("RMSprop", "centered-momentum", "Centered RMSprop with momentum and "
+                      "weight decay.", dict(lr=1e-3, alpha=0.9, momentum=0.9, centered=True,
+                                            weight_decay=0.01), ("per-op",)),
+    "Lion": _modes("Lion", "optimi", "torch-optimi's Lion (decoupled decay 1 - lr*wd) with "
+                   "Kahan compensation.", dict(lr=1e-3, weight_decay=0.1), ("kahan",),
+                   dtypes=("bfloat16",)),
+}
+
+
+def rows(optimizers=None):
+    return [r for name, rs in TABLE.items() if optimizers is None or name in optimizers
+            for r in rs]
+
+
+# ------------------------------------------------------------------------------ classes
+def precision_object(mode, seed=STOCHASTIC_SEED):
+    """The ``precision`` object of a case in ``mode``."""
+    _, base = MODES[mode]
+    return dict(base, seed=seed if base["rounding"] == "stochastic" else None)
+
+
+def mode_of(precision):
+    """The mode (:data:`MODES`) of a case's ``precision`` object."""
+    if precision["kahan"]:
+        return "kahan"
+    if precision["master_weights"] is not None:
+        return "master-weights"
+    return precision["rounding"]
+
+
+def make_optimizer(name, params, hyper, precision):
+    """The npoptim optimizer of a 16-bit case: ``(optimizer, float optimizer)``; the second is
+    the float32 optimizer behind master weights (whose state the case records), else None."""
+    import npoptim.precision as lowp
+    mode = mode_of(precision)
+    if mode == "master-weights":
+        cls = registry.get(name)
+        master = lowp.MasterWeights(params, lambda ps: cls(ps, **hyper),
+                                    dtype=np.dtype(precision["master_weights"]))
+        return master, master.optimizer
+    if mode == "kahan":
+        cls = getattr(lowp, "Kahan" + name, None)
+        if cls is None:
+            raise ValueError(f"npoptim.precision has no Kahan-compensated {name}")
+        return cls(params, **hyper), None
+    cls = getattr(lowp, name, None)
+    if cls is None:
+        raise ValueError(f"npoptim.precision has no 16-bit {name}")
+    seed = {"seed": precision["seed"]} if mode == "stochastic" else {}
+    return cls(params, rounding=precision["rounding"], **seed, **hyper), None
+
+
+def npoptim_make_step(name, precision):
+    """npoptim's ``make_step`` (see :func:`npoptim.golden.generate.replay`) for a 16-bit case."""
+    def make_step(params, hyper):
+        opt, inner = make_optimizer(name, params, hyper, precision)
+        groups = (inner or opt).param_groups
+
+        def step(grads, lr):
+            for group in groups:
+                group["lr"] = lr
+            opt.step(list(grads))
+            state = (inner or opt).state_dict()["state"]
+            return params, [state.get(i) for i in range(len(params))]
+        return step
+    return make_step
+
+
+def hyperparameters(name, mode, dtype, hyper):
+    """Every hyperparameter of the case (resolved from the class's defaults) without the
+    :data:`PRECISION_OPTIONS`."""
+    from npoptim.golden.generate import hyperparameters as resolved
+    probe = [np.zeros(32, codec.numpy_dtype(dtype))]
+    opt, inner = make_optimizer(name, probe, dict(hyper), precision_object(mode))
+    return {k: v for k, v in resolved(inner or opt).items() if k not in PRECISION_OPTIONS}
+
+
+# ------------------------------------------------------------------------------- building
+def to_half(values, dtype):
+    """float32/float64 inputs rounded to nearest into the 16-bit ``dtype`` (via float32)."""
+    if values is None:
+        return None
+    return np.asarray(values, np.float32).astype(codec.numpy_dtype(dtype))
+
+
+def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
+    """One 16-bit case (JSON-ready) of a :class:`PrecisionRow`: the float32 case's inputs
+    (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to ``dtype``, run
+    through :func:`make_optimizer`."""
+    from npoptim.golden import generate, inputs
+    from npoptim.golden.flags import FLAGS, detect_flags
+
+    row, mode = prow.row, prow.mode
+    if dtype not in codec.HALF_DTYPES:
+        raise ValueError(f"a precision case is bfloat16 or float16, got {dtype!r}")
+    if mode not in MODES:
+        raise ValueError(f"unknown precision mode {mode!r}; choose from {', '.join(MODES)}")
+    precision = precision_object(mode, precision_seed)
+    torch_name = registry.OPTIMIZERS[row.optimizer][1]
+    case_id = case_id or f"{row.optimizer}/{mode}/{row.name}/{dtype}"
+    seed = inputs.case_seed(case_id) if seed is None else int(seed)
+    rng = inputs.Rng(seed)
+    inits = row.init if isinstance(row.init, tuple) else (row.init,) * len(row.shapes)
+    params = [to_half(inputs.init_param(rng, s, kind, "float32"), dtype)
+              for s, kind in zip(row.shapes, inits)]
+    grads = [[to_half(g, dtype) for g in step] for step in inputs.PATTERNS[row.grads](
+        rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
+    hyper = hyperparameters(row.optimizer, mode, dtype, row.hyper)
+    live = [p.copy() for p in params]
+    step_fn = npoptim_make_step(row.optimizer, precision)(live, generate.from_json_hyper(hyper))
+    lr = hyper["lr"]
+    steps, trajectory = [], []
+    for t in range(row.steps):
+        _, state = step_fn(grads[t], lr)
+        state = {i: s for i, s in enumerate(state) if s is not None}
+        after = [p.copy() for p in live]
+        trajectory.append([a.astype(np.float32) for a in after])
+        steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
+                      "expected": {"params": [codec.encode_array(p) for p in after],
+                                   "state": codec.encode_state(state, len(params))}})
+    flag, _ = MODES[mode]
+    flags = (detect_flags([p.astype(np.float32) for p in params], grads, [lr] * row.steps,
+                          [], "float32") | set(row.flags) | {flag})
+    if any(np.any((np.abs(a) > 0) & (np.abs(a) < np.finfo(np.float16).tiny))
+           for arrays in trajectory for a in arrays) and dtype == "float16":
+        flags.add("subnormal")
+    unknown = flags - set(FLAGS)
+    if unknown:
+        raise ValueError(f"{case_id}: flags {sorted(unknown)} have no note in golden.flags.FLAGS")
+    matches = {
+        "per-op": [f"torch.optim.{torch_name}(foreach=False) on {dtype} tensors (torch 2.13 "
+                   "CPU)"],
+        "fused": [f"torch.optim.{torch_name}(fused=True) on {dtype} tensors (torch 2.13 CPU)"],
+        "stochastic": ["npoptim.precision.stochastic (counter-based stream; bfloat16: "
+                       "statistically torchao's _AdamW(bf16_stochastic_round=True); float16: "
+                       "no library has it)"],
+        "master-weights": [f"torch.optim.{torch_name} on float32 masters, model.copy_(master) "
+                           "(torch 2.13)"],
+        "kahan": [f"optimi.{row.optimizer}(kahan_sum=True) (torch-optimi 0.3.3, CPU)"],
+    }[mode]
+    rtol = table.DEFAULT_RTOL["float32"]
+    return {
+        "id": case_id,
+        "optimizer": row.optimizer,
+        "torch_name": None if mode == "kahan" else torch_name,
+        "flavor": "torch",
+        "framework_hyperparameters": None,
+        "tags": sorted(set(generate.capability_tags(row, dtype, hyper, grads, None))
+                       | {flag}),
+        "variant": None,
+        "matches": matches,
+        "comment": row.comment,
+        "dtype": dtype,
+        "precision": precision,
+        "sparse_kind": "dense-only",
+        "seed": seed,
+        "hyperparameters": hyper,
+        "lr_schedule": None,
+        "flags": sorted(flags),
+        "tolerance": {"rtol": rtol, "atol": 0.0, "ulp": ULP_TOLERANCE,
+                      "lre": round(-math.log10(rtol), 3),
+                      "scale": "ulp of the 16-bit type; float arrays: max "
+                                            "|expected| of each array",
+                      "reason": TOLERANCE_REASON.format(ulp=ULP_TOLERANCE, rtol=rtol)},
+        "params": [codec.encode_array(p) for p in params],
+        "objective": None,
+        "steps": steps,
+    }
+
+
+def build_files(optimizers=None):
+    """``{Optimizer: golden file (dict)}`` of the precision cases."""
+    from npoptim.golden.generate import HEADER, build_file
+    header = ["Golden trajectories of npoptim.precision: bfloat16/float16 params, grads and "
+              "state in per-op and fused rounding, stochastic rounding, float32 master "
+              "weights and Kahan compensation (schema version 3: the case's 'precision' "
+              "object says which)."] + HEADER[1:]
+    out = {}
+    for name in TABLE:
+        if optimizers is not None and name not in optimizers:
+            continue
+        built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.row.dtypes]
+        out[name] = build_file(built, optimizer=name, header=header)
+    return out
+

@@ -1,0 +1,227 @@
+"""The bfloat16/float16 golden cases (reference_results/cases/precision, schema version 3):
+each replayed through the library it reproduces via npoptim.testing (torch 2.13 CPU for per-op,
+fused and master weights, torch-optimi for Kahan) with 0 ULP; the ULP tolerance passes a
+neighbouring value and fails the other rounding mode; the loader's and JSON Schema's checks
+of the new fields; regeneration; npoptim.testing reading both the 16-bit and float cases."""
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npoptim import testing
+from npoptim.golden import codec, compare, precision_cases, regenerate, schema
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+ROOT = Path(__file__).resolve().parents[1]
+PRECISION = ROOT / "reference_results" / "cases" / "precision"
+CASES = testing.load_cases(PRECISION, flavor="all")
+
+
+def _by_mode(*modes):
+    return [c for c in CASES if precision_cases.mode_of(c.precision) in modes]
+
+
+@pytest.mark.parametrize("name", list(precision_cases.TABLE))
+def test_committed_precision_file_equals_fresh_generation(name):
+    path = PRECISION / f"{name}.json"
+    fresh = codec.dumps(precision_cases.build_files([name])[name])
+    assert path.exists() and path.read_text(encoding="utf-8") == fresh, (
+        f"{path} differs from a fresh generation: run python -m npoptim.golden.regenerate")
+    assert json.loads(fresh)["schema_version"] == 3
+
+
+def test_the_suite_has_every_mode_in_both_formats():
+    modes = {(precision_cases.mode_of(c.precision), c.dtype) for c in CASES}
+    for mode in precision_cases.MODES:
+        assert (mode, "bfloat16") in modes, mode
+    for mode in ("per-op", "fused", "master-weights", "kahan"):
+        assert (mode, "float16") in modes, mode
+    flags = {f for c in CASES for f in c.flags}
+    assert {"per-op-rounding", "fused-rounding", "stochastic-rounding", "master-weights",
+            "kahan", "none-grad"} <= flags
+    for case in CASES:  # no torch CPU scalar tail (see precision_cases)
+        assert all(p.size % 32 == 0 for p in case.params), case.id
+        assert len(case.steps) >= 10
+
+
+def test_npoptim_passes_its_16_bit_cases_and_float_cases_still_load():
+    reports, notes = compare.verify(PRECISION, flavors=["all"])
+    assert all(r.passed for r in reports) and len(reports) == len(CASES) and not notes
+    assert all(s.max_ulp == 0 for r in reports for s in r.steps)
+    float_case = testing.load_cases(optimizer="Adam", ids="Adam/defaults/float32")[0]
+    assert float_case.precision is None and float_case.tolerance.ulp is None
+    testing.assert_case(float_case, testing.npoptim_step(float_case))
+
+
+# ----------------------------------------------------------------- against the libraries
+def _torch():
+    from torch_compare import torch
+    if torch is None:
+        pytest.skip("torch is not installed")
+    return torch
+
+
+def _as_torch(torch, array):
+    return torch.from_numpy(array.view(np.int16).copy()).view(getattr(torch, str(array.dtype)))
+
+
+def _from_torch(torch, tensor, dtype):
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        return tensor.detach().view(torch.int16).numpy().copy().view(dtype)
+    return tensor.detach().numpy().copy()
+
+
+def torch_make_step(case, library):
+    """make_step (npoptim.testing's protocol) running the case in torch 2.13 (or optimi)."""
+    torch = _torch()
+    mode = precision_cases.mode_of(case.precision)
+
+    def make_step(params, hyper):
+        dtype = params[0].dtype
+        model = [_as_torch(torch, p) for p in params]
+        if mode == "master-weights":
+            tparams = [m.float() for m in model]
+        else:
+            tparams = model
+        if mode == "kahan":
+            opt = getattr(library, case.optimizer)(tparams, kahan_sum=True, **hyper)
+        else:
+            path = {"fused": dict(fused=True), "per-op": dict(foreach=False)}.get(mode, {})
+            opt = getattr(torch.optim, case.torch_name)(tparams, **hyper, **path)
+
+        def step(grads, lr):
+            for group in opt.param_groups:
+                group["lr"] = lr
+            for p, g in zip(tparams, grads):
+                p.grad = None if g is None else _as_torch(torch, g).to(p.dtype)
+            opt.step()
+            if mode == "master-weights":
+                with torch.no_grad():
+                    for m, p in zip(model, tparams):
+                        m.copy_(p)
+            state = []
+            for p in tparams:
+                s = opt.state.get(p)
+                state.append(None if not s else {
+                    k: (_from_torch(torch, v, dtype) if torch.is_tensor(v) and v.dim() else
+                        int(v) if k == "step" else v)
+                    for k, v in s.items() if k != "step" or mode != "kahan"})
+            return [_from_torch(torch, m, dtype) for m in model], state
+        return step
+    return make_step
+
+
+@pytest.mark.parametrize("case", _by_mode("per-op", "fused", "master-weights"), ids=str)
+def test_torch_reproduces_the_case(case):
+    """Per-op (foreach=False) and fused (fused=True) on 16-bit tensors: every param and state
+    array bit for bit (0 ulp). Master weights: torch's float32 masters and copy_, within the
+    case's tolerance (float32 masters agree to a few float32 ulps, most bit for bit)."""
+    report = testing.assert_case(case, torch_make_step(case, None))
+    assert report.state_compared
+    if precision_cases.mode_of(case.precision) != "master-weights":
+        assert all(s.max_ulp == 0 for s in report.steps), case.id
+
+
+@pytest.mark.parametrize("case", _by_mode("kahan"), ids=str)
+def test_optimi_reproduces_the_kahan_case(case):
+    optimi = pytest.importorskip("optimi")
+    report = testing.assert_case(case, torch_make_step(case, optimi))
+    assert report.state_compared and all(s.max_ulp == 0 for s in report.steps), case.id
+
+
+# ---------------------------------------------------------------------- the ULP tolerance
+def _npoptim_results(case, precision=None):
+    from npoptim.golden.generate import replay, results_file
+    make = precision_cases.npoptim_make_step(case.optimizer, precision or case.precision)
+    return schema.parse(results_file([replay(case, make)]), "<r>", "results").cases[0]
+
+
+def test_the_other_rounding_mode_fails_by_many_ulp():
+    """per-op cases replayed with fused rounding and fused ones with per-op fail; the worst
+    element is many 16-bit units away (what 1 ulp is measured against)."""
+    worst = {}
+    for case in _by_mode("per-op", "fused"):
+        import npoptim.precision as lowp
+        if "fused" not in getattr(lowp, case.optimizer).roundings:  # per-op only: SGD, RMSprop
+            continue
+        other = dict(case.precision, rounding="fused" if case.precision["rounding"] == "per-op"
+                     else "per-op")
+        report = compare.compare_case(case, _npoptim_results(case, other))
+        assert report.failed, case.id
+        worst[case.id] = max(s.max_ulp for s in report.steps)
+    assert min(worst.values()) >= 2, worst
+    print("worst ulp of the other rounding mode:", worst)
+
+
+def test_one_ulp_passes_two_fail_and_the_report_says_ulp():
+    case = next(c for c in CASES if c.id == "AdamW/fused/defaults/bfloat16")
+    result = _npoptim_results(case)
+    moved = copy.deepcopy(result)
+    p = moved.steps[3].params[0]
+    p.view(np.uint16).reshape(-1)[5] += 1
+    assert compare.compare_case(case, moved).passed
+    p.view(np.uint16).reshape(-1)[5] += 1
+    report = compare.compare_case(case, moved)
+    assert report.failed
+    assert "2 ulp > allowed 1 ulp of the 16-bit type" in str(report.divergence)
+    assert report.divergence.step == 4
+
+
+# ------------------------------------------------------------------------------ format
+@pytest.fixture(scope="module")
+def half_doc():
+    doc = json.loads((PRECISION / "AdamW.json").read_text(encoding="utf-8"))
+    doc["cases"] = [c for c in doc["cases"] if c["id"] == "AdamW/per-op/defaults/bfloat16"]
+    doc["number_of_cases"] = 1
+    return doc
+
+
+DEFECTS = {
+    "not a bfloat16 value": (lambda d: d["cases"][0]["params"][0]["data"].__setitem__(0, 0.1),
+                             "is not a bfloat16 value"),
+    "version 2 with bfloat16": (lambda d: d.__setitem__("schema_version", 2),
+                                "schema_version 3 field"),
+    "no precision": (lambda d: d["cases"][0].pop("precision"), "precision"),
+    "unknown rounding": (lambda d: d["cases"][0]["precision"].__setitem__("rounding", "nearest"),
+                         "precision.rounding"),
+    "no ulp": (lambda d: d["cases"][0]["tolerance"].pop("ulp"), "tolerance.ulp"),
+    "seed without stochastic": (lambda d: d["cases"][0]["precision"].__setitem__("seed", 3),
+                                "precision.seed"),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_loader_refuses_bad_16_bit_cases(half_doc, tmp_path, defect):
+    schema.parse(half_doc)  # the file itself loads
+    doc = copy.deepcopy(half_doc)
+    mutate, where = DEFECTS[defect]
+    mutate(doc)
+    with pytest.raises(schema.GoldenFileError, match=where):
+        schema.parse(doc, tmp_path / "bad.json")
+
+
+def test_json_schema_accepts_the_precision_files_and_refuses_their_defects(half_doc):
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json.loads(regenerate.schema_text()))
+    for path in sorted(PRECISION.glob("*.json")):
+        errors = list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8"))))
+        assert not errors, errors[0].message
+    for defect in ("no precision", "unknown rounding", "no ulp"):
+        doc = copy.deepcopy(half_doc)
+        DEFECTS[defect][0](doc)
+        assert list(validator.iter_errors(doc)), defect
+
+
+def test_16_bit_values_are_stored_as_their_exact_numbers():
+    arr = np.array([0.1, -3.0, 1e-40, np.inf], np.float32).astype(ml_dtypes.bfloat16)
+    enc = codec.encode_array(arr)
+    assert enc["dtype"] == "bfloat16"
+    assert enc["data"][0] == 0.10009765625 and enc["data"][3] == "Infinity"
+    back = codec.decode_array(enc)
+    assert back.dtype == arr.dtype and np.array_equal(back.view(np.uint16), arr.view(np.uint16))
+    half = np.array([65504, 2 ** -24, -0.0], np.float16)
+    assert np.array_equal(codec.decode_array(codec.encode_array(half)).view(np.uint16),
+                          half.view(np.uint16))
