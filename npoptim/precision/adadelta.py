@@ -36,7 +36,8 @@ from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adadelta, adamax
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
-from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
+from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
+                                        record16, rounded_scalar)
 
 
 class Adamax16Hyper(NamedTuple):
@@ -62,19 +63,10 @@ class Adadelta16Hyper(NamedTuple):
 
 
 @kernel
-def _decayed(p, g, h, tail):
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = add_alpha(g, h.weight_decay, p, h.code, tail)
-    return g
-
-
-@kernel
 def adamax_per_op_rule(p, g, s, h, i):
     """``s = (exp_avg, exp_inf)``."""
     m, u = s
-    g = _decayed(p, g, h, i >= h.tail_start)
+    g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
     m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
     u = maximum(round_to(u * h.beta2, h.code), round_to(abs(g) + h.eps, h.code))
     return round_to(p + h.neg_clr * m / u, h.code), (m, u)
@@ -85,7 +77,7 @@ def adadelta_per_op_rule(p, g, s, h, i):
     """``s = (square_avg, acc_delta)``."""
     tail = i >= h.tail_start
     v, acc = s
-    g = _decayed(p, g, h, tail)
+    g = per_op_decayed_grad(p, g, h, tail)
     v = round_to(fma(h.one_minus_rho * g, g, round_to(v * h.rho, h.code)), h.code)
     std = round_to(np.sqrt(round_to(v + h.eps, h.code)), h.code)
     delta = round_to(np.sqrt(round_to(acc + h.eps, h.code)), h.code)

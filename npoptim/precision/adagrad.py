@@ -46,7 +46,8 @@ from npoptim.kernels.scalar import fma
 from npoptim.optim import adagrad
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import bits_of, format_of, from_float32_array, round_to
-from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
+from npoptim.precision.optimizer import (LowPrecision, per_op_decayed_grad, record16,
+                                        rounded_scalar)
 
 #: 16-bit lanes of torch 2.13's fused CPU Adagrad kernel at most (AVX2 width; see above)
 FUSED_LANES = 16
@@ -70,10 +71,7 @@ class Adagrad16Hyper(NamedTuple):
 def adagrad_per_op_rule(p, g, s, h, i):
     """``s = (sum,)``, every op rounded."""
     (total,) = s
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = add_alpha(g, h.weight_decay, p, h.code, i >= h.tail_start)
+    g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
     total = round_to(fma(g, g, total), h.code)
     std = round_to(round_to(np.sqrt(total), h.code) + h.eps, h.code)
     return round_to(p + h.neg_clr * g / std, h.code), (total,)

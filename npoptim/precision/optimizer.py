@@ -178,6 +178,17 @@ def add_alpha(a, alpha, b, code, tail):
     return round_to(fma(alpha, b, a), code)
 
 
+@kernel
+def per_op_decayed_grad(p, g, h, tail):
+    """torch's per-op ``grad = -grad`` (maximize) then ``grad.add(param, alpha=weight_decay)``
+    (L2) in the 16-bit format; ``h`` has ``maximize``, ``weight_decay`` and ``code``."""
+    if h.maximize != 0:
+        g = -g
+    if h.weight_decay != 0:
+        g = add_alpha(g, h.weight_decay, p, h.code, tail)
+    return g
+
+
 def rounded_scalar(value, code):
     """``value`` as torch turns a scalar into a 16-bit tensor's: to float32, then the format."""
     bits = from_float32_array(np.float32(value), format=("bfloat16", "float16")[code])

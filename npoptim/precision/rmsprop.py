@@ -30,7 +30,8 @@ from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim import rmsprop
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
-from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
+from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
+                                        record16, rounded_scalar)
 
 
 class RMSprop16Hyper(NamedTuple):
@@ -50,10 +51,7 @@ class RMSprop16Hyper(NamedTuple):
 
 @kernel
 def _square_avg(p, g, v, h, tail):
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = add_alpha(g, h.weight_decay, p, h.code, tail)
+    g = per_op_decayed_grad(p, g, h, tail)
     v = round_to(v * h.alpha, h.code)
     return g, round_to(fma(h.one_minus_alpha * g, g, v), h.code)
 

@@ -26,7 +26,8 @@ from npoptim.kernels.jit import kernel
 from npoptim.optim import sgd
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
-from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
+from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
+                                        record16, rounded_scalar)
 
 
 class SGD16Hyper(NamedTuple):
@@ -44,15 +45,6 @@ class SGD16Hyper(NamedTuple):
 
 
 @kernel
-def _decayed_grad(p, g, h, tail):
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = add_alpha(g, h.weight_decay, p, h.code, tail)
-    return g
-
-
-@kernel
 def _momentum_step(p, g, buf, h, tail):
     direction = add_alpha(g, h.momentum_alpha, buf, h.code, tail) if h.nesterov != 0 else buf
     return add_alpha(p, h.neg_lr, direction, h.code, tail)
@@ -62,7 +54,7 @@ def _momentum_step(p, g, buf, h, tail):
 def sgd_per_op_rule(p, g, s, h, i):
     """SGD without momentum; ``s = ()``."""
     tail = i >= h.tail_start
-    g = _decayed_grad(p, g, h, tail)
+    g = per_op_decayed_grad(p, g, h, tail)
     return add_alpha(p, h.neg_lr, g, h.code, tail), s
 
 
@@ -70,7 +62,7 @@ def sgd_per_op_rule(p, g, s, h, i):
 def momentum_first_per_op_rule(p, g, s, h, i):
     """The first momentum step: the buffer is a copy of the decayed gradient."""
     tail = i >= h.tail_start
-    g = _decayed_grad(p, g, h, tail)
+    g = per_op_decayed_grad(p, g, h, tail)
     return _momentum_step(p, g, g, h, tail), (g,)
 
 
@@ -78,7 +70,7 @@ def momentum_first_per_op_rule(p, g, s, h, i):
 def momentum_per_op_rule(p, g, s, h, i):
     tail = i >= h.tail_start
     (buf,) = s
-    g = _decayed_grad(p, g, h, tail)
+    g = per_op_decayed_grad(p, g, h, tail)
     buf = round_to(buf * h.momentum, h.code)
     buf = add_alpha(buf, h.one_minus_dampening, g, h.code, tail)
     return _momentum_step(p, g, buf, h, tail), (buf,)
