@@ -123,11 +123,7 @@ class Mechanic(OptimizerWrapper):
     def __init__(self, optimizer, weight_decay=1e-2, eps=1e-8, s_init=1e-6, num_betas=None, *,
                  betas=None):
         super().__init__(optimizer)
-        if optimizer.needs_closure or optimizer.per_example_grads:
-            raise TypeError(f"Mechanic gives the wrapped optimizer one gradient per parameter; "
-                            f"{type(optimizer).__name__} takes "
-                            + ("a closure" if optimizer.needs_closure
-                               else "per-example gradients"))
+        self._require_one_gradient_per_parameter()
         settings = self._checked(weight_decay, eps, s_init, num_betas, betas)
         self.weight_decay, self.eps, self.s_init, self.betas = settings
         self.dtype = min((p.dtype for p in optimizer.params), key=lambda d: d.itemsize)
