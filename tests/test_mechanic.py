@@ -179,3 +179,17 @@ def test_bad_input_changes_nothing():
     with pytest.raises(ValueError, match="keys"):
         opt.load_state_dict({"optimizer": saved["optimizer"]})
     np.testing.assert_array_equal(opt.s, saved["s"])
+
+
+def test_float32_parameters_keep_float32_state_and_follow_float64():
+    params, grad = problem(3)
+    runs = {}
+    for dtype in (np.float32, np.float64):
+        ps = [p.astype(dtype) for p in params]
+        opt = Mechanic(Adam(ps, lr=0.1), s_init=1e-2)
+        for t in range(8):
+            opt.step([g.astype(dtype) for g in grad(t, ps)])
+        assert all(p.dtype == dtype for p in ps) and opt.s.dtype == dtype
+        runs[dtype] = ps
+    for a, b in zip(runs[np.float32], runs[np.float64]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
