@@ -1,6 +1,7 @@
 """Mechanic: optax.contrib.mechanize 0.2.8 in float64 around SGD (with momentum) and Adam (two
 shapes, 24 steps, option sets, an lr schedule); the first two steps hand-derived; state_dict
-round trip; bad input changes nothing."""
+round trip; float32; bit-identical whatever the parallel threshold; bad input changes
+nothing."""
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from optax_contrib import (STEPS, assert_trajectories_close, lr_schedule, needs_
                            problem, run_optax)
 
 import npoptim
+from npoptim.kernels.parallel import parallel_threshold_set
 from npoptim.optim.adam import Adam
 from npoptim.optim.lbfgs import LBFGS
 from npoptim.optim.mechanic import Mechanic
@@ -193,3 +195,19 @@ def test_float32_parameters_keep_float32_state_and_follow_float64():
         runs[dtype] = ps
     for a, b in zip(runs[np.float32], runs[np.float64]):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
+
+
+def test_bit_identical_whatever_the_parallel_threshold():
+    rng = np.random.default_rng(4)
+    start = [rng.standard_normal((70, 100)), rng.standard_normal(3000)]
+    results = []
+    for threshold in (0, None):
+        ps = [p.copy() for p in start]
+        opt = Mechanic(Adam(ps, lr=0.1), s_init=1e-2)
+        with parallel_threshold_set(threshold):
+            for t in range(3):
+                opt.step([p * 0.5 + np.sin(t + p) for p in ps])
+        results.append((ps, opt.s.copy()))
+    for a, b in zip(results[0][0], results[1][0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(results[0][1], results[1][1])
