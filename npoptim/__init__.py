@@ -13,7 +13,8 @@ Top-level names: every optimizer in :data:`npoptim.registry.OPTIMIZERS` (importe
 use), :mod:`npoptim.lr_scheduler`, :class:`Optimizer`, :func:`row_sparse_grad` and
 :class:`RowSparseGrad`, :func:`embedding_row_grad` (the CSR form), the
 checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshold`, the
-:class:`~npoptim.optim.lookahead.Lookahead` and :class:`~npoptim.optim.sam.SAM` wrappers,
+:class:`~npoptim.optim.lookahead.Lookahead`, :class:`~npoptim.optim.sam.SAM` and
+:class:`~npoptim.optim.mechanic.Mechanic` wrappers,
 and :func:`explain` (:mod:`npoptim.explainer`).
 """
 import importlib
@@ -28,7 +29,7 @@ from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad
 __version__ = "0.1.0"
 __all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",
            "save", "load",
-           "set_parallel_threshold", "get_parallel_threshold", "Lookahead", "SAM",
+           "set_parallel_threshold", "get_parallel_threshold", "Lookahead", "SAM", "Mechanic",
            *registry.OPTIMIZERS, "explain"]
 
 
@@ -39,6 +40,8 @@ def __getattr__(name):
         return importlib.import_module("npoptim.optim.lookahead").Lookahead
     if name == "SAM":
         return importlib.import_module("npoptim.optim.sam").SAM
+    if name == "Mechanic":
+        return importlib.import_module("npoptim.optim.mechanic").Mechanic
     if name == "lr_scheduler":
         return importlib.import_module("npoptim.lr_scheduler")
     if name == "explain":  # the function (its package is npoptim.explainer)

@@ -70,11 +70,7 @@ class SAM(OptimizerWrapper):
 
     def __init__(self, optimizer, rho=0.05, *, eps=0.0, adversarial_steps=1):
         super().__init__(optimizer)
-        if optimizer.needs_closure or optimizer.per_example_grads:
-            raise TypeError(f"SAM gives the wrapped optimizer one gradient per parameter; "
-                            f"{type(optimizer).__name__} takes "
-                            + ("a closure" if optimizer.needs_closure
-                               else "per-example gradients"))
+        self._require_one_gradient_per_parameter()
         self.rho, self.eps, self.adversarial_steps = self._checked(rho, eps, adversarial_steps)
 
     @staticmethod

@@ -13,6 +13,17 @@ class OptimizerWrapper:
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
 
+    def _require_one_gradient_per_parameter(self):
+        """``TypeError`` for a wrapped optimizer that takes a closure or per-example gradients
+        (a wrapper that computes with, or hands it, one gradient per parameter: SAM,
+        Mechanic)."""
+        optimizer = self.optimizer
+        if optimizer.needs_closure or optimizer.per_example_grads:
+            raise TypeError(f"{type(self).__name__} gives the wrapped optimizer one gradient per "
+                            f"parameter; {type(optimizer).__name__} takes "
+                            + ("a closure" if optimizer.needs_closure
+                               else "per-example gradients"))
+
     @property
     def param_groups(self):
         """The wrapped optimizer's param groups (so lr schedulers drive it)."""
