@@ -39,7 +39,7 @@ import numpy as np
 
 from npoptim import registry
 from npoptim.golden import cases as table
-from npoptim.golden import codec
+from npoptim.golden import codec, schema
 
 #: mode -> (the flag it sets, the ``precision`` object of its cases without the seed)
 MODES = {
@@ -53,7 +53,7 @@ MODES = {
 }
 #: quantized-state mode (the ``precision`` object's ``quantization``) -> the suffix of its
 #: npoptim.precision class (``AdamW`` + ``8bit``: torchao's ``AdamW8bit``)
-QUANTIZATIONS = {"torchao-8bit": "8bit", "torchao-4bit": "4bit", "torchao-fp8": "Fp8"}
+QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8")))
 MODES.update({q: ("quantized-state", dict(rounding="fused", master_weights=None, kahan=False,
                                           quantization=q)) for q in QUANTIZATIONS})
 #: a quantized-state case's single parameter: torchao's smallest quantized size, 4096
@@ -79,6 +79,7 @@ TOLERANCE_REASON = (
     "float32 state) by rtol {rtol:g} of their scale, as float32 cases.")
 
 SHAPES = ((4, 8), (32,))
+HALF = ("bfloat16", "float16")
 
 
 def quantized_tolerance(rtol):
@@ -90,7 +91,6 @@ def quantized_tolerance(rtol):
                       "is torchao 0.18's CPU result bit for bit "
                       "(tests/test_precision_golden.py); one moment landing on the other side "
                       "of a code's midpoint changes its code and the next steps' parameters."}
-HALF = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
