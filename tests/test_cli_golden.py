@@ -238,3 +238,30 @@ def test_golden_refuses_bad_16_bit_requests(capsys, tmp_path, argv, message):
     code, _, err = run_cli(capsys, "golden", "Adam", *argv, "-o", str(tmp_path / "c.json"))
     assert code == 2 and message in err
     assert not (tmp_path / "c.json").exists()
+
+
+def test_golden_writes_a_quantized_state_case(capsys, tmp_path):
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", "AdamW", "--lr", "1e-2", "--shape", "16x256",
+                           "--shape", "32", "--precision", "torchao-4bit", "-o", str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.dtype == "float32" and case.precision["quantization"] == "torchao-4bit"
+    assert "quantized-state" in case.flags and case.tolerance.ulp is None
+    assert case.id == "AdamW/torchao-4bit/custom-16x256_32-dense-d1-seed0/float32"
+    assert all(s.expected_state is None for s in case.steps[:-1])
+    big, small = case.steps[-1].expected_state
+    assert big["exp_avg.codes"].shape == (2048,) and big["exp_avg.scale"].shape == (32,)
+    assert set(small) == {"step", "exp_avg", "exp_avg_sq"}  # below 4096: float32 moments
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
+@pytest.mark.parametrize("optimizer, argv, message", [
+    ("AdamW", ["--dtype", "bfloat16", "--precision", "torchao-8bit"], "needs --dtype float32"),
+    ("SGD", ["--precision", "torchao-8bit"], "has no torchao-8bit SGD"),
+])
+def test_golden_refuses_bad_quantized_requests(capsys, tmp_path, optimizer, argv, message):
+    code, _, err = run_cli(capsys, "golden", optimizer, *argv, "-o", str(tmp_path / "c.json"))
+    assert code == 2 and message in err
+    assert not (tmp_path / "c.json").exists()

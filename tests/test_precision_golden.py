@@ -1,10 +1,13 @@
 """The bfloat16/float16 golden cases (reference_results/cases/precision, schema version 3):
 each replayed through the library it reproduces via npoptim.testing (torch 2.13 CPU for per-op,
-fused and master weights, torch-optimi for Kahan) with 0 ULP; the ULP tolerance passes a
+fused and master weights, torch-optimi for Kahan, torchao 0.18 for the float32 quantized-state
+case) with 0 ULP (quantized: bit for bit); the ULP tolerance passes a
 neighbouring value and fails the other rounding mode; the loader's and JSON Schema's checks
 of the new fields; regeneration; npoptim.testing reading both the 16-bit and float cases."""
 import copy
+import importlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +38,14 @@ def test_committed_precision_file_equals_fresh_generation(name):
 
 def test_the_suite_has_every_mode_in_both_formats():
     modes = {(precision_cases.mode_of(c.precision), c.dtype) for c in CASES}
-    for mode in precision_cases.MODES:
+    for mode in set(precision_cases.MODES) - set(precision_cases.QUANTIZATIONS):
         assert (mode, "bfloat16") in modes, mode
+    assert ("torchao-8bit", "float32") in modes
     for mode in ("per-op", "fused", "master-weights", "kahan"):
         assert (mode, "float16") in modes, mode
     flags = {f for c in CASES for f in c.flags}
     assert {"per-op-rounding", "fused-rounding", "stochastic-rounding", "master-weights",
-            "kahan", "none-grad"} <= flags
+            "kahan", "none-grad", "quantized-state"} <= flags
     for case in CASES:  # no torch CPU scalar tail (see precision_cases)
         assert all(p.size % 32 == 0 for p in case.params), case.id
         assert len(case.steps) >= 10
@@ -132,6 +136,86 @@ def test_optimi_reproduces_the_kahan_case(case):
     assert report.state_compared and all(s.max_ulp == 0 for s in report.steps), case.id
 
 
+# ------------------------------------------------------------------------ quantized state
+QUANTIZED = _by_mode(*precision_cases.QUANTIZATIONS)
+
+
+def _torchao_optim():
+    if os.environ.get("NPOPTIM_REQUIRE_TORCHAO") == "1":  # CI: a broken install fails
+        return importlib.import_module("torchao.optim")
+    return pytest.importorskip("torchao.optim")
+
+
+def torchao_make_step(case):
+    """make_step running the quantized-state case in torchao 0.18 (CPU, torch.compile); state
+    under npoptim's names (torchao's attribute names: ``exp_avg.codes``, ...)."""
+    optim = _torchao_optim()
+    torch = _torch()
+    suffix = precision_cases.QUANTIZATIONS[precision_cases.mode_of(case.precision)]
+
+    def make_step(params, hyper):
+        tparams = [torch.from_numpy(p.copy()) for p in params]
+        opt = getattr(optim, case.optimizer + suffix)(tparams, **hyper)
+
+        def step(grads, lr):
+            for group in opt.param_groups:  # torchao keeps lr as a tensor
+                group["lr"].fill_(lr)
+            for p, g in zip(tparams, grads):
+                p.grad = torch.from_numpy(g.copy())
+            opt.step()
+            state = []
+            for p in tparams:
+                s = opt.state[p]
+                entry = {"step": s["step"].numpy().copy()}
+                for moment in ("exp_avg", "exp_avg_sq"):
+                    for attr in ("codes", "scale", "qmap"):
+                        value = getattr(s[moment], attr, None)
+                        if value is not None:
+                            if value.dtype == torch.float8_e4m3fn:
+                                value = value.view(torch.uint8)
+                            entry[f"{moment}.{attr}"] = value.numpy().copy()
+                state.append(entry)
+            return [p.numpy().copy() for p in tparams], state
+        return step
+    return make_step
+
+
+def test_the_quantized_case_is_quantized_and_keeps_its_state_once():
+    (case,) = QUANTIZED
+    assert case.dtype == "float32" and case.precision["quantization"] == "torchao-8bit"
+    assert [p.size for p in case.params] == [4096] and len(case.steps) >= 10
+    assert all(s.expected_state is None for s in case.steps[:-1])
+    state = case.steps[-1].expected_state[0]
+    assert state["exp_avg.codes"].shape == (16, 256) and state["exp_avg.scale"].shape == (16,)
+    assert 0 <= state["exp_avg.codes"].min() and state["exp_avg.codes"].max() <= 255
+    assert len(np.unique(state["exp_avg_sq.codes"])) > 50  # really quantized, not all zero
+    for array in [case.params[0]] + [g for s in case.steps for g in s.grads]:
+        assert np.array_equal(array, precision_cases.to_grid(array))  # stored in few digits
+
+
+@pytest.mark.parametrize("case", QUANTIZED, ids=str)
+def test_torchao_reproduces_the_quantized_case(case):
+    """torchao's AdamW8bit (one shape: one C++ build): params every step and the final codes,
+    scales and maps bit for bit."""
+    report = testing.assert_case(case, torchao_make_step(case))
+    assert report.state_compared
+    assert all(s.max_abs == 0 for s in report.steps), case.id
+
+
+def test_the_quantized_case_fails_unquantized_moments():
+    """float32 AdamW (the same math without quantizing the moments) leaves the case's
+    tolerance within the first steps, before the stored state is compared."""
+    (case,) = QUANTIZED
+    from npoptim.golden.generate import npoptim_make_step, replay, results_file
+    def make_step(params, hyper):  # params only: the float32 state has other names
+        step = npoptim_make_step(case.optimizer)(
+            params, {k: v for k, v in hyper.items() if k != "block_size"})
+        return lambda grads, lr: (step(grads, lr)[0], [None] * len(params))
+    plain = schema.parse(results_file([replay(case, make_step)]), "<r>", "results").cases[0]
+    report = compare.compare_case(case, plain)
+    assert report.failed and report.divergence.step < len(case.steps)
+
+
 # ---------------------------------------------------------------------- the ULP tolerance
 def _npoptim_results(case, precision=None):
     from npoptim.golden.generate import replay, results_file
@@ -190,6 +274,10 @@ DEFECTS = {
     "no ulp": (lambda d: d["cases"][0]["tolerance"].pop("ulp"), "tolerance.ulp"),
     "seed without stochastic": (lambda d: d["cases"][0]["precision"].__setitem__("seed", 3),
                                 "precision.seed"),
+    "quantized bfloat16": (lambda d: d["cases"][0]["precision"].__setitem__(
+        "quantization", "torchao-8bit"), "precision.quantization"),
+    "unknown quantization": (lambda d: d["cases"][0]["precision"].__setitem__(
+        "quantization", "bnb-8bit"), "precision.quantization"),
 }
 
 
@@ -203,13 +291,23 @@ def test_loader_refuses_bad_16_bit_cases(half_doc, tmp_path, defect):
         schema.parse(doc, tmp_path / "bad.json")
 
 
+def test_a_float32_case_has_a_precision_object_only_with_a_quantization(tmp_path):
+    doc = json.loads((PRECISION / "AdamW.json").read_text(encoding="utf-8"))
+    doc["cases"] = [c for c in doc["cases"] if c["precision"].get("quantization")]
+    doc["number_of_cases"] = 1
+    schema.parse(doc)
+    doc["cases"][0]["precision"]["quantization"] = None
+    with pytest.raises(schema.GoldenFileError, match="with a quantization"):
+        schema.parse(doc, tmp_path / "bad.json")
+
+
 def test_json_schema_accepts_the_precision_files_and_refuses_their_defects(half_doc):
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(regenerate.schema_text()))
     for path in sorted(PRECISION.glob("*.json")):
         errors = list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8"))))
         assert not errors, errors[0].message
-    for defect in ("no precision", "unknown rounding", "no ulp"):
+    for defect in ("no precision", "unknown rounding", "no ulp", "unknown quantization"):
         doc = copy.deepcopy(half_doc)
         DEFECTS[defect][0](doc)
         assert list(validator.iter_errors(doc)), defect

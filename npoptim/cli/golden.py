@@ -21,6 +21,13 @@ or ``float16`` with ``--precision per-op | fused | stochastic | master-weights |
 
 16-bit cases take dense gradients; a parameter whose size is not a multiple of 32 is computed
 without torch's CPU scalar remainder loop (as a GPU runs it; see npoptim.precision.adam).
+
+Quantized state (flag ``quantized-state``): a float32 Adam or AdamW case with ``--precision
+torchao-8bit | torchao-4bit | torchao-fp8`` runs torchao's ``AdamW8bit`` (``4bit``, ``Fp8``;
+``Adam8bit`` ...); a parameter of at least 4096 elements (a multiple of the block size) gets
+quantized moments, stored at the last step; initial params and grads are multiples of 1/64::
+
+    npoptim golden AdamW --precision torchao-8bit --shape 16x256 -o case.json
 """
 import json
 import sys
@@ -75,9 +82,11 @@ def add_arguments(parser):
     data.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"),
                       default="float32")
     data.add_argument("--precision", choices=("per-op", "fused", "stochastic",
-                                              "master-weights", "kahan"),
+                                              "master-weights", "kahan", "torchao-8bit",
+                                              "torchao-4bit", "torchao-fp8"),
                       help="the low-precision mode of a bfloat16/float16 case (default "
-                           "per-op)")
+                           "per-op), or the quantized state of a float32 Adam/AdamW case "
+                           "(torchao-8bit, torchao-4bit, torchao-fp8)")
     data.add_argument("--precision-seed", type=int, default=None,
                       help="the seed of stochastic rounding's stream (default 2026)")
     data.add_argument("--seed", type=int, default=0)
@@ -133,11 +142,14 @@ def build(args):
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
     half = args.dtype in ("bfloat16", "float16")
-    if args.precision and not half:
+    quantized = (args.precision or "").startswith("torchao-")
+    if quantized and args.dtype != "float32":
+        raise ValueError(f"--precision {args.precision} needs --dtype float32")
+    if args.precision and not half and not quantized:
         raise ValueError(f"--precision {args.precision} needs --dtype bfloat16 or float16")
     if args.precision_seed is not None and (args.precision or "per-op") != "stochastic":
         raise ValueError("--precision-seed is for --precision stochastic")
-    takes_csr = cls.sparse_kind != "dense-only" and not half
+    takes_csr = cls.sparse_kind != "dense-only" and not half and not quantized
     grad = args.grad
     if grad == "auto":
         grad = "csr" if takes_csr and (args.density < 1 or cls.sparse_kind == "lazy") else "dense"
@@ -147,7 +159,7 @@ def build(args):
                          "--grad dense")
     pattern = "csr-density" if grad == "csr" else ("dense" if args.density >= 1 else "dense-rows")
     shape_text = "_".join("x".join(map(str, s)) for s in shapes)
-    mode = (args.precision or "per-op") if half else None
+    mode = (args.precision or "per-op") if half else args.precision
     case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-{shape_text}-"
                           f"{grad}-d{args.density:g}-seed{args.seed}/{args.dtype}")
     objective = "separable-quartic" if cls.needs_closure else None
@@ -166,7 +178,7 @@ def build(args):
                     density=args.density, init=args.init, dtypes=(args.dtype,),
                     steps=args.steps, objective=objective,
                     schedule=None if args.schedule == "none" else args.schedule)
-    if half:
+    if half or quantized:
         from npoptim.golden import precision_cases
         seed = (precision_cases.STOCHASTIC_SEED if args.precision_seed is None
                 else args.precision_seed)

@@ -142,9 +142,13 @@ FLAGS = {
                "are lost and the trajectory drifts by 16-bit units."),
     "quantized-state": dict(
         bug_type="low precision",
-        description="Reserved for 8-bit blockwise-quantized optimizer states (issue 18, item "
-                    "5); no case has it yet.",
-        effect="(reserved)"),
+        description="Blockwise-quantized moments (torchao's AdamW8bit/AdamW4bit/AdamWFp8, "
+                    "precision.quantization): each step dequantizes the state, updates in "
+                    "float32 and quantizes it again with a new scale per block; the state "
+                    "(codes, scales, maps) is stored at the last step.",
+        effect="A different map, block size, scale (absmax floor, division or reciprocal) or "
+               "rounding of a code to the nearer map value moves codes, and through the "
+               "dequantized moments every later parameter."),
 }
 
 

@@ -19,6 +19,12 @@ mode (id part, flag)      ``precision``; what runs
                           after each step); the state is the float32 optimizer's
 ``kahan``                 ``kahan true``: torch-optimi's ``kahan_sum=True`` formulation
 (``kahan``)               (``npoptim.precision.Kahan<Opt>``), every op rounded
+``torchao-8bit``,         ``quantization "torchao-8bit"`` (``"torchao-4bit"``,
+``torchao-4bit``,         ``"torchao-fp8"``), ``rounding "fused"``: float32 params and grads,
+``torchao-fp8``           blockwise-quantized moments, ``npoptim.precision.<Opt>8bit``
+(``quantized-state``)     (``4bit``, ``Fp8``), torchao 0.18's CPU result bit for bit. The
+                          state (codes, scales, maps under torchao's names) is stored at the
+                          last step only, to keep the 4096-element cases small.
 ========================  ====================================================================
 
 Every parameter's size is a multiple of 32, so torch's CPU kernels never reach their scalar
@@ -33,7 +39,7 @@ import numpy as np
 
 from npoptim import registry
 from npoptim.golden import cases as table
-from npoptim.golden import codec
+from npoptim.golden import codec, schema
 
 #: mode -> (the flag it sets, the ``precision`` object of its cases without the seed)
 MODES = {
@@ -45,6 +51,16 @@ MODES = {
                        dict(rounding="fused", master_weights="float32", kahan=False)),
     "kahan": ("kahan", dict(rounding="per-op", master_weights=None, kahan=True)),
 }
+#: quantized-state mode (the ``precision`` object's ``quantization``) -> the suffix of its
+#: npoptim.precision class (``AdamW`` + ``8bit``: torchao's ``AdamW8bit``)
+QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8")))
+MODES.update({q: ("quantized-state", dict(rounding="fused", master_weights=None, kahan=False,
+                                          quantization=q)) for q in QUANTIZATIONS})
+#: a quantized-state case's single parameter: torchao's smallest quantized size, 4096
+QUANTIZED_SHAPES = ((16, 256),)
+#: a quantized-state case's initial params and grads are multiples of 1/64 (drawn as float32
+#: then rounded to the grid), so that they store in a few digits (the size budget)
+QUANTIZED_GRID = 64
 #: options of the 16-bit classes that the case's ``precision`` object holds instead of its
 #: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
 PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
@@ -66,6 +82,17 @@ SHAPES = ((4, 8), (32,))
 HALF = ("bfloat16", "float16")
 
 
+def quantized_tolerance(rtol):
+    """The tolerance of a quantized-state (float32) case."""
+    return {"rtol": rtol, "atol": 0.0, "lre": round(-math.log10(rtol), 3),
+            "scale": "max |expected| of each array",
+            "reason": f"float32 params and scales by rtol {rtol:g} of their scale, as float32 "
+                      "cases; codes (integers) exactly (a code is 1 unit of 255 apart). npoptim "
+                      "is torchao 0.18's CPU result bit for bit "
+                      "(tests/test_precision_golden.py); one moment landing on the other side "
+                      "of a code's midpoint changes its code and the next steps' parameters."}
+
+
 @dataclass(frozen=True)
 class PrecisionRow:
     """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
@@ -80,7 +107,8 @@ class PrecisionRow:
 
 
 def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, **options):
-    return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper, shapes=SHAPES,
+    return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper,
+                                        shapes=options.pop("shapes", SHAPES),
                                         dtypes=dtypes, steps=options.pop("steps", 10),
                                         **options))
 
@@ -106,7 +134,12 @@ TABLE = {
              dict(lr=1e-2, weight_decay=0.1), ("stochastic",))
     + _modes("AdamW", "optimi", "torch-optimi's AdamW (debiased betas, eps 1e-6 added to "
              "sqrt(v)) with a small lr, where Kahan compensation keeps updates plain "
-             "bfloat16 loses.", dict(lr=1e-3), ("kahan",)),
+             "bfloat16 loses.", dict(lr=1e-3), ("kahan",))
+    + _modes("AdamW", "weight-decay", "torchao's AdamW8bit on one float32 parameter of 4096 "
+             "elements (16 blocks of 256): moments stored as 8-bit codes of the dynamic map "
+             "and a scale per block; the state is stored at the last step.",
+             dict(lr=1e-2, weight_decay=0.1), ("torchao-8bit",), dtypes=("float32",),
+             shapes=QUANTIZED_SHAPES),
     "SGD": _modes("SGD", "nesterov-weight-decay", "Nesterov momentum with L2 weight decay.",
                   dict(lr=1e-2, momentum=0.9, nesterov=True, weight_decay=0.01),
                   ("per-op", "master-weights"))
@@ -140,6 +173,8 @@ def precision_object(mode, seed=STOCHASTIC_SEED):
 
 def mode_of(precision):
     """The mode (:data:`MODES`) of a case's ``precision`` object."""
+    if precision.get("quantization") is not None:
+        return precision["quantization"]
     if precision["kahan"]:
         return "kahan"
     if precision["master_weights"] is not None:
@@ -161,6 +196,11 @@ def make_optimizer(name, params, hyper, precision):
         cls = getattr(lowp, "Kahan" + name, None)
         if cls is None:
             raise ValueError(f"npoptim.precision has no Kahan-compensated {name}")
+        return cls(params, **hyper), None
+    if mode in QUANTIZATIONS:
+        cls = getattr(lowp, name + QUANTIZATIONS[mode], None)
+        if cls is None:
+            raise ValueError(f"npoptim.precision has no {mode} {name}")
         return cls(params, **hyper), None
     cls = getattr(lowp, name, None)
     if cls is None:
@@ -189,7 +229,7 @@ def hyperparameters(name, mode, dtype, hyper):
     """Every hyperparameter of the case (resolved from the class's defaults) without the
     :data:`PRECISION_OPTIONS`."""
     from npoptim.golden.generate import hyperparameters as resolved
-    probe = [np.zeros(32, codec.numpy_dtype(dtype))]
+    probe = [np.zeros(32, codec.numpy_dtype(dtype))]  # (no quantized state: any dtype)
     opt, inner = make_optimizer(name, probe, dict(hyper), precision_object(mode))
     return {k: v for k, v in resolved(inner or opt).items() if k not in PRECISION_OPTIONS}
 
@@ -202,27 +242,40 @@ def to_half(values, dtype):
     return np.asarray(values, np.float32).astype(codec.numpy_dtype(dtype))
 
 
+def to_grid(values):
+    """float32 ``values`` rounded to multiples of 1/:data:`QUANTIZED_GRID` (exact in float32)."""
+    if values is None:
+        return None
+    return (np.round(np.asarray(values, np.float32) * QUANTIZED_GRID)
+            / np.float32(QUANTIZED_GRID)).astype(np.float32)
+
+
 def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
     """One 16-bit case (JSON-ready) of a :class:`PrecisionRow`: the float32 case's inputs
     (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to ``dtype``, run
-    through :func:`make_optimizer`."""
+    through :func:`make_optimizer`. A quantized-state case is float32, its inputs rounded to
+    :func:`to_grid`."""
     from npoptim.golden import generate, inputs
     from npoptim.golden.flags import FLAGS, detect_flags
 
     row, mode = prow.row, prow.mode
-    if dtype not in codec.HALF_DTYPES:
-        raise ValueError(f"a precision case is bfloat16 or float16, got {dtype!r}")
     if mode not in MODES:
         raise ValueError(f"unknown precision mode {mode!r}; choose from {', '.join(MODES)}")
+    quantized = mode in QUANTIZATIONS
+    if quantized and dtype != "float32":
+        raise ValueError(f"a {mode} case is float32, got {dtype!r}")
+    if not quantized and dtype not in codec.HALF_DTYPES:
+        raise ValueError(f"a precision case is bfloat16 or float16, got {dtype!r}")
     precision = precision_object(mode, precision_seed)
     torch_name = registry.OPTIMIZERS[row.optimizer][1]
     case_id = case_id or f"{row.optimizer}/{mode}/{row.name}/{dtype}"
     seed = inputs.case_seed(case_id) if seed is None else int(seed)
     rng = inputs.Rng(seed)
     inits = row.init if isinstance(row.init, tuple) else (row.init,) * len(row.shapes)
-    params = [to_half(inputs.init_param(rng, s, kind, "float32"), dtype)
+    convert = to_grid if quantized else (lambda values: to_half(values, dtype))
+    params = [convert(inputs.init_param(rng, s, kind, "float32"))
               for s, kind in zip(row.shapes, inits)]
-    grads = [[to_half(g, dtype) for g in step] for step in inputs.PATTERNS[row.grads](
+    grads = [[convert(g) for g in step] for step in inputs.PATTERNS[row.grads](
         rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
     hyper = hyperparameters(row.optimizer, mode, dtype, row.hyper)
     live = [p.copy() for p in params]
@@ -234,9 +287,11 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         state = {i: s for i, s in enumerate(state) if s is not None}
         after = [p.copy() for p in live]
         trajectory.append([a.astype(np.float32) for a in after])
+        keep_state = not quantized or t + 1 == row.steps
         steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
                       "expected": {"params": [codec.encode_array(p) for p in after],
-                                   "state": codec.encode_state(state, len(params))}})
+                                   "state": codec.encode_state(state, len(params))
+                                   if keep_state else None}})
     flag, _ = MODES[mode]
     flags = (detect_flags([p.astype(np.float32) for p in params], grads, [lr] * row.steps,
                           [], "float32") | set(row.flags) | {flag})
@@ -256,12 +311,14 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "master-weights": [f"torch.optim.{torch_name} on float32 masters, model.copy_(master) "
                            "(torch 2.13)"],
         "kahan": [f"optimi.{row.optimizer}(kahan_sum=True) (torch-optimi 0.3.3, CPU)"],
+        **{q: [f"torchao.optim.{row.optimizer}{QUANTIZATIONS[q]} (torchao 0.18, CPU, "
+               "torch.compile)"] for q in QUANTIZATIONS},
     }[mode]
     rtol = table.DEFAULT_RTOL["float32"]
     return {
         "id": case_id,
         "optimizer": row.optimizer,
-        "torch_name": None if mode == "kahan" else torch_name,
+        "torch_name": None if mode == "kahan" or quantized else torch_name,
         "flavor": "torch",
         "framework_hyperparameters": None,
         "tags": sorted(set(generate.capability_tags(row, dtype, hyper, grads, None))
@@ -276,11 +333,10 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "hyperparameters": hyper,
         "lr_schedule": None,
         "flags": sorted(flags),
-        "tolerance": {"rtol": rtol, "atol": 0.0, "ulp": ULP_TOLERANCE,
-                      "lre": round(-math.log10(rtol), 3),
-                      "scale": "ulp of the 16-bit type; float arrays: max "
-                                            "|expected| of each array",
-                      "reason": TOLERANCE_REASON.format(ulp=ULP_TOLERANCE, rtol=rtol)},
+        "tolerance": quantized_tolerance(rtol) if quantized else {
+            "rtol": rtol, "atol": 0.0, "ulp": ULP_TOLERANCE, "lre": round(-math.log10(rtol), 3),
+            "scale": "ulp of the 16-bit type; float arrays: max |expected| of each array",
+            "reason": TOLERANCE_REASON.format(ulp=ULP_TOLERANCE, rtol=rtol)},
         "params": [codec.encode_array(p) for p in params],
         "objective": None,
         "steps": steps,

@@ -294,11 +294,14 @@ def readme_sections(files, provenance):
                 mode = ", ".join([f"rounding {p['rounding']}"]
                                  + ([f"seed {p['seed']}"] if p["seed"] is not None else [])
                                  + ([f"master {p['master_weights']}"] if p["master_weights"]
-                                    else []) + (["kahan"] if p["kahan"] else []))
+                                    else []) + (["kahan"] if p["kahan"] else [])
+                                 + ([f"quantization {p['quantization']}"]
+                                    if p.get("quantization") else []))
+                ulp = case["tolerance"].get("ulp")
                 precision_rows.append(
                     f"| `{case['id']}` | {mode} | {', '.join(case['flags'])} | "
-                    f"{case['tolerance']['ulp']} ulp (16-bit), "
-                    f"{case['tolerance']['rtol']:.0e} (float) | "
+                    + (f"{ulp} ulp (16-bit), " if ulp is not None else "")
+                    + f"{case['tolerance']['rtol']:.0e} (float) | "
                     f"{'; '.join(case['matches'])} |")
     return {"summary": "\n".join(summary), "torch": "\n".join(torch_text),
             "flavors": "\n".join(flavor_rows), "precision": "\n".join(precision_rows),

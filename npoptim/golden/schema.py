@@ -31,7 +31,11 @@ case's ``precision`` object (required with a 16-bit dtype: ``rounding`` ``"per-o
 ``master_weights`` ``"float32"`` or null, ``kahan`` true/false) and the tolerance's ``ulp``:
 16-bit arrays pass when every element is within ``ulp`` units in the last place of the 16-bit
 type (float arrays of the same case, such as master weights' float32 state, by ``rtol`` and
-``atol`` as before). npoptim writes a file in the lowest version it needs: a file without a
+``atol`` as before). A float32 case may have a ``precision`` object too when it holds the
+optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp8"``; null or
+absent otherwise): blockwise-quantized moments, stored as torchao names them
+(``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``), with flag
+``quantized-state``. npoptim writes a file in the lowest version it needs: a file without a
 16-bit case is version 2, byte for byte as before.
 """
 import json
@@ -54,6 +58,9 @@ KINDS = ("cases", "results")
 #: the keys of a case's ``precision`` object (version 3) and their allowed values
 ROUNDINGS = ("per-op", "fused", "stochastic")
 MASTER_DTYPES = ("float32",)
+#: a ``precision`` object's optional ``quantization`` (version 3): blockwise-quantized moments
+#: of a float32 case (:mod:`npoptim.precision.quantized_adam`), or null
+QUANTIZATIONS = ("torchao-8bit", "torchao-4bit", "torchao-fp8")
 
 
 def version_needed(cases):
@@ -520,10 +527,17 @@ def _parse_precision(c, raw, dtype):
         if dtype in codec.HALF_DTYPES:
             c.fail("precision", f"missing (required for a {dtype} case)")
         return None
-    if dtype not in codec.HALF_DTYPES:
-        c.fail("precision", f"only a bfloat16 or float16 case has one (the case is {dtype})")
     c.obj(raw, "precision", ("rounding", "seed", "master_weights", "kahan"))
-    extra = set(raw) - {"rounding", "seed", "master_weights", "kahan"}
+    quantization = raw.get("quantization")
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        c.fail("precision.quantization", f"expected one of {list(QUANTIZATIONS)} or null, got "
+                                         f"{quantization!r}")
+    if quantization is not None and dtype != "float32":
+        c.fail("precision.quantization", f"is for float32 cases (the case is {dtype})")
+    if quantization is None and dtype not in codec.HALF_DTYPES:
+        c.fail("precision", f"only a bfloat16 or float16 case, or a float32 one with a "
+                            f"quantization, has one (the case is {dtype})")
+    extra = set(raw) - {"rounding", "seed", "master_weights", "kahan", "quantization"}
     if extra:
         c.fail(f"precision.{sorted(extra)[0]}", "unknown field of a precision object")
     if raw["rounding"] not in ROUNDINGS:
@@ -715,7 +729,8 @@ JSON_SCHEMA = {
             "properties": {"rounding": {"enum": list(ROUNDINGS)},
                            "seed": {"type": ["integer", "null"], "minimum": 0},
                            "master_weights": {"enum": list(MASTER_DTYPES) + [None]},
-                           "kahan": {"type": "boolean"}}},
+                           "kahan": {"type": "boolean"},
+                           "quantization": {"enum": list(QUANTIZATIONS) + [None]}}},
         "case": {
             "type": "object",
             "required": ["id", "optimizer", "dtype", "hyperparameters", "params", "steps",
