@@ -23,7 +23,7 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``radam``, Keras's ``Adafactor``, ...).
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``adafactor``, Keras's ``Adafactor``, ...).
 """
 import functools
 import inspect
@@ -289,6 +289,7 @@ OPTAX = Flavor(
         "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
                      weight_layout="in_out"),
         "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
+        "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -488,6 +489,15 @@ OPTAX = Flavor(
             unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
                                                  "scale_by_zoom_linesearch) is not "
                                                  "implemented: pass linesearch=None")}),
+        "radam": FrameworkOptimizer(
+            "RAdam", _OPTAX_ADAM_NAMES,
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 threshold=5.0, nesterov=False),
+            unsupported={"eps_root": _OPTAX_ADAM_UNSUPPORTED["eps_root"],
+                         "threshold": ((5.0,), "npoptim rectifies at rho_t = 5 (torch's "
+                                               "threshold)"),
+                         "nesterov": ((False,), "RAdam with a Nesterov first moment is not "
+                                                "implemented")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -535,12 +545,12 @@ OPTAX = Flavor(
         "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
                 "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
                 "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
+        "RAdam": "eps added to sqrt(v_hat), the bias-corrected v (eps_mode='bias_corrected'; "
+                 "torch: to sqrt(v) before the sqrt(1 - b2^t) factor); rectified where rho_t "
+                 ">= 5 (rectify_threshold_inclusive; torch: > 5); no weight decay",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "radam": "optax adds eps to sqrt(v_hat) (the bias-corrected v), torch's RAdam to "
-                 "sqrt(v) before the sqrt(1 - b2^t) factor, and rectifies at rho >= 5 (torch: "
-                 "rho > 5); npoptim RAdam has no eps switch",
         "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
                  "step moves nothing), torch's Rprop this step's; no switch",
         "nadam": "optax's nadam is Adam with a Nesterov first moment at a constant b1 (no "
