@@ -247,10 +247,13 @@ _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 
                      "eps": "eps"}
 _OPTAX_ADAM_UNSUPPORTED = {"eps_root": ((0.0,), "eps_root (eps inside the square root) is not "
                                                 "implemented"),
-                           "nesterov": ((False,), "Adam with nesterov is NAdam, not an optax "
-                                                  "convention npoptim implements"),
+                           "nesterov": ((False,), "Adam with nesterov is optax's nadam: "
+                                                  "from_framework('optax', 'nadam', ...)"),
                            "mu_dtype": ((None,), "npoptim keeps the moments in the "
                                                  "parameter's dtype")}
+_OPTAX_NADAM_UNSUPPORTED = dict(
+    eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+    nesterov=((True,), "nadam without nesterov is optax's adam (npoptim Adam)"))
 OPTAX = Flavor(
     name="optax", framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
     switches={
@@ -290,6 +293,7 @@ OPTAX = Flavor(
                      weight_layout="in_out"),
         "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
         "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
+        "NAdam": dict(momentum_schedule="none", state_dtype="param"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -498,6 +502,19 @@ OPTAX = Flavor(
                                                "threshold)"),
                          "nesterov": ((False,), "RAdam with a Nesterov first moment is not "
                                                 "implemented")}),
+        # optax.nadam / nadamw: adam / adamw with nesterov=True (Dozat's form, constant b1)
+        "nadam": FrameworkOptimizer(
+            "NAdam", _OPTAX_ADAM_NAMES,
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 mu_dtype=None, nesterov=True),
+            fixed=dict(weight_decay=0.0),
+            unsupported=dict(_OPTAX_NADAM_UNSUPPORTED)),
+        "nadamw": FrameworkOptimizer(
+            "NAdam", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 mu_dtype=None, weight_decay=1e-4, mask=None, nesterov=True),
+            fixed=dict(decoupled_weight_decay=True),
+            unsupported=dict(_OPTAX_NADAM_UNSUPPORTED, mask=_OPTAX_MASK)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -548,15 +565,15 @@ OPTAX = Flavor(
         "RAdam": "eps added to sqrt(v_hat), the bias-corrected v (eps_mode='bias_corrected'; "
                  "torch: to sqrt(v) before the sqrt(1 - b2^t) factor); rectified where rho_t "
                  ">= 5 (rectify_threshold_inclusive; torch: > 5); no weight decay",
+        "NAdam": "nadam/nadamw: a constant mu_t = b1 (momentum_schedule='none'; torch: "
+                 "b1 (1 - 0.96^(t momentum_decay) / 2)), so m_hat = b1 m / (1 - b1^(t+1)) + "
+                 "(1 - b1) g / (1 - b1^t); b1^t in the parameter's dtype (state_dtype='param'); "
+                 "nadamw: decoupled decay, default 1e-4; lr required",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
         "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
                  "step moves nothing), torch's Rprop this step's; no switch",
-        "nadam": "optax's nadam is Adam with a Nesterov first moment at a constant b1 (no "
-                 "momentum schedule), torch's NAdam (npoptim's) has mu_t = b1 (1 - 0.96^(t "
-                 "momentum_decay) / 2): no momentum_decay gives a constant b1; no switch",
-        "nadamw": "as nadam, with decoupled decay",
         "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
                      "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
                      "g^2) is not torch's Adafactor (npoptim's); no switch",
