@@ -294,6 +294,8 @@ OPTAX = Flavor(
         "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
         "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
+        # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
+        "Rprop": {},
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -515,6 +517,11 @@ OPTAX = Flavor(
                  mu_dtype=None, weight_decay=1e-4, mask=None, nesterov=True),
             fixed=dict(decoupled_weight_decay=True),
             unsupported=dict(_OPTAX_NADAM_UNSUPPORTED, mask=_OPTAX_MASK)),
+        "rprop": FrameworkOptimizer(
+            "Rprop", {"learning_rate": "lr", "eta_minus": ("etas", 0), "eta_plus": ("etas", 1),
+                      "min_step_size": ("step_sizes", 0), "max_step_size": ("step_sizes", 1)},
+            dict(learning_rate=REQUIRED, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6,
+                 max_step_size=50.0)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -569,11 +576,13 @@ OPTAX = Flavor(
                  "b1 (1 - 0.96^(t momentum_decay) / 2)), so m_hat = b1 m / (1 - b1^(t+1)) + "
                  "(1 - b1) g / (1 - b1^t); b1^t in the parameter's dtype (state_dtype='param'); "
                  "nadamw: decoupled decay, default 1e-4; lr required",
+        "Rprop": "torch's math (optax's initial step sizes are learning_rate, as torch's); "
+                 "optax 0.2.8's scale_by_rprop has a bug: it returns the previous step's "
+                 "update (the first step moves nothing; optax PR #1725), a known bug "
+                 "(tests/data/framework_known_bugs.json)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
-                 "step moves nothing), torch's Rprop this step's; no switch",
         "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
                      "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
                      "g^2) is not torch's Adafactor (npoptim's); no switch",

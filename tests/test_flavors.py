@@ -353,8 +353,8 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], step_scope="global")
 
 
-@pytest.mark.parametrize("framework, name", [("optax", "adafactor"), ("optax", "rprop"),
-                                             ("optax", "noisy_sgd"), ("keras", "Adafactor")])
+@pytest.mark.parametrize("framework, name", [("optax", "adafactor"), ("optax", "noisy_sgd"),
+                                             ("keras", "Adafactor")])
 def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(framework,
                                                                                   name):
     why = flavors.get(framework).not_reproduced[name]
