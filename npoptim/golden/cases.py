@@ -291,7 +291,7 @@ TABLE = {
             "on within the steps.", dict(lr=1e-2, betas=(0.9, 0.9)), steps=14),
         Row("RAdam", "rho-equals-5", "beta2 0.8397685748659791: rho_t is exactly 5.0 at step "
             "6 (torch: an SGD step there, > 5; optax rectifies, >= 5).",
-            dict(lr=1e-2, betas=(0.9, 0.8397685748659791)), steps=8),
+            dict(lr=1e-2, betas=(0.9, 0.8397685748659791)), steps=10),
     ]),
     "ASGD": _common_dense("ASGD", 1e-2, eps_scale=None, extra=[
         Row("ASGD", "averaging", "t0=3: averaging (ax, mu) starts at step 4; lambd and alpha "

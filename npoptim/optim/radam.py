@@ -34,7 +34,7 @@ Convention switches (see :mod:`npoptim.flavors`; the ``optax`` flavor sets both,
   bias-corrected :math:`v`: the rectified step is
   :math:`\theta \leftarrow \theta + \bigl(r_t\,\tfrac{m}{b_1} / (\sqrt{v / b_2} + \epsilon)
   \bigr)(-\gamma)`, in optax's order (torch's ``"torch"`` is the same with
-  :math:`\epsilon\sqrt{b_2}` in place of :math:`\epsilon`).
+  :math:`\epsilon/\sqrt{b_2}` in place of :math:`\epsilon`).
 * ``rectify_threshold_inclusive=True``: rectify where :math:`\rho_t \ge 5` (optax's
   ``ro >= threshold``) instead of torch's :math:`\rho_t > 5`; the two differ only at a step
   whose :math:`\rho_t` is exactly 5.0 (``betas=(0.9, 0.8397685748659791)`` at step 6).
