@@ -23,7 +23,7 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``radam``, Keras's ``Adafactor``, ...).
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``adafactor``, Keras's ``Adafactor``, ...).
 """
 import functools
 import inspect
@@ -247,10 +247,13 @@ _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 
                      "eps": "eps"}
 _OPTAX_ADAM_UNSUPPORTED = {"eps_root": ((0.0,), "eps_root (eps inside the square root) is not "
                                                 "implemented"),
-                           "nesterov": ((False,), "Adam with nesterov is NAdam, not an optax "
-                                                  "convention npoptim implements"),
+                           "nesterov": ((False,), "Adam with nesterov is optax's nadam: "
+                                                  "from_framework('optax', 'nadam', ...)"),
                            "mu_dtype": ((None,), "npoptim keeps the moments in the "
                                                  "parameter's dtype")}
+_OPTAX_NADAM_UNSUPPORTED = dict(
+    eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+    nesterov=((True,), "nadam without nesterov is optax's adam (npoptim Adam)"))
 OPTAX = Flavor(
     name="optax", framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
     switches={
@@ -289,6 +292,10 @@ OPTAX = Flavor(
         "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
                      weight_layout="in_out"),
         "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
+        "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
+        "NAdam": dict(momentum_schedule="none", state_dtype="param"),
+        # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
+        "Rprop": {},
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -488,6 +495,33 @@ OPTAX = Flavor(
             unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
                                                  "scale_by_zoom_linesearch) is not "
                                                  "implemented: pass linesearch=None")}),
+        "radam": FrameworkOptimizer(
+            "RAdam", _OPTAX_ADAM_NAMES,
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 threshold=5.0, nesterov=False),
+            unsupported={"eps_root": _OPTAX_ADAM_UNSUPPORTED["eps_root"],
+                         "threshold": ((5.0,), "npoptim rectifies at rho_t = 5 (torch's "
+                                               "threshold)"),
+                         "nesterov": ((False,), "RAdam with a Nesterov first moment is not "
+                                                "implemented")}),
+        # optax.nadam / nadamw: adam / adamw with nesterov=True (Dozat's form, constant b1)
+        "nadam": FrameworkOptimizer(
+            "NAdam", _OPTAX_ADAM_NAMES,
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 mu_dtype=None, nesterov=True),
+            fixed=dict(weight_decay=0.0),
+            unsupported=dict(_OPTAX_NADAM_UNSUPPORTED)),
+        "nadamw": FrameworkOptimizer(
+            "NAdam", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
+                 mu_dtype=None, weight_decay=1e-4, mask=None, nesterov=True),
+            fixed=dict(decoupled_weight_decay=True),
+            unsupported=dict(_OPTAX_NADAM_UNSUPPORTED, mask=_OPTAX_MASK)),
+        "rprop": FrameworkOptimizer(
+            "Rprop", {"learning_rate": "lr", "eta_minus": ("etas", 0), "eta_plus": ("etas", 1),
+                      "min_step_size": ("step_sizes", 0), "max_step_size": ("step_sizes", 1)},
+            dict(learning_rate=REQUIRED, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6,
+                 max_step_size=50.0)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -535,18 +569,20 @@ OPTAX = Flavor(
         "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
                 "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
                 "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
+        "RAdam": "eps added to sqrt(v_hat), the bias-corrected v (eps_mode='bias_corrected'; "
+                 "torch: to sqrt(v) before the sqrt(1 - b2^t) factor); rectified where rho_t "
+                 ">= 5 (rectify_threshold_inclusive; torch: > 5); no weight decay",
+        "NAdam": "nadam/nadamw: a constant mu_t = b1 (momentum_schedule='none'; torch: "
+                 "b1 (1 - 0.96^(t momentum_decay) / 2)), so m_hat = b1 m / (1 - b1^(t+1)) + "
+                 "(1 - b1) g / (1 - b1^t); b1^t in the parameter's dtype (state_dtype='param'); "
+                 "nadamw: decoupled decay, default 1e-4; lr required",
+        "Rprop": "torch's math (optax's initial step sizes are learning_rate, as torch's); "
+                 "optax 0.2.8's scale_by_rprop has a bug: it returns the previous step's "
+                 "update (the first step moves nothing; optax PR #1725), a known bug "
+                 "(tests/data/framework_known_bugs.json)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "radam": "optax adds eps to sqrt(v_hat) (the bias-corrected v), torch's RAdam to "
-                 "sqrt(v) before the sqrt(1 - b2^t) factor, and rectifies at rho >= 5 (torch: "
-                 "rho > 5); npoptim RAdam has no eps switch",
-        "rprop": "optax 0.2.8's scale_by_rprop returns the previous step's update (its first "
-                 "step moves nothing), torch's Rprop this step's; no switch",
-        "nadam": "optax's nadam is Adam with a Nesterov first moment at a constant b1 (no "
-                 "momentum schedule), torch's NAdam (npoptim's) has mu_t = b1 (1 - 0.96^(t "
-                 "momentum_decay) / 2): no momentum_decay gives a constant b1; no switch",
-        "nadamw": "as nadam, with decoupled decay",
         "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
                      "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
                      "g^2) is not torch's Adafactor (npoptim's); no switch",

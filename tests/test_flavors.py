@@ -353,14 +353,38 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], step_scope="global")
 
 
-@pytest.mark.parametrize("framework, name", [("optax", "radam"), ("optax", "rprop"),
-                                             ("optax", "nadam"), ("keras", "Adafactor")])
+@pytest.mark.parametrize("framework, name", [("optax", "adafactor"), ("optax", "noisy_sgd"),
+                                             ("keras", "Adafactor")])
 def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(framework,
                                                                                   name):
     why = flavors.get(framework).not_reproduced[name]
     with pytest.raises(ValueError, match="is not reproduced") as info:
         flavors.from_framework(framework, name, [np.zeros(2)], learning_rate=1e-2)
     assert why in str(info.value)
+
+
+def test_optax_radam_sets_the_eps_and_threshold_switches_and_refuses_other_thresholds():
+    opt = flavors.from_framework("optax", "radam", [np.zeros(2)], learning_rate=1e-2)
+    group = opt.param_groups[0]
+    assert (group["eps_mode"], group["rectify_threshold_inclusive"]) == ("bias_corrected", True)
+    assert (group["lr"], group["betas"], group["eps"]) == (1e-2, (0.9, 0.999), 1e-8)
+    with pytest.raises(ValueError, match="threshold=4.0"):
+        flavors.from_framework("optax", "radam", [np.zeros(2)], learning_rate=1e-2,
+                               threshold=4.0)
+
+
+def test_optax_nadam_and_nadamw_are_nadam_without_the_momentum_schedule():
+    nadam = flavors.from_framework("optax", "nadam", [np.zeros(2)], learning_rate=1e-2)
+    nadamw = flavors.from_framework("optax", "nadamw", [np.zeros(2)], learning_rate=1e-2)
+    for opt in (nadam, nadamw):
+        group = opt.param_groups[0]
+        assert (group["momentum_schedule"], group["state_dtype"]) == ("none", "param")
+    assert nadam.param_groups[0]["weight_decay"] == 0.0
+    assert (nadamw.param_groups[0]["weight_decay"],
+            nadamw.param_groups[0]["decoupled_weight_decay"]) == (1e-4, True)
+    with pytest.raises(ValueError, match="nesterov=False"):
+        flavors.from_framework("optax", "nadam", [np.zeros(2)], learning_rate=1e-2,
+                               nesterov=False)
 
 
 def test_none_without_a_framework_twin_and_optax_warmup_are_refused():

@@ -2,6 +2,7 @@
 import copy
 
 import numpy as np
+import pytest
 
 import npoptim
 from torch_compare import needs_torch
@@ -57,3 +58,24 @@ def test_mu_product_is_a_0d_float32_array_as_in_torch():
         mu_product = opt.state_dict()["state"][0]["mu_product"]
         assert isinstance(mu_product, np.ndarray)
         assert mu_product.shape == () and mu_product.dtype == np.float32
+
+
+def test_no_momentum_schedule_is_dozats_form_with_a_constant_beta1():
+    """momentum_schedule="none" (optax.nadam), by hand: m_hat = b1 m / (1 - b1^(t+1)) +
+    (1 - b1) g / (1 - b1^t) over sqrt(v / (1 - b2^t)) + eps."""
+    beta1, beta2, lr, eps = 0.8, 0.99, 0.1, 1e-3
+    rng = np.random.default_rng(3)
+    p = rng.standard_normal(4)
+    expected, m, v = p.copy(), np.zeros(4), np.zeros(4)
+    opt = npoptim.NAdam([p], lr=lr, betas=(beta1, beta2), eps=eps, momentum_schedule="none",
+                        state_dtype="param")
+    for t in range(1, 9):
+        g = rng.standard_normal(4)
+        opt.step([g])
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        m_hat = beta1 * m / (1 - beta1 ** (t + 1)) + (1 - beta1) * g / (1 - beta1 ** t)
+        expected = expected - lr * m_hat / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+    np.testing.assert_allclose(p, expected, rtol=1e-13, atol=1e-15)
+    with pytest.raises(ValueError, match="momentum_schedule"):
+        npoptim.NAdam([p], momentum_schedule="keras")

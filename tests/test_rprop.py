@@ -82,3 +82,29 @@ def test_invalid_hyperparameters_raise_torch_messages():
         npoptim.Rprop([p], lr=-0.1)
     with pytest.raises(ValueError, match="Invalid eta values: 1.0, 0.5"):
         npoptim.Rprop([p], lr=1e-2, etas=(1.0, 0.5))
+
+
+def test_optax_rprop_lags_one_step_behind_torchs_and_is_a_known_bug():
+    """optax 0.2.8's scale_by_rprop (tests/data/framework_known_bugs.json) returns the previous
+    step's update, zeroed where this step's gradient flips its sign; with the same step sizes
+    and signs as torch's: so each optax update is npoptim's (torch's) update of the step
+    before, d_{t-1}, where g_t d_{t-1} <= 0, and 0 elsewhere. The first step moves nothing."""
+    import json
+    from pathlib import Path
+    from optax_compare import npoptim_trajectory, optax_trajectory, problem
+    params, grads = problem(seed=5, steps=10)
+    grads = [[g * (-1) ** t for g in step] for t, step in enumerate(grads)]  # sign flips too
+    optax = pytest.importorskip("optax")
+    theirs = optax_trajectory(lambda: optax.rprop(1e-2), params, grads)
+    start = [p.copy() for p in params]
+    ours = npoptim_trajectory(npoptim.Rprop(params, lr=1e-2), params, grads)
+    for t in range(len(grads)):
+        before_theirs = theirs[t - 1] if t else start
+        lagged = [np.zeros_like(p) for p in start] if t == 0 else [
+            a - (ours[t - 2][i] if t >= 2 else start[i]) for i, a in enumerate(ours[t - 1])]
+        for i, g in enumerate(grads[t]):
+            expected = np.where(g * lagged[i] > 0, 0.0, lagged[i])
+            np.testing.assert_allclose(theirs[t][i] - before_theirs[i], expected,
+                                       rtol=0, atol=1e-15)
+    bugs = json.loads((Path(__file__).parent / "data" / "framework_known_bugs.json").read_text())
+    assert any(b["framework"] == "optax" and b["optimizer"] == "Rprop" for b in bugs["bugs"])

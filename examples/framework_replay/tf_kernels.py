@@ -65,10 +65,22 @@ def kernel_for(case):
     return None, f"no TensorFlow kernel computes {name} with these conventions"
 
 
+def full_hyperparameters(case):
+    """The case's hyperparameters over the npoptim constructor's defaults (a case stores only
+    what it sets, e.g. no ``nesterov`` when it is False)."""
+    import inspect
+
+    from npoptim import registry
+    defaults = {name: p.default for name, p in
+                inspect.signature(registry.get(case.optimizer).__init__).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return dict(defaults, **generate.from_json_hyper(case.hyperparameters))
+
+
 def make_step(kernel, case):
     import tensorflow as tf
 
-    h = generate.from_json_hyper(case.hyperparameters)
+    h = full_hyperparameters(case)
 
     def factory(params, _hyper):
         dtype = params[0].dtype

@@ -289,6 +289,9 @@ TABLE = {
             dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)),
         Row("RAdam", "rectification", "betas (0.9, 0.9): the variance rectification switches "
             "on within the steps.", dict(lr=1e-2, betas=(0.9, 0.9)), steps=14),
+        Row("RAdam", "rho-equals-5", "beta2 0.8397685748659791: rho_t is exactly 5.0 at step "
+            "6 (torch: an SGD step there, > 5; optax rectifies, >= 5).",
+            dict(lr=1e-2, betas=(0.9, 0.8397685748659791)), steps=10),
     ]),
     "ASGD": _common_dense("ASGD", 1e-2, eps_scale=None, extra=[
         Row("ASGD", "averaging", "t0=3: averaging (ax, mu) starts at step 4; lambd and alpha "

@@ -27,6 +27,15 @@ the parameter's dtype, as Keras keeps its ``u_product`` (the ``keras`` flavor, w
 ``momentum_decay=1``: Keras's schedule :math:`\beta_1(1 - \tfrac12 0.96^{t})` is torch's with
 :math:`\psi = 1`). Under ``step_scope="global"`` a step without a gradient ages ``step`` and
 multiplies ``mu_product`` by that step's :math:`\mu_t`, as Keras's one ``u_product`` does.
+
+Convention switch ``momentum_schedule="none"`` (the ``optax`` flavor, with
+``state_dtype="param"``): a constant :math:`\mu_t = \beta_1`, so :math:`\Pi_t = \beta_1^t` and
+the step is optax's ``nadam`` (``scale_by_adam(nesterov=True)``, Dozat's form):
+:math:`\hat m = \beta_1\, m / (1-\beta_1^{t+1}) + (1-\beta_1)\, g / (1-\beta_1^t)`,
+:math:`\theta \leftarrow \theta - \gamma\, \hat m / (\sqrt{v / (1-\beta_2^t)} + \epsilon)`
+(``momentum_decay`` is then unused); optax's ``nadamw`` adds the decoupled decay, which is
+``decoupled_weight_decay=True`` (optax decays by :math:`\gamma\lambda\theta` of the
+parameter before the update, as torch does).
 Loading a state_dict casts it to the parameter's dtype, as torch's
 ``load_state_dict`` does with every floating-point state except ``step``; so for a float64
 parameter a loaded optimizer continues (like torch) with a float64 ``mu_product`` and drifts
@@ -45,6 +54,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.variants import check_choice
 
 
 class NAdamHyper(NamedTuple):
@@ -81,33 +91,38 @@ def _nadam_dense(param, grad, states, hyper):
 
 #: the dtypes ``mu_product`` can be kept in (``state_dtype``)
 STATE_DTYPES = ("float32", "param")
+#: torch's (and Keras's) momentum schedule, or optax's constant mu_t = beta1
+MOMENTUM_SCHEDULES = ("torch", "none")
 
 
 class NAdam(Optimizer):
     """NAdam, matching ``torch.optim.NAdam`` option for option (see the module docstring).
 
     ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only. Convention switch (:mod:`npoptim.flavors`): ``state_dtype``.
+    compatibility only. Convention switches (:mod:`npoptim.flavors`): ``state_dtype``,
+    ``momentum_schedule``.
     """
 
-    torch_conventions = {"state_dtype": "float32"}
+    torch_conventions = {"state_dtype": "float32", "momentum_schedule": "torch"}
 
     @flavored
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False,
-                 state_dtype="float32"):
+                 state_dtype="float32", momentum_schedule="torch"):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable,
-                                      state_dtype=state_dtype))
+                                      state_dtype=state_dtype,
+                                      momentum_schedule=momentum_schedule))
 
     def _check_group(self, group):
         if group.get("state_dtype", "float32") not in STATE_DTYPES:
             raise ValueError(f"state_dtype must be one of {', '.join(map(repr, STATE_DTYPES))}, "
                              f"got {group['state_dtype']!r}")
+        check_choice(group, "momentum_schedule", MOMENTUM_SCHEDULES)
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])
         check_nonnegative(group, "weight_decay")
@@ -128,6 +143,8 @@ class NAdam(Optimizer):
     @staticmethod
     def _mu(group, step):
         """The momentum schedule's mu_t (the module docstring)."""
+        if group.get("momentum_schedule", "torch") == "none":
+            return group["betas"][0]
         return group["betas"][0] * (1.0 - 0.5 * (0.96 ** (step * group["momentum_decay"])))
 
     def _advance(self, state, group):

@@ -26,16 +26,30 @@ products are evaluated left to right as torch does, and :math:`\sqrt{b_2}/(\sqrt
 as torch's ``scalar / tensor``, a reciprocal then a product. L2 weight decay and the :math:`v`
 update are fused multiply-adds and :math:`m` a ``lerp``, as in torch's CPU kernels (see
 :mod:`npoptim.kernels.scalar`). Dense gradients only, as in torch.
+
+Convention switches (see :mod:`npoptim.flavors`; the ``optax`` flavor sets both, as
+``optax.scale_by_radam`` 0.2.8 computes):
+
+* ``eps_mode="bias_corrected"``: :math:`\epsilon` added to :math:`\sqrt{\hat v}`, the
+  bias-corrected :math:`v`: the rectified step is
+  :math:`\theta \leftarrow \theta + \bigl(r_t\,\tfrac{m}{b_1} / (\sqrt{v / b_2} + \epsilon)
+  \bigr)(-\gamma)`, in optax's order (torch's ``"torch"`` is the same with
+  :math:`\epsilon/\sqrt{b_2}` in place of :math:`\epsilon`).
+* ``rectify_threshold_inclusive=True``: rectify where :math:`\rho_t \ge 5` (optax's
+  ``ro >= threshold``) instead of torch's :math:`\rho_t > 5`; the two differ only at a step
+  whose :math:`\rho_t` is exactly 5.0 (``betas=(0.9, 0.8397685748659791)`` at step 6).
 """
 from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.variants import check_choice, check_flag
 
 
 class RAdamHyper(NamedTuple):
@@ -53,7 +67,8 @@ class RAdamHyper(NamedTuple):
     lr: float
     bias_correction2_sqrt: float  # sqrt(b2)
     eps: float
-    rect: float                   # r_t (the rectified rule only)
+    rect: float                   # r_t (the rectified rules only)
+    bias_correction2: float       # b2 (eps_mode="bias_corrected")
 
 
 @kernel
@@ -64,6 +79,16 @@ def radam_rule(p, g, s, h):
     # torch's ``scalar / tensor``: a reciprocal, then the product
     adaptive_lr = constant(1.0, v) / (np.sqrt(v) + h.eps) * h.bias_correction2_sqrt
     return p - m / h.bias_correction1 * h.lr * adaptive_lr * h.rect, (m, v)
+
+
+@kernel
+def radam_bias_corrected_eps_rule(p, g, s, h):
+    """A rectified step with eps added to sqrt(v_hat) (``eps_mode="bias_corrected"``), in
+    optax's order: ``p + (r * m_hat / (sqrt(v_hat) + eps)) * -lr``."""
+    exp_avg, exp_avg_sq = s
+    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
+    update = h.rect * (m / h.bias_correction1) / (np.sqrt(v / h.bias_correction2) + h.eps)
+    return p + update * -h.lr, (m, v)
 
 
 @kernel
@@ -80,6 +105,11 @@ def _radam_dense(param, grad, states, hyper):
 
 
 @kernel
+def _radam_bias_corrected_eps_dense(param, grad, states, hyper):
+    apply_dense(radam_bias_corrected_eps_rule, param, grad, states, RAdamHyper(*hyper))
+
+
+@kernel
 def _unrectified_dense(param, grad, states, hyper):
     apply_dense(unrectified_rule, param, grad, states, RAdamHyper(*hyper))
 
@@ -88,19 +118,27 @@ class RAdam(Optimizer):
     """RAdam, matching ``torch.optim.RAdam`` option for option (see the module docstring).
 
     ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    compatibility only. Convention switches (:mod:`npoptim.flavors`): ``eps_mode``,
+    ``rectify_threshold_inclusive``.
     """
 
+    torch_conventions = {"eps_mode": "torch", "rectify_threshold_inclusive": False}
+
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
-                 capturable=False, differentiable=False):
+                 capturable=False, differentiable=False, eps_mode="torch",
+                 rectify_threshold_inclusive=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      differentiable=differentiable))
+                                      differentiable=differentiable, eps_mode=eps_mode,
+                                      rectify_threshold_inclusive=rectify_threshold_inclusive))
 
     def _check_group(self, group):
+        check_choice(group, "eps_mode", ("torch", "bias_corrected"))
+        check_flag(group, "rectify_threshold_inclusive")
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])
         check_nonnegative(group, "weight_decay")
@@ -116,12 +154,17 @@ class RAdam(Optimizer):
         bias_correction2 = 1 - beta2 ** step
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
-        rectified = rho_t > 5.0
+        rectified = rho_t >= 5.0 if group["rectify_threshold_inclusive"] else rho_t > 5.0
         rect = (((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 ** 0.5 if rectified else 0.0)
         hyper = typed_record(RAdamHyper, param, **moment_hyper(group),
                              bias_correction1=bias_correction1, lr=group["lr"],
                              bias_correction2_sqrt=bias_correction2 ** 0.5, eps=group["eps"],
-                             rect=rect)
-        kernel_ = _radam_dense if rectified else _unrectified_dense
+                             rect=rect, bias_correction2=bias_correction2)
+        if not rectified:
+            kernel_ = _unrectified_dense
+        elif group["eps_mode"] == "bias_corrected":
+            kernel_ = _radam_bias_corrected_eps_dense
+        else:
+            kernel_ = _radam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)

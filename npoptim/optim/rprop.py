@@ -21,6 +21,7 @@ dtype (torch's ``sign.eq(etaminus)``).
 """
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
@@ -86,6 +87,7 @@ class Rprop(Optimizer):
     compatibility only.
     """
 
+    @flavored
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, etas=etas, step_sizes=step_sizes,
