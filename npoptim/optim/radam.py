@@ -32,9 +32,9 @@ Convention switches (see :mod:`npoptim.flavors`; the ``optax`` flavor sets both,
 
 * ``eps_mode="bias_corrected"``: :math:`\epsilon` added to :math:`\sqrt{\hat v}`, the
   bias-corrected :math:`v`: the rectified step is
-  :math:`\theta \leftarrow \theta + \bigl(r_t\,\tfrac{m}{b_1} / (\sqrt{v / b_2} + \epsilon)
-  \bigr)(-\gamma)`, in optax's order (torch's ``"torch"`` is the same with
-  :math:`\epsilon/\sqrt{b_2}` in place of :math:`\epsilon`).
+  :math:`\theta \leftarrow \theta - \gamma\, r_t\,\tfrac{m}{b_1} / (\sqrt{v / b_2} + \epsilon)`,
+  which is torch's rule with :math:`\epsilon\sqrt{b_2}` in place of :math:`\epsilon`: the
+  one rule runs with that eps (optax's own order of operations differs by rounding only).
 * ``rectify_threshold_inclusive=True``: rectify where :math:`\rho_t \ge 5` (optax's
   ``ro >= threshold``) instead of torch's :math:`\rho_t > 5`; the two differ only at a step
   whose :math:`\rho_t` is exactly 5.0 (``betas=(0.9, 0.8397685748659791)`` at step 6).
@@ -67,8 +67,7 @@ class RAdamHyper(NamedTuple):
     lr: float
     bias_correction2_sqrt: float  # sqrt(b2)
     eps: float
-    rect: float                   # r_t (the rectified rules only)
-    bias_correction2: float       # b2 (eps_mode="bias_corrected")
+    rect: float                   # r_t (the rectified rule only)
 
 
 @kernel
@@ -82,16 +81,6 @@ def radam_rule(p, g, s, h):
 
 
 @kernel
-def radam_bias_corrected_eps_rule(p, g, s, h):
-    """A rectified step with eps added to sqrt(v_hat) (``eps_mode="bias_corrected"``), in
-    optax's order: ``p + (r * m_hat / (sqrt(v_hat) + eps)) * -lr``."""
-    exp_avg, exp_avg_sq = s
-    p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
-    update = h.rect * (m / h.bias_correction1) / (np.sqrt(v / h.bias_correction2) + h.eps)
-    return p + update * -h.lr, (m, v)
-
-
-@kernel
 def unrectified_rule(p, g, s, h):
     """An early step (``rho_t <= 5``): SGD with the bias-corrected momentum."""
     exp_avg, exp_avg_sq = s
@@ -102,11 +91,6 @@ def unrectified_rule(p, g, s, h):
 @kernel
 def _radam_dense(param, grad, states, hyper):
     apply_dense(radam_rule, param, grad, states, RAdamHyper(*hyper))
-
-
-@kernel
-def _radam_bias_corrected_eps_dense(param, grad, states, hyper):
-    apply_dense(radam_bias_corrected_eps_rule, param, grad, states, RAdamHyper(*hyper))
 
 
 @kernel
@@ -157,14 +141,11 @@ class RAdam(Optimizer):
         rectified = rho_t >= 5.0 if group["rectify_threshold_inclusive"] else rho_t > 5.0
         rect = (((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 ** 0.5 if rectified else 0.0)
+        eps = group["eps"]
+        if group["eps_mode"] == "bias_corrected":  # sqrt(v/b2) + eps = (sqrt(v) + eps')/sqrt(b2)
+            eps = eps * bias_correction2 ** 0.5
         hyper = typed_record(RAdamHyper, param, **moment_hyper(group),
                              bias_correction1=bias_correction1, lr=group["lr"],
-                             bias_correction2_sqrt=bias_correction2 ** 0.5, eps=group["eps"],
-                             rect=rect, bias_correction2=bias_correction2)
-        if not rectified:
-            kernel_ = _unrectified_dense
-        elif group["eps_mode"] == "bias_corrected":
-            kernel_ = _radam_bias_corrected_eps_dense
-        else:
-            kernel_ = _radam_dense
+                             bias_correction2_sqrt=bias_correction2 ** 0.5, eps=eps, rect=rect)
+        kernel_ = _radam_dense if rectified else _unrectified_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
