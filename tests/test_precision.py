@@ -58,7 +58,7 @@ def _problem(dtype, n=50, steps=3, seed=0):
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax",
-                                  "Adadelta", "KahanLion"])
+                                  "Adadelta", "KahanLion", "NAdam", "RAdam", "ASGD", "Rprop"])
 def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
     kwargs = dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}
     param, grads = _problem(BF16)
