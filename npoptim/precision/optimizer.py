@@ -228,7 +228,7 @@ def _loaded_scalar(arr, param, format, where):
     """A loaded 0-d scalar state cast to the param's dtype, as torch's ``load_state_dict``
     casts every floating-point state but ``step`` (rounded to nearest: float32, then the
     format)."""
-    if arr.shape != () or arr.dtype.kind not in "f" and arr.dtype != param.dtype:
+    if arr.shape != () or (arr.dtype.kind != "f" and arr.dtype != param.dtype):
         raise ValueError(f"{where} must be a 0-d float array, got shape {arr.shape} and dtype "
                          f"{arr.dtype}")
     if arr.dtype == param.dtype:

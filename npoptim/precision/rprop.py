@@ -18,7 +18,9 @@ compared with 16-bit tensors, so they are :math:`R(\eta_\pm)`, :math:`R(\Delta_{
 
 (torch's ``sign[sign.lt(0)] = etaminus`` writes :math:`R(\eta_-)`, and ``sign.eq(etaminus)``
 compares with :math:`R(\eta_-)`: a float16 :math:`\eta_-` that rounds to 0 makes every such
-factor 1, as in torch.)
+factor 1, as in torch.) torch raises halfway through a step for an ``lr``, ``etas`` or
+``step_sizes`` value beyond the format's largest finite value (it cannot convert it to the
+16-bit type); npoptim raises before the step.
 """
 from typing import NamedTuple
 
