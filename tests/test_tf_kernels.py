@@ -32,12 +32,14 @@ def test_tf_kernels_pass_the_cases_they_compute(tf_reports):
     assert any("/keras/" in r.case_id for r in ran)  # the eps-hat and Keras RMSprop cases
     ids = {r.case_id for r in ran}
     # the sparse kernels (whole rows and single entries), both FTRL kernels, Keras's momentum,
-    # and missing gradients with torch's per-variable and Keras's global step count
+    # torch's Adam (a per-step epsilon), and missing gradients with torch's per-variable and
+    # Keras's global step count
     for case in ("Adagrad/csr-embedding/float64", "Adagrad/csr-duplicates/float64",
                  "Ftrl/csr-explicit-zeros/float64", "Ftrl/csr-late-row-shrinkage/float64",
                  "Ftrl/l1-l2/float64", "Ftrl/shrinkage-power/float64",
                  "Ftrl/beta-lr-schedule/float64", "SGD/keras/nesterov-lr-schedule/float64",
-                 "SGD/momentum-null-grads/float64", "Adam/keras/null-and-zero-grads/float64"):
+                 "SGD/momentum-null-grads/float64", "Adam/null-and-zero-grads/float64",
+                 "Adam/keras/null-and-zero-grads/float64"):
         assert case in ids, case
 
 
