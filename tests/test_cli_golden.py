@@ -275,9 +275,27 @@ def test_golden_writes_a_quantized_state_case(capsys, tmp_path):
     assert code == 0 and "OK: all 1 cases pass" in text
 
 
+def test_golden_writes_a_bitsandbytes_case(capsys, tmp_path):
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", "AdamW", "--lr", "1e-2", "--shape", "352",
+                           "--set", "min_8bit_size=256", "--precision", "bnb-8bit", "-o",
+                           str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.precision["quantization"] == "bnb-8bit"
+    assert case.hyperparameters["min_8bit_size"] == 256
+    state = case.steps[-1].expected_state[0]
+    assert state["state1"].shape == (352,) and state["absmax1"].shape == (2,)  # 256 + 96
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
 @pytest.mark.parametrize("optimizer, argv, message", [
     ("AdamW", ["--dtype", "bfloat16", "--precision", "torchao-8bit"], "needs --dtype float32"),
     ("SGD", ["--precision", "torchao-8bit"], "has no torchao-8bit SGD"),
+    ("SGD", ["--precision", "bnb-8bit"], "has no bnb-8bit SGD"),
+    ("AdamW", ["--precision", "bnb-8bit", "--set", "block_size=128"],
+     "has no hyperparameter(s) block_size"),
 ])
 def test_golden_refuses_bad_quantized_requests(capsys, tmp_path, optimizer, argv, message):
     code, _, err = run_cli(capsys, "golden", optimizer, *argv, "-o", str(tmp_path / "c.json"))

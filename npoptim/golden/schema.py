@@ -32,9 +32,10 @@ case's ``precision`` object (required with a 16-bit dtype: ``rounding`` ``"per-o
 16-bit arrays pass when every element is within ``ulp`` units in the last place of the 16-bit
 type (float arrays of the same case, such as master weights' float32 state, by ``rtol`` and
 ``atol`` as before). A float32 case may have a ``precision`` object too when it holds the
-optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp8"``; null or
-absent otherwise): blockwise-quantized moments, stored as torchao names them
-(``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``), with flag
+optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp8"``,
+``"bnb-8bit"``; null or absent otherwise): blockwise-quantized moments, stored as the library
+names them (torchao's ``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``;
+bitsandbytes' ``state1``, ``qmap1``, ``absmax1``, ...), with flag
 ``quantized-state``. npoptim writes a file in the lowest version it needs: a file without a
 16-bit case is version 2, byte for byte as before.
 """
@@ -60,7 +61,7 @@ ROUNDINGS = ("per-op", "fused", "stochastic")
 MASTER_DTYPES = ("float32",)
 #: a ``precision`` object's optional ``quantization`` (version 3): blockwise-quantized moments
 #: of a float32 case (:mod:`npoptim.precision.quantized_adam`), or null
-QUANTIZATIONS = ("torchao-8bit", "torchao-4bit", "torchao-fp8")
+QUANTIZATIONS = ("torchao-8bit", "torchao-4bit", "torchao-fp8", "bnb-8bit")
 
 
 def version_needed(cases):
