@@ -664,9 +664,10 @@ OPTAX = Flavor(
                          "jax.random.PRNGKey(seed) with no way to be given samples: the same "
                          "law, not the same numbers, so the cases cannot be replayed",
         "contrib.galore": "optax's galore is not galore-torch's GaLoreAdamW (npoptim's): it "
-                          "computes the SVD in float32 even under x64 (numpy's and jax's "
-                          "float32 SVDs of one 8x5 matrix differ by 1.6e-6: no float64 "
-                          "implementation can match it to 1e-12), with LAPACK's signs (npoptim "
+                          "computes the SVD in float32 even under x64 (jax's float32 singular "
+                          "vectors of an 8x5 matrix are 1.6e-6 from the float64 ones, and from "
+                          "numpy's float32 ones: no float64 implementation matches it to 1e-12), "
+                          "with LAPACK's signs (npoptim "
                           "signs each singular vector), projects a tall matrix from the left "
                           "(galore-torch: from the right), runs optax's scale_by_adam in the "
                           "subspace (eps 1e-8 on sqrt(v_hat); galore-torch: eps 1e-6 on "

@@ -5,7 +5,9 @@ overrides must fail through the same framework (the switches matter).
 * optax (jax with ``jax_enable_x64``): ``optax.<name>`` (``optax.contrib.<name>`` for a
   dotted name) wrapped in ``optax.inject_hyperparams`` so the learning rate (or the keyword
   that is npoptim's lr: ``polyak_sgd``'s ``scaling``) can change per step, callable defaults
-  kept static (``contrib.adopt``'s ``clip_value_fn``), ``tx.update`` (with the params, which
+  kept static (``contrib.adopt``'s ``clip_value_fn``; :data:`OPTAX_STATIC`), an argument the
+  flavor table names built as the optax object (:data:`OPTAX_NAMED`: ``contrib.sophia``'s
+  ``hessian_diagonal_fn``), ``tx.update`` (with the params, which
   ``prodigy``/``dadapt_adamw``/schedule-free read; for a case with an objective, the loss as
   ``value=``) then ``optax.apply_updates``.
 * Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, ``floatx`` float64, x64):
