@@ -297,14 +297,15 @@ OPTAX = Flavor(
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
         "Rprop": {},
         # optax.contrib optimizers npoptim implements as optax computes them (Momo/MomoAdam:
-        # npoptim's default is the authors' weight decay, optax's is variant="optax")
+        # npoptim's default is the authors' weight decay, optax's is variant="optax"; Sophia's
+        # default variant is optax's)
         "ACProp": {},
         "COCOB": {},
         "DoG": {},
         "DoWG": {},
         "Momo": dict(variant="optax"),
         "MomoAdam": dict(variant="optax"),
-        "Sophia": {},
+        "Sophia": dict(variant="optax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -644,7 +645,7 @@ OPTAX = Flavor(
                 "authors' form); the loss is update's value=",
         "MomoAdam": "the optax variant (weight_decay_form='optax'; npoptim's default is the "
                     "authors' form); the loss is update's value=",
-        "Sophia": "npoptim's math (optax.contrib.sophia's); hessian_diagonal_fn: optax's "
+        "Sophia": "the optax variant (npoptim's default); hessian_diagonal_fn: optax's "
                   "default Hutchinson estimate is npoptim's hessian_estimate='caller' with "
                   "step(hvp=...) (probes from the counter stream unless given as probes=), "
                   "a transformation returning updates*updates is 'squared-gradient'",

@@ -394,17 +394,19 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
 
 
-def test_optax_momo_fails_the_authors_weight_decay_cases(tmp_path):
-    """The variant matters: Momo's and MomoAdam's cases in the authors' weight decay form
-    (npoptim's default; the optax flavor is ``variant="optax"``), replayed through
-    optax.contrib.momo / momo_adam with the same hyperparameters in optax's names, fail."""
+def test_optax_contrib_fails_the_cases_of_npoptim_s_other_variants(tmp_path):
+    """The variants matter: the cases of Momo's and MomoAdam's authors' weight decay form
+    (npoptim's default; the optax flavor is ``variant="optax"``) and of Sophia's authors'
+    SophiaG, replayed through optax.contrib.momo / momo_adam / sophia with the same
+    hyperparameters in optax's names, fail."""
     if not _available("optax"):
         pytest.skip("optax is not installed")
-    authors = [c for c in load_all(SUITE, kind="cases") if c.optimizer in ("Momo", "MomoAdam")
-               and c.hyperparameters.get("variant") == "paper"
-               and c.hyperparameters.get("weight_decay")]
-    assert len(authors) >= 4
-    results = {r.id: r for r in replay_flavor("optax", authors, use_switches=False,
+    others = [c for c in load_all(SUITE, kind="cases")
+              if c.optimizer in ("Momo", "MomoAdam") and c.hyperparameters.get("variant")
+              == "paper" and c.hyperparameters.get("weight_decay")
+              or c.optimizer == "Sophia" and c.hyperparameters.get("variant") == "sophiag"]
+    assert len(others) >= 6 and {c.optimizer for c in others} == {"Momo", "MomoAdam", "Sophia"}
+    results = {r.id: r for r in replay_flavor("optax", others, use_switches=False,
                                               tmp_path=tmp_path)}
-    passing = [c.id for c in authors if compare.compare_case(c, results[c.id], "<optax>").passed]
+    passing = [c.id for c in others if compare.compare_case(c, results[c.id], "<optax>").passed]
     assert not passing, passing
