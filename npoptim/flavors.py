@@ -296,6 +296,16 @@ OPTAX = Flavor(
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
         "Rprop": {},
+        # optax.contrib optimizers npoptim implements as optax computes them (Momo/MomoAdam:
+        # npoptim's default is the authors' weight decay, optax's is variant="optax"; Sophia's
+        # default variant is optax's)
+        "ACProp": {},
+        "COCOB": {},
+        "DoG": {},
+        "DoWG": {},
+        "Momo": dict(variant="optax"),
+        "MomoAdam": dict(variant="optax"),
+        "Sophia": dict(variant="optax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -522,6 +532,53 @@ OPTAX = Flavor(
                       "min_step_size": ("step_sizes", 0), "max_step_size": ("step_sizes", 1)},
             dict(learning_rate=REQUIRED, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6,
                  max_step_size=50.0)),
+        "contrib.acprop": FrameworkOptimizer(
+            "ACProp", dict(_OPTAX_ADAM_NAMES, eps_root="eps_root", weight_decay="weight_decay"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-16, eps_root=1e-16,
+                 weight_decay=0.0, mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.cocob": FrameworkOptimizer(
+            "COCOB", {"learning_rate": "lr", "alpha": "alpha", "eps": "eps",
+                      "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, alpha=100.0, eps=1e-8, weight_decay=0.0, mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.dog": FrameworkOptimizer(
+            "DoG", {"learning_rate": "lr", "init_step": "init_step", "eps": "eps",
+                    "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, init_step=("heuristic", 1e-6), eps=1e-8, weight_decay=None,
+                 mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.dowg": FrameworkOptimizer(
+            "DoWG", {"learning_rate": "lr", "init_estim_sq_dist": "init_estim_sq_dist",
+                     "eps": "eps", "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, init_estim_sq_dist=None, eps=1e-4, weight_decay=None,
+                 mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        # the loss is an extra argument of update (value=), as polyak_sgd's
+        "contrib.momo": FrameworkOptimizer(
+            "Momo", {"learning_rate": "lr", "beta": "beta", "lower_bound": "lower_bound",
+                     "weight_decay": "weight_decay", "adapt_lower_bound": "adapt_lower_bound"},
+            dict(learning_rate=1.0, beta=0.9, lower_bound=0.0, weight_decay=0.0,
+                 adapt_lower_bound=False)),
+        "contrib.momo_adam": FrameworkOptimizer(
+            "MomoAdam", dict(_OPTAX_ADAM_NAMES, lower_bound="lower_bound",
+                             weight_decay="weight_decay", adapt_lower_bound="adapt_lower_bound"),
+            dict(learning_rate=1e-2, b1=0.9, b2=0.999, eps=1e-8, lower_bound=0.0,
+                 weight_decay=0.0, adapt_lower_bound=False)),
+        # hessian_diagonal_fn is named by the estimate it computes (the golden files store
+        # names: _hessian_estimate); optax's default draws Hutchinson probes from jax.random
+        "contrib.sophia": FrameworkOptimizer(
+            "Sophia", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay", gamma="gamma",
+                           clip_threshold="clip_threshold", update_interval="update_interval",
+                           hessian_diagonal_fn=("hessian_estimate", "hessian_fn")),
+            dict(learning_rate=REQUIRED, b1=0.965, b2=0.99, eps=1e-8, weight_decay=1e-4,
+                 weight_decay_mask=None, gamma=0.01, clip_threshold=1.0, update_interval=10,
+                 hessian_diagonal_fn="hutchinson", mu_dtype=None, verbose=False,
+                 print_win_rate_every_n_steps=0),
+            unsupported=dict(weight_decay_mask=_OPTAX_MASK,
+                             mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+                             verbose=((False,), "npoptim prints nothing; read the state"),
+                             print_win_rate_every_n_steps=((0,), "npoptim prints nothing"))),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -580,6 +637,18 @@ OPTAX = Flavor(
                  "optax 0.2.8's scale_by_rprop has a bug: it returns the previous step's "
                  "update (the first step moves nothing; optax PR #1725), a known bug "
                  "(tests/data/framework_known_bugs.json)",
+        "ACProp": "npoptim's math (optax.contrib.acprop's); lr required",
+        "COCOB": "npoptim's math (optax.contrib.cocob's)",
+        "DoG": "npoptim's math (optax.contrib.dog's; weight_decay None is 0)",
+        "DoWG": "npoptim's math (optax.contrib.dowg's; weight_decay None is 0)",
+        "Momo": "the optax variant (weight_decay_form='optax'; npoptim's default is the "
+                "authors' form); the loss is update's value=",
+        "MomoAdam": "the optax variant (weight_decay_form='optax'; npoptim's default is the "
+                    "authors' form); the loss is update's value=",
+        "Sophia": "the optax variant (npoptim's default); hessian_diagonal_fn: optax's "
+                  "default Hutchinson estimate is npoptim's hessian_estimate='caller' with "
+                  "step(hvp=...) (probes from the counter stream unless given as probes=), "
+                  "a transformation returning updates*updates is 'squared-gradient'",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
@@ -589,6 +658,22 @@ OPTAX = Flavor(
         "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
                      "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
                      "same numbers",
+        "contrib.dpsgd": "npoptim's DPSGD computes optax's math (tests/test_dpsgd.py matches "
+                         "optax.contrib.dpsgd to 1e-12 by feeding optax's jax.random samples "
+                         "as step(noise=...)), but a golden case's noise comes from npoptim's "
+                         "counter stream, and optax.contrib.dpsgd draws its own from "
+                         "jax.random.PRNGKey(seed) with no way to be given samples: the same "
+                         "law, not the same numbers, so the cases cannot be replayed",
+        "contrib.galore": "optax's galore is not galore-torch's GaLoreAdamW (npoptim's): it "
+                          "computes the SVD in float32 even under x64 (jax's float32 singular "
+                          "vectors of an 8x5 matrix are 1.6e-6 from the float64 ones, and from "
+                          "numpy's float32 ones: no float64 implementation matches it to 1e-12), "
+                          "with LAPACK's signs (npoptim "
+                          "signs each singular vector), projects a tall matrix from the left "
+                          "(galore-torch: from the right), runs optax's scale_by_adam in the "
+                          "subspace (eps 1e-8 on sqrt(v_hat); galore-torch: eps 1e-6 on "
+                          "sqrt(v), and a correct_bias switch) and scales by 1.0 (galore-torch "
+                          "0.25)",
     },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
@@ -829,8 +914,9 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
                             f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
         target = entry.names[key]
+        # npoptim's None (eps_root = eps) has no twin, unless None means the same in both
         if value is None and entry.defaults.get(key, None) is not None and target not in (
-                "weight_decay", "momentum"):  # npoptim's None (eps_root = eps) has no twin
+                "weight_decay", "momentum", *_NONE_IS_A_VALUE):
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -843,6 +929,25 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     for name, parts in pairs.items():
         out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
     return out
+
+
+#: npoptim keywords whose None means the same in the framework (optax sophia's
+#: clip_threshold=None: no clipping).
+_NONE_IS_A_VALUE = ("clip_threshold",)
+
+
+def _hessian_estimate(value):
+    """optax sophia's ``hessian_diagonal_fn``, named by its estimate, as npoptim's
+    ``hessian_estimate``: ``"hutchinson"`` (optax's default,
+    ``hutchinson_estimator_diag_hessian``) is the caller's estimate (``step(grads, hvp=fn)``,
+    optax's ``obj_fn``; the probes: npoptim's counter stream, or optax's given as
+    ``probes=``), ``"squared-gradient"`` a transformation returning ``updates * updates``."""
+    names = {"hutchinson": "caller", "squared-gradient": "squared-gradient"}
+    if value not in names:
+        raise ValueError(f"optax sophia hessian_diagonal_fn={value!r}: name the estimate, "
+                         "'hutchinson' (optax's default; npoptim: step(grads, hvp=fn)) or "
+                         "'squared-gradient' (updates * updates)")
+    return names[value]
 
 
 def _consistent_rms_to_adjust_lr_fn(value):
@@ -864,6 +969,8 @@ _CONVERSIONS = {
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
+    "hessian_fn": (_hessian_estimate,                  # optax sophia's hessian_diagonal_fn
+                   lambda v: "hutchinson" if v == "caller" else v),
 }
 
 

@@ -5,7 +5,9 @@ overrides must fail through the same framework (the switches matter).
 * optax (jax with ``jax_enable_x64``): ``optax.<name>`` (``optax.contrib.<name>`` for a
   dotted name) wrapped in ``optax.inject_hyperparams`` so the learning rate (or the keyword
   that is npoptim's lr: ``polyak_sgd``'s ``scaling``) can change per step, callable defaults
-  kept static (``contrib.adopt``'s ``clip_value_fn``), ``tx.update`` (with the params, which
+  kept static (``contrib.adopt``'s ``clip_value_fn``; :data:`OPTAX_STATIC`), an argument the
+  flavor table names built as the optax object (:data:`OPTAX_NAMED`: ``contrib.sophia``'s
+  ``hessian_diagonal_fn``), ``tx.update`` (with the params, which
   ``prodigy``/``dadapt_adamw``/schedule-free read; for a case with an objective, the loss as
   ``value=``) then ``optax.apply_updates``.
 * Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, ``floatx`` float64, x64):
@@ -57,8 +59,9 @@ def _known_bug(framework, case_id):
 # ------------------------------------------------------------------ which constructor, if any
 def _framework_kwargs(entry, hyper):
     """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
-    (Keras ``SGD(momentum=0)``, an int, raises "must be a float")."""
-    return {k: float(v) if type(v) is int else v
+    (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), ints where the framework's
+    default is one (optax sophia's ``update_interval``)."""
+    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int else v
             for k, v in flavors.framework_call(entry, hyper).items()}
 
 
@@ -132,11 +135,30 @@ def optax_constructor(name):
     return functools.reduce(getattr, name.split("."), optax)
 
 
+def optax_squared_gradient():
+    """contrib.sophia's ``hessian_diagonal_fn`` computing g * g of the step's gradient (npoptim
+    ``hessian_estimate="squared-gradient"``)."""
+    import optax
+
+    def update(updates, state, params=None, **extra):
+        return [u * u for u in updates], state
+    return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(), update)
+
+
+#: Framework arguments the flavor table names (the golden files store names), as optax
+#: objects: keyword -> name -> a function building it.
+OPTAX_NAMED = {"hessian_diagonal_fn": {"squared-gradient": optax_squared_gradient}}
+#: Arguments kept static in inject_hyperparams beyond callable defaults (sophia branches on
+#: them in Python, as tests/test_sophia.py keeps them).
+OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval")}
+
+
 def optax_make_step(name, kwargs):
     import jax
     import jax.numpy as jnp
     import optax
     jax.config.update("jax_enable_x64", True)
+    kwargs = {k: OPTAX_NAMED[k][v]() if k in OPTAX_NAMED else v for k, v in kwargs.items()}
 
     # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step
     lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
@@ -147,7 +169,8 @@ def optax_make_step(name, kwargs):
         constructor = optax_constructor(name)
         # a callable default (contrib.adopt's clip_value_fn) is not a schedule to inject
         static = tuple(k for k, p in inspect.signature(constructor).parameters.items()
-                       if p.default is not p.empty and callable(p.default))
+                       if p.default is not p.empty and callable(p.default)
+                       or k in OPTAX_STATIC.get(name, ()))
         factory = optax.inject_hyperparams(constructor, static_args=static)
         tx = factory(**dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
         state = {"params": [jnp.asarray(p) for p in params]}
@@ -369,3 +392,21 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     passing = [c.id for c in overridden
                if compare.compare_case(c, results[c.id], f"<{flavor}>").passed]
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
+
+
+def test_optax_contrib_fails_the_cases_of_npoptim_s_other_variants(tmp_path):
+    """The variants matter: the cases of Momo's and MomoAdam's authors' weight decay form
+    (npoptim's default; the optax flavor is ``variant="optax"``) and of Sophia's authors'
+    SophiaG, replayed through optax.contrib.momo / momo_adam / sophia with the same
+    hyperparameters in optax's names, fail."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    others = [c for c in load_all(SUITE, kind="cases")
+              if c.optimizer in ("Momo", "MomoAdam") and c.hyperparameters.get("variant")
+              == "paper" and c.hyperparameters.get("weight_decay")
+              or c.optimizer == "Sophia" and c.hyperparameters.get("variant") == "sophiag"]
+    assert len(others) >= 6 and {c.optimizer for c in others} == {"Momo", "MomoAdam", "Sophia"}
+    results = {r.id: r for r in replay_flavor("optax", others, use_switches=False,
+                                              tmp_path=tmp_path)}
+    passing = [c.id for c in others if compare.compare_case(c, results[c.id], "<optax>").passed]
+    assert not passing, passing

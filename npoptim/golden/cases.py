@@ -807,6 +807,12 @@ TABLE["Sophia"] = [
              clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
         shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
         matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+    Row("Sophia", "no-clip-dense", "No clipping (clip_threshold null), gamma 1, eps 0.1, betas "
+        "(0.9, 0.8), decoupled weight decay 0.1, the estimate every 2nd step, dense gradients "
+        "(the optax flavor replays it: optax has no missing gradient).",
+        dict(lr=1e-2, betas=(0.9, 0.8), eps=0.1, weight_decay=0.1, gamma=1.0,
+             clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
+        steps=10, matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
 ]
 TABLE["GaLoreAdamW"] = [
     Row("GaLoreAdamW", "tall-wide-vector", "Rank 2 on a tall (8x5, right projector) and a wide "

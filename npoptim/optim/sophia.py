@@ -89,6 +89,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -166,6 +167,7 @@ class Sophia(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.965, 0.99), eps=1e-8, weight_decay=1e-4, *,
                  gamma=0.01, clip_threshold=1.0, update_interval=10, seed=0,
                  hessian_estimate="caller", bias_correction=VARIANT_DEFAULT,
