@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
-from npoptim.golden import codec, compare, generate
+from npoptim.golden import codec, compare, flavor_cases, generate
 from npoptim.golden.schema import load_all, parse
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports keras
@@ -57,8 +57,9 @@ def _known_bug(framework, case_id):
 # ------------------------------------------------------------------ which constructor, if any
 def _framework_kwargs(entry, hyper):
     """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
-    (Keras ``SGD(momentum=0)``, an int, raises "must be a float")."""
-    return {k: float(v) if type(v) is int else v
+    (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), except where the
+    framework's default is an int (Keras Muon's ``ns_steps``, a loop count)."""
+    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int else v
             for k, v in flavors.framework_call(entry, hyper).items()}
 
 
@@ -101,7 +102,7 @@ def constructor_for_case(flavor, case, use_switches=True):
         if not use_switches:
             return name, kwargs
         try:
-            built = flavors.from_framework(flavor, name, [np.zeros(1)], **kwargs)
+            built = flavors.from_framework(flavor, name, flavor_cases.probe(), **kwargs)
         except (TypeError, ValueError) as exc:
             tried.append(f"{name}: {exc}")
             continue
