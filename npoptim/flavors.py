@@ -499,8 +499,9 @@ OPTAX = Flavor(
             "PolyakSGD", {"scaling": "lr", "max_learning_rate": "max_learning_rate",
                           "f_min": "f_min", "eps": "eps", "variant": "mode"},
             dict(max_learning_rate=1.0, scaling=1.0, f_min=0.0, eps=0.0, variant="sps")),
-        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
-        "muon": FrameworkOptimizer(
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there);
+        # optax 0.2.8 has no optax.muon: contrib.muon is the only name
+        "contrib.muon": FrameworkOptimizer(
             "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
                      "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
                      "weight_decay": "weight_decay", "nesterov": "nesterov",
