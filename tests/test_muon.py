@@ -286,7 +286,8 @@ def test_keras_muon_with_its_adamw_part():
         learning_rate=lrs[0], exclude_layers=["head"], **kw), params, grad, lrs, names)
     ps = [p.copy() for p in params]
     matrix = flavors.from_framework("keras", "Muon", ps[:1], learning_rate=lrs[0], **kw)
-    others = muon_module.keras_adamw_part(ps[1:], learning_rate=lrs[0], **kw)
+    others = muon_module.keras_adamw_part(ps[1:], learning_rate=lrs[0],
+                                          exclude_layers=["head"], **kw)
     actual = []
     for t, lr in enumerate(lrs):
         matrix.param_groups[0]["lr"] = lr

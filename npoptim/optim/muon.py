@@ -415,7 +415,9 @@ def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2
     unknown = sorted(set(muon_keywords) - set(entry.defaults) - set(flavors.NOT_CONVENTIONS))
     if unknown:
         raise TypeError(f"keras Muon has no argument(s) {', '.join(unknown)}")
-    flavors.translate(entry, muon_keywords, "keras")  # refuses what the Muon part refuses
+    # refuses what the Muon part refuses, but exclude_layers (which chose these parameters)
+    flavors.translate(entry, {k: v for k, v in muon_keywords.items() if k != "exclude_layers"},
+                      "keras")
     if not (isinstance(adam_lr_ratio, numbers.Real) and adam_lr_ratio > 0):
         raise ValueError(f"adam_lr_ratio must be > 0 (npoptim's AdamW decays by lr * "
                          f"weight_decay), got {adam_lr_ratio!r}")
