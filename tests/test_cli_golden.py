@@ -228,6 +228,24 @@ def test_golden_writes_a_16_bit_case_in_each_mode(capsys, tmp_path, dtype, mode)
     assert code == 0 and "OK: all 1 cases pass" in text
 
 
+@pytest.mark.parametrize("name, dtype", [("NAdam", "bfloat16"), ("RAdam", "float16"),
+                                         ("ASGD", "bfloat16"), ("Rprop", "float16")])
+def test_golden_writes_16_bit_cases_of_the_later_per_op_families(capsys, tmp_path, name,
+                                                                 dtype):
+    pytest.importorskip("ml_dtypes")
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", name, "--shape", "4x8", "--dtype", dtype,
+                           "--precision", "per-op", "-o", str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.id == f"{name}/per-op/custom-4x8-dense-d1-seed0/{dtype}"
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+    code, _, err = run_cli(capsys, "golden", name, "--shape", "4x8", "--dtype", dtype,
+                           "--precision", "fused", "-o", str(tmp_path / "fused.json"))
+    assert code == 2 and "rounding must be one of 'per-op'" in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--dtype", "float32", "--precision", "fused"], "needs --dtype bfloat16 or float16"),
     (["--dtype", "bfloat16", "--precision-seed", "3"], "is for --precision stochastic"),

@@ -787,6 +787,14 @@ TABLE["DPSGD"] = [
         matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
 ]
 TABLE["Sophia"] = [
+    Row("Sophia", "sophiag-authors", "The authors' SophiaG (variant 'sophiag': no bias "
+        "correction, eps 1e-15 added to gamma h, the estimate after steps 3, 6, 9) with their "
+        "rho 0.04 times a batch size 8 as gamma, weight decay 0.1, and their update_hessian "
+        "squaring the step's own gradient (hessian_estimate='squared-gradient').",
+        dict(lr=1e-2, gamma=0.32, eps=1e-15, weight_decay=0.1, update_interval=3,
+             hessian_estimate="squared-gradient", variant="sophiag"),
+        matches=("sophia-opt 0.2.2 SophiaG (Liuhong99/Sophia, update_hessian after the "
+                 "step)",)),
     Row("Sophia", "squared-gradient", "optax's defaults with the Hessian-diagonal estimate g*g "
         "of the step's gradient (hessian_estimate='squared-gradient'), updated every 3rd step "
         "(steps 1, 4, 7, 10): the first step is a clipped sign step, later ones mostly clipped.",

@@ -79,6 +79,8 @@ TOLERANCE_REASON = (
     "float32 state) by rtol {rtol:g} of their scale, as float32 cases.")
 
 SHAPES = ((4, 8), (32,))
+#: one 32-element parameter: the size budget of the later per-op families' cases
+TINY_SHAPES = ((4, 8),)
 HALF = ("bfloat16", "float16")
 
 
@@ -156,6 +158,21 @@ TABLE = {
     "Lion": _modes("Lion", "optimi", "torch-optimi's Lion (decoupled decay 1 - lr*wd) with "
                    "Kahan compensation.", dict(lr=1e-3, weight_decay=0.1), ("kahan",),
                    dtypes=("bfloat16",)),
+    "NAdam": _modes("NAdam", "decoupled-momentum-decay", "Decoupled weight decay and "
+                    "momentum_decay 0.01; mu_product a float32 0-d state, as torch keeps it.",
+                    dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True,
+                         momentum_decay=0.01), ("per-op",), shapes=TINY_SHAPES),
+    "RAdam": _modes("RAdam", "weight-decay", "L2 weight decay (R(weight_decay)); steps 1-5 "
+                    "unrectified (rho_t <= 5), then rectified.",
+                    dict(lr=1e-2, weight_decay=0.1), ("per-op",), shapes=TINY_SHAPES),
+    "ASGD": _modes("ASGD", "averaging", "Averaging from step 4 (t0=3), lambd 0.01, alpha 0.5, "
+                   "L2 weight decay; eta and mu float32 0-d states, as torch keeps them.",
+                   dict(lr=1e-2, t0=3, lambd=0.01, alpha=0.5, weight_decay=0.1),
+                   ("per-op",), shapes=TINY_SHAPES),
+    "Rprop": _modes("Rprop", "etas-step-sizes", "etas (0.3, 1.3) and step sizes (1e-3, 0.05): "
+                    "the factors and bounds are R(.) of the 16-bit type (R(0.3) != 0.3).",
+                    dict(lr=1e-2, etas=(0.3, 1.3), step_sizes=(1e-3, 0.05)), ("per-op",),
+                    shapes=TINY_SHAPES),
 }
 
 
