@@ -62,6 +62,9 @@ class FrameworkOptimizer:
     * ``fixed``: npoptim keywords the constructor implies (optax ``amsgrad`` is Adam with
       ``amsgrad=True``).
     * ``unsupported``: framework keyword -> (the values npoptim implements, why not others).
+    * ``elsewhere``: framework keywords that do not reach this npoptim optimizer's math ->
+      where they go instead (accepted with any value and not used; Keras Muon's AdamW
+      keywords configure its AdamW part, :func:`npoptim.optim.muon.keras_adamw_part`).
     """
 
     npoptim: str
@@ -69,6 +72,7 @@ class FrameworkOptimizer:
     defaults: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
     unsupported: dict = field(default_factory=dict)
+    elsewhere: dict = field(default_factory=dict)
 
 
 REQUIRED = object()
@@ -158,6 +162,10 @@ KERAS = Flavor(
         # Keras's own (npoptim's Ftrl follows it)
         "Lion": {},
         "Ftrl": {},
+        # Keras's Muon step for the 2-D variables it orthogonalizes (its AdamW part:
+        # npoptim.optim.muon.keras_adamw_part)
+        "Muon": dict(momentum_form="sum", ns_dtype="param", ns_eps_mode="added",
+                     adjust_lr_fn="match_rms_adamw"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -209,6 +217,26 @@ KERAS = Flavor(
                  l2_shrinkage_regularization_strength=0.0, beta=0.0, weight_decay=None),
             unsupported={"weight_decay": ((None, 0.0), "npoptim's Ftrl has no decoupled "
                                                        "decay (use l2 or l2_shrinkage)")}),
+        # the 2-D variables Keras's Muon orthogonalizes; the others (not 2-D, exclude_layers,
+        # exclude_embeddings) get its AdamW step: npoptim.optim.muon.keras_adamw_part
+        "Muon": FrameworkOptimizer(
+            "Muon", {"learning_rate": "lr", "momentum": "momentum", "nesterov": "nesterov",
+                     "weight_decay": "weight_decay", "muon_a": ("ns_coefficients", 0),
+                     "muon_b": ("ns_coefficients", 1), "muon_c": ("ns_coefficients", 2),
+                     "ns_steps": "ns_steps", "rms_rate": ("rms_rate", "nullable")},
+            dict(learning_rate=1e-3, adam_beta_1=0.9, adam_beta_2=0.999,
+                 adam_weight_decay=0.004, epsilon=1e-7, weight_decay=0.004,
+                 exclude_layers=None, exclude_embeddings=True, muon_a=3.4445, muon_b=-4.7750,
+                 muon_c=2.0315, adam_lr_ratio=1, momentum=0.95, ns_steps=5, nesterov=True,
+                 rms_rate=0.2),
+            # the Newton-Schulz eps is a literal 1e-7 in Keras (its epsilon is AdamW's)
+            fixed=dict(eps=1e-7),
+            unsupported={"exclude_layers": ((None, [], ()), "npoptim's parameters have no "
+                                            "names: give the parameters Keras would exclude "
+                                            "to npoptim.optim.muon.keras_adamw_part")},
+            elsewhere={name: "Keras's AdamW part: npoptim.optim.muon.keras_adamw_part"
+                       for name in ("adam_beta_1", "adam_beta_2", "adam_weight_decay",
+                                    "epsilon", "adam_lr_ratio", "exclude_embeddings")}),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -229,6 +257,11 @@ KERAS = Flavor(
                  "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
         "Lion": "npoptim's math; lr 1e-3; weight_decay decoupled (as the paper's)",
         "Ftrl": "Keras's math (npoptim's Ftrl is Keras's); no weight_decay",
+        "Muon": "momentum M = mu M + G, nesterov G + mu M (momentum_form='sum'; torch: a lerp); "
+                "Newton-Schulz in the parameter's dtype (torch: bfloat16) with X/(|X|+1e-7); "
+                "lr scale rms_rate sqrt(max(A, B)), rms_rate 0.2 (adjust_lr_fn="
+                "'match_rms_adamw'; rms_rate=None: none); weight_decay 0.004; 2-D only (Keras's "
+                "AdamW part: npoptim.optim.muon.keras_adamw_part)",
     },
     zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
     not_reproduced={
@@ -476,8 +509,9 @@ OPTAX = Flavor(
             "PolyakSGD", {"scaling": "lr", "max_learning_rate": "max_learning_rate",
                           "f_min": "f_min", "eps": "eps", "variant": "mode"},
             dict(max_learning_rate=1.0, scaling=1.0, f_min=0.0, eps=0.0, variant="sps")),
-        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
-        "muon": FrameworkOptimizer(
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there);
+        # optax 0.2.8 has no optax.muon: contrib.muon is the only name
+        "contrib.muon": FrameworkOptimizer(
             "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
                      "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
                      "weight_decay": "weight_decay", "nesterov": "nesterov",
@@ -569,7 +603,8 @@ OPTAX = Flavor(
         # names: _hessian_estimate); optax's default draws Hutchinson probes from jax.random
         "contrib.sophia": FrameworkOptimizer(
             "Sophia", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay", gamma="gamma",
-                           clip_threshold="clip_threshold", update_interval="update_interval",
+                           clip_threshold=("clip_threshold", "nullable"),
+                           update_interval="update_interval",
                            hessian_diagonal_fn=("hessian_estimate", "hessian_fn")),
             dict(learning_rate=REQUIRED, b1=0.965, b2=0.99, eps=1e-8, weight_decay=1e-4,
                  weight_decay_mask=None, gamma=0.01, clip_threshold=1.0, update_interval=10,
@@ -903,6 +938,8 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise ValueError(f"{flavor_name}: {key}={value!r} is not a convention of the "
                              f"update, and npoptim does not implement it: "
                              f"{NOT_CONVENTIONS[key]}")
+        if key in entry.elsewhere:
+            continue
         if key in entry.unsupported:
             allowed, why = entry.unsupported[key]
             if value not in allowed:
@@ -911,12 +948,13 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
         if key not in entry.names:
             if optional:
                 continue
+            takes = set(entry.names) | set(entry.unsupported) | set(entry.elsewhere)
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
-                            f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
+                            f"{', '.join(sorted(takes))}")
         target = entry.names[key]
-        # npoptim's None (eps_root = eps) has no twin, unless None means the same in both
-        if value is None and entry.defaults.get(key, None) is not None and target not in (
-                "weight_decay", "momentum", *_NONE_IS_A_VALUE):
+        nullable = isinstance(target, tuple) and target[1] == "nullable"
+        if value is None and not nullable and entry.defaults.get(key, None) is not None and (
+                target not in ("weight_decay", "momentum")):  # npoptim's None (eps_root = eps)
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -929,11 +967,6 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     for name, parts in pairs.items():
         out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
     return out
-
-
-#: npoptim keywords whose None means the same in the framework (optax sophia's
-#: clip_threshold=None: no clipping).
-_NONE_IS_A_VALUE = ("clip_threshold",)
 
 
 def _hessian_estimate(value):
@@ -971,6 +1004,8 @@ _CONVERSIONS = {
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
     "hessian_fn": (_hessian_estimate,                  # optax sophia's hessian_diagonal_fn
                    lambda v: "hutchinson" if v == "caller" else v),
+    "nullable": (lambda v: v, lambda v: v),  # None is a value (Keras Muon's rms_rate: off;
+                                             # optax sophia's clip_threshold: no clipping)
 }
 
 

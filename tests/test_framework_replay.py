@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
-from npoptim.golden import codec, compare, generate
+from npoptim.golden import codec, compare, flavor_cases, generate
 from npoptim.golden.schema import load_all, parse
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports keras
@@ -104,7 +104,7 @@ def constructor_for_case(flavor, case, use_switches=True):
         if not use_switches:
             return name, kwargs
         try:
-            built = flavors.from_framework(flavor, name, [np.zeros(1)], **kwargs)
+            built = flavors.from_framework(flavor, name, flavor_cases.probe(), **kwargs)
         except (TypeError, ValueError) as exc:
             tried.append(f"{name}: {exc}")
             continue
