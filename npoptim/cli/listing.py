@@ -16,19 +16,13 @@ def add_arguments(parser):
 
 def describe(name):
     """``{name, torch, module, sparse_kind, hyperparameters, variants, switches}``."""
-    from npoptim.golden.generate import (hyperparameters, signature_defaults,
-                                         to_json_value)
+    from npoptim.golden.generate import hyperparameters, signature_defaults
     cls = registry.get(name)
     module_name, torch_name = registry.OPTIMIZERS[name]
     try:  # resolved defaults (e.g. a variant's values), from an optimizer on a dummy parameter
         hyper = hyperparameters(cls([np.zeros((2, 2))]))
     except Exception:
-        hyper = {}
-        for k, v in signature_defaults(cls).items():
-            try:
-                hyper[k] = to_json_value(v)
-            except TypeError:
-                hyper[k] = repr(v)
+        hyper = _signature_values(cls)
     variants, aliases = registry.variants(name)
     from npoptim import flavors
     flavor_info = {f.name: f.differs.get(name, "torch's math") for f in flavors.FLAVORS.values()
@@ -52,17 +46,22 @@ def describe(name):
 def describe_wrapper(name):
     """``{name, wrapper: True, counterpart, module, sparse_kind, hyperparameters}`` of a
     wrapper (its settings' defaults; it wraps an npoptim optimizer)."""
-    from npoptim.golden.generate import signature_defaults, to_json_value
     cls = registry.get_wrapper(name)
     module_name, counterpart = registry.WRAPPERS[name]
+    return {"name": name, "wrapper": True, "counterpart": counterpart, "module": module_name,
+            "sparse_kind": cls.sparse_kind, "hyperparameters": _signature_values(cls)}
+
+
+def _signature_values(cls):
+    """The constructor's defaults as JSON values (one that has none: its ``repr``)."""
+    from npoptim.golden.generate import signature_defaults, to_json_value
     hyper = {}
     for k, v in signature_defaults(cls).items():
         try:
             hyper[k] = to_json_value(v)
         except TypeError:
             hyper[k] = repr(v)
-    return {"name": name, "wrapper": True, "counterpart": counterpart, "module": module_name,
-            "sparse_kind": cls.sparse_kind, "hyperparameters": hyper}
+    return hyper
 
 
 def describe_flavors():
