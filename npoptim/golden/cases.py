@@ -792,6 +792,14 @@ TABLE["DPSGD"] = [
         matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
 ]
 TABLE["Sophia"] = [
+    Row("Sophia", "sophiag-authors", "The authors' SophiaG (variant 'sophiag': no bias "
+        "correction, eps 1e-15 added to gamma h, the estimate after steps 3, 6, 9) with their "
+        "rho 0.04 times a batch size 8 as gamma, weight decay 0.1, and their update_hessian "
+        "squaring the step's own gradient (hessian_estimate='squared-gradient').",
+        dict(lr=1e-2, gamma=0.32, eps=1e-15, weight_decay=0.1, update_interval=3,
+             hessian_estimate="squared-gradient", variant="sophiag"),
+        matches=("sophia-opt 0.2.2 SophiaG (Liuhong99/Sophia, update_hessian after the "
+                 "step)",)),
     Row("Sophia", "squared-gradient", "optax's defaults with the Hessian-diagonal estimate g*g "
         "of the step's gradient (hessian_estimate='squared-gradient'), updated every 3rd step "
         "(steps 1, 4, 7, 10): the first step is a clipped sign step, later ones mostly clipped.",
@@ -935,6 +943,12 @@ TABLE["SAM"] = [
         dict(rho=0.2, adversarial_steps=2), shapes=((6,),), objective="separable-quartic",
         wrapped=("Adam", dict(lr=0.02)),
         matches=("optax.contrib.sam 0.2.8 (sync_period=3, opaque mode)",)),
+    Row("SAM", "asam-per-parameter", "ASAM (adaptive, eta 0.01, eps 1e-16, rho 0.5: the "
+        "paper's code) on the matrix, plain SAM on the vector (one flag per parameter, as the "
+        "paper's code scales only weights), around SGD with momentum.",
+        dict(rho=0.5, eps=1e-16, adaptive=(True, False), eta=0.01), shapes=((3, 5), (4,)),
+        objective="separable-quartic", wrapped=SGD_MOMENTUM,
+        matches=("SamsungLabs/ASAM asam.py ASAM ascent (weights only)",)),
 ]
 TABLE["Mechanic"] = [
     Row("Mechanic", "sgd-momentum", "optax's defaults (6 betas, weight decay 1e-2, s_init 1e-6) "
