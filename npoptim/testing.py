@@ -60,7 +60,7 @@ def default_suite():
 def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags=None,
                exclude_tags=None, flavor=None):
     """The cases in a golden file or directory (default: :func:`default_suite`; schema
-    versions 1 and 2), filtered by optimizer name(s), id glob pattern(s), required flag(s),
+    versions 1 to 4), filtered by optimizer name(s), id glob pattern(s), required flag(s),
     dtype, capability tag(s) required and excluded, and flavor(s) (``"torch"``, ``"keras"``,
     ...; see :mod:`npoptim.flavors`)."""
     def as_list(x):
