@@ -39,6 +39,8 @@ class Row:
     * ``objective``: an :data:`~npoptim.golden.inputs.OBJECTIVES` name for closure-driven
       optimizers (LBFGS): each step calls ``step(closure)`` and the case stores the objective
       instead of gradients.
+    * ``wrapped``: for a wrapper (Lookahead, SAM, Mechanic: ``hyper`` are its settings), the
+      optimizer it wraps as ``(name, hyperparameters)``; the case's ``wrapped`` field.
     """
 
     optimizer: str
@@ -60,6 +62,9 @@ class Row:
     #: the conventions the case is computed in (:mod:`npoptim.flavors`); rows of other
     #: flavors are made from this table by :mod:`npoptim.golden.flavor_cases`
     flavor: str = "torch"
+    #: a wrapper's row (:data:`npoptim.registry.WRAPPERS`, ``hyper`` its settings): the
+    #: optimizer it wraps, ``(name, hyperparameters that differ from its defaults)``
+    wrapped: Optional[tuple] = None
 
 
 #: Scale-relative tolerance per dtype (see the README, "Tolerances").
@@ -920,6 +925,51 @@ TABLE["SGD"] = TABLE["SGD"] + [
                                      weight_decay=2.0 ** -6), dtypes=("float64",)),
     Row("SGD", "f32-exact-nesterov", f"{F32_EXACT}: Nesterov, lr 2^-4, momentum 0.875.",
         dict(lr=2.0 ** -4, momentum=0.875, nesterov=True), dtypes=("float64",))]
+
+# The wrappers (npoptim.registry.WRAPPERS): each row wraps an optimizer (Row.wrapped); the case
+# stores the wrapper's settings, the wrapped optimizer's hyperparameters (schema version 4,
+# reference_results/README.md) and both states.
+SGD_MOMENTUM = ("SGD", dict(lr=0.05, momentum=0.9))
+TABLE["Lookahead"] = [
+    Row("Lookahead", "sgd-momentum", "optax's k=5 and alpha=0.5 around SGD with momentum 0.9; "
+        "12 steps: two synchronizations and two steps after the last.", {},
+        wrapped=SGD_MOMENTUM, matches=("optax.lookahead 0.2.8 around optax.sgd",)),
+    Row("Lookahead", "adam-reset-state", "k=3, alpha=0.3 around Adam, its state reset at each "
+        "synchronization (Adam's step count starts again).",
+        dict(k=3, alpha=0.3, reset_state=True), shapes=LAYERS, wrapped=("Adam", dict(lr=0.05)),
+        matches=("optax.lookahead 0.2.8 (reset_state=True) around optax.adam",)),
+]
+TABLE["SAM"] = [
+    Row("SAM", "sgd-momentum", "rho 0.1 around SGD with momentum 0.9 on the separable quartic "
+        "(the case stores the objective, not gradients): one ascent per step.", dict(rho=0.1),
+        shapes=((3, 5), (4,)), objective="separable-quartic", wrapped=SGD_MOMENTUM,
+        matches=("optax.contrib.sam 0.2.8 (opaque mode, normalize + sgd(rho) adversary)",)),
+    Row("SAM", "adam-two-ascents", "rho 0.2 and adversarial_steps=2 (two normalized ascents, "
+        "each from the last perturbed point's gradient) around Adam.",
+        dict(rho=0.2, adversarial_steps=2), shapes=((6,),), objective="separable-quartic",
+        wrapped=("Adam", dict(lr=0.02)),
+        matches=("optax.contrib.sam 0.2.8 (sync_period=3, opaque mode)",)),
+    Row("SAM", "asam-per-parameter", "ASAM (adaptive, eta 0.01, eps 1e-16, rho 0.5: the "
+        "paper's code) on the matrix, plain SAM on the vector (one flag per parameter, as the "
+        "paper's code scales only weights), around SGD with momentum.",
+        dict(rho=0.5, eps=1e-16, adaptive=(True, False), eta=0.01), shapes=((3, 5), (4,)),
+        objective="separable-quartic", wrapped=SGD_MOMENTUM,
+        matches=("SamsungLabs/ASAM asam.py ASAM ascent (weights only)",)),
+]
+TABLE["Mechanic"] = [
+    Row("Mechanic", "sgd-momentum", "optax's defaults (6 betas, weight decay 1e-2, s_init 1e-6) "
+        "around SGD with momentum 0.9 (base lr 1); float64 only: the tiny s_init moves the "
+        "parameters by 1e-5 in 12 steps, float32's tolerance (the weight decay shows in the "
+        "wrapper state m, v, r, s, not in the parameters).", {},
+        wrapped=("SGD", dict(lr=1.0, momentum=0.9)), dtypes=("float64",),
+        matches=("optax.contrib.mechanize 0.2.8 around optax.sgd",)),
+    Row("Mechanic", "adam-num-betas-decay", "num_betas=3, weight decay 0.5 and s_init 0.05 "
+        "around Adam (lr 0.1), two parameters (one global norm and inner product); each of "
+        "the three moves float32 parameters by well over the tolerance.",
+        dict(num_betas=3, weight_decay=0.5, s_init=0.05), shapes=LAYERS,
+        wrapped=("Adam", dict(lr=0.1)), matches=("optax.contrib.mechanize 0.2.8 around "
+                                                  "optax.adam",)),
+]
 
 
 def rows(optimizers=None):

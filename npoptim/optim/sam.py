@@ -101,6 +101,7 @@ class SAM(OptimizerWrapper):
     docstring. ``step(closure)`` only."""
 
     needs_closure = True
+    sparse_kind = "dense-only"   # the closure's gradients are dense
 
     def __init__(self, optimizer, rho=0.05, *, eps=0.0, adversarial_steps=1, adaptive=False,
                  eta=0.0):
