@@ -158,6 +158,8 @@ KERAS = Flavor(
         # Keras's own (npoptim's Ftrl follows it)
         "Lion": {},
         "Ftrl": {},
+        # epsilon_1 added to g^2; the decay before the rule (its base optimizer's)
+        "Adafactor": dict(eps1_mode="added", weight_decay_mode="before_rule"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -209,6 +211,14 @@ KERAS = Flavor(
                  l2_shrinkage_regularization_strength=0.0, beta=0.0, weight_decay=None),
             unsupported={"weight_decay": ((None, 0.0), "npoptim's Ftrl has no decoupled "
                                                        "decay (use l2 or l2_shrinkage)")}),
+        "Adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": "lr", "beta_2_decay": "beta2_decay",
+                          "epsilon_1": ("eps", 0), "epsilon_2": ("eps", 1),
+                          "clip_threshold": "d", "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_2_decay=-0.8, epsilon_1=1e-30, epsilon_2=1e-3,
+                 clip_threshold=1.0, relative_step=True, weight_decay=None),
+            unsupported={"relative_step": ((True, False), "Keras's rho_t is min(lr, 1/sqrt(t)) "
+                                                          "either way")}),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -229,14 +239,13 @@ KERAS = Flavor(
                  "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
         "Lion": "npoptim's math; lr 1e-3; weight_decay decoupled (as the paper's)",
         "Ftrl": "Keras's math (npoptim's Ftrl is Keras's); no weight_decay",
+        "Adafactor": "epsilon_1 added to g^2, no clamps (eps1_mode='added'; torch clamps the "
+                     "estimate at eps1^2 and its row mean at eps1); weight_decay before the "
+                     "rule, so the relative step reads the decayed parameter's RMS "
+                     "(weight_decay_mode='before_rule'); epsilon_1 1e-30, lr 1e-3; global step "
+                     "count",
     },
     zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
-    not_reproduced={
-        "Adafactor": "Keras adds epsilon_1 to g^2 (torch's Adafactor clamps the second-moment "
-                     "estimate at eps1^2) and its decay differs: measured in float64 1e-9 of "
-                     "the scale without decay, 1e-5 with weight_decay 0.1, after 2 steps; "
-                     "npoptim's Adafactor (torch's) has no switch for either",
-    },
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
     step_scope="global",
@@ -296,6 +305,10 @@ OPTAX = Flavor(
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
         "Rprop": {},
+        # T5's Adafactor (optax/_src/alias.py adafactor, factorized.py)
+        "Adafactor": dict(eps1_mode="added", relative_step=False, min_dim_size_to_factor=128,
+                          factor_dims="largest_two", weight_decay_mode="added",
+                          momentum_dtype="float32"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -522,6 +535,22 @@ OPTAX = Flavor(
                       "min_step_size": ("step_sizes", 0), "max_step_size": ("step_sizes", 1)},
             dict(learning_rate=REQUIRED, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6,
                  max_step_size=50.0)),
+        "adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": ("lr", "none_is_one"),
+                          "min_dim_size_to_factor": "min_dim_size_to_factor",
+                          "decay_rate": ("beta2_decay", "negated"),
+                          "decay_offset": "decay_offset",
+                          "multiply_by_parameter_scale": "parameter_scale",
+                          "clipping_threshold": ("d", "none_is_inf"), "momentum": "momentum",
+                          "dtype_momentum": ("momentum_dtype", "momentum_dtype"),
+                          "weight_decay_rate": "weight_decay", "eps": ("eps", "eps1_of_pair")},
+            dict(learning_rate=None, min_dim_size_to_factor=128, decay_rate=0.8, decay_offset=0,
+                 multiply_by_parameter_scale=True, clipping_threshold=1.0, momentum=None,
+                 dtype_momentum="float32", weight_decay_rate=None, eps=1e-30, factored=True,
+                 weight_decay_mask=None),
+            unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
+                                               "above every dimension"),
+                         "weight_decay_mask": _OPTAX_MASK}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -580,12 +609,18 @@ OPTAX = Flavor(
                  "optax 0.2.8's scale_by_rprop has a bug: it returns the previous step's "
                  "update (the first step moves nothing; optax PR #1725), a known bug "
                  "(tests/data/framework_known_bugs.json)",
+        "Adafactor": "T5's form: eps 1e-30 added to g^2, no clamps (eps1_mode='added'); "
+                     "rho_t = lr, no 1/sqrt(t) (relative_step=False; lr 1 for its None); "
+                     "factored only where the second-largest dimension is >= 128, over the two "
+                     "largest (min_dim_size_to_factor, factor_dims='largest_two'); "
+                     "weight_decay_rate added to the scaled update, not times lr "
+                     "(weight_decay_mode='added'); optional momentum on the scaled step, kept "
+                     "in float32 (momentum_dtype); decay_offset; clipping_threshold None is "
+                     "d=inf; the decay in float64 (a float64 decay_rate, as inject_hyperparams "
+                     "gives it; see npoptim/optim/adafactor.py)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
-                     "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
-                     "g^2) is not torch's Adafactor (npoptim's); no switch",
         "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
                      "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
                      "same numbers",
@@ -786,7 +821,9 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
                             f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
         target = entry.names[key]
         if value is None and entry.defaults.get(key, None) is not None and target not in (
-                "weight_decay", "momentum"):  # npoptim's None (eps_root = eps) has no twin
+                "weight_decay", "momentum") and not (isinstance(target, tuple) and target[1]
+                                                     in _NONE_IS_A_VALUE):
+            # npoptim's None (eps_root = eps) has no twin
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -819,7 +856,29 @@ _CONVERSIONS = {
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
+    # optax adafactor: decay_rate = -beta2_decay; clipping_threshold None = no clipping;
+    # eps is eps1 (its eps2, scale_by_param_block_rms's min_scale, is 1e-3)
+    "negated": (lambda v: -v, lambda v: -v),
+    "none_is_inf": (lambda v: math.inf if v is None else v,
+                    lambda v: None if v == math.inf else v),
+    "eps1_of_pair": (lambda v: (v, 1e-3), lambda v: v[0]),
+    "momentum_dtype": (lambda v: _momentum_dtype(v), lambda v: None if v == "param" else v),
 }
+
+#: Conversions whose framework None is a value (not "take the default").
+_NONE_IS_A_VALUE = {"none_is_inf", "momentum_dtype"}
+
+
+def _momentum_dtype(dtype):
+    """optax adafactor's ``dtype_momentum`` as npoptim's ``momentum_dtype``: float32 (optax's
+    default) or None (the parameter's dtype)."""
+    if dtype is None:
+        return "param"
+    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
+    if name == "float32":
+        return "float32"
+    raise ValueError(f"optax adafactor dtype_momentum={dtype!r}: float32 or None (the "
+                     "parameter's dtype) are implemented")
 
 
 def _no_warmup(steps):

@@ -29,15 +29,15 @@ def keras_jax():
     return keras, jax
 
 
-def keras_trajectory(w0, grads, lrs, **kw):
-    """Parameters after each step of ``keras.optimizers.Ftrl`` in float64."""
+def keras_trajectory(w0, grads, lrs, optimizer="Ftrl", **kw):
+    """Parameters after each step of ``keras.optimizers.<optimizer>`` in float64."""
     keras, jax = keras_jax()
     previous_x64, previous_floatx = jax.config.jax_enable_x64, keras.config.floatx()
     jax.config.update("jax_enable_x64", True)
     keras.config.set_floatx("float64")
     try:
         variables = [keras.Variable(w.copy(), dtype="float64") for w in w0]
-        opt = keras.optimizers.Ftrl(learning_rate=lrs[0], **kw)
+        opt = getattr(keras.optimizers, optimizer)(learning_rate=lrs[0], **kw)
         out = []
         for lr, step_grads in zip(lrs, grads):
             opt.learning_rate = lr
