@@ -180,10 +180,10 @@ class Adafactor(Optimizer):
         check_choice(group, "momentum_dtype", ("param", "float32"))
         check_choice(group, "weight_decay_mode", ("decoupled", "before_rule", "added"))
         check_flag(group, "relative_step", "parameter_scale")
-        for name in ("decay_offset", "min_dim_size_to_factor"):
+        for name in ("decay_offset", "min_dim_size_to_factor"):  # whole numbers (128.0 too)
             value = group[name]
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
-                    name == "min_dim_size_to_factor" and value < 0):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or (
+                    value != value // 1) or (name == "min_dim_size_to_factor" and value < 0):
                 raise ValueError(f"{name} must be a{' non-negative' if name[0] == 'm' else 'n'}"
                                  f" integer, got {value!r}")
         if not (isinstance(group["momentum"], (int, float)) and 0.0 <= group["momentum"] < 1.0):
