@@ -59,7 +59,7 @@ FLAVOR_ROWS = {
                   dict(lr=1e-2, weight_decay=0.1, eps=(1e-30, 1e-3)),
                   shapes=((5,), (3, 4), (2, 2, 3)), steps=10, schedule="warmup-cosine",
                   flavor="keras"),
-        table.Row("Adafactor", "null-and-zero-grads", "Missing and all-zero gradients: the "
+        table.Row("Adafactor", "null-and-zero-grads-eps1", "Missing and all-zero gradients: the "
                   "global step ages a variable left out; epsilon_1 keeps a zero gradient's "
                   "update finite.", dict(lr=1e-2, eps=(1e-30, 1e-3)), shapes=table.MIXED,
                   grads="dense-none-zero", steps=10, flavor="keras"),)},
