@@ -618,8 +618,9 @@ OPTAX = Flavor(
                      "weight_decay_rate added to the scaled update, not times lr "
                      "(weight_decay_mode='added'); optional momentum on the scaled step, kept "
                      "in float32 (momentum_dtype); decay_offset; clipping_threshold None is "
-                     "d=inf; the decay in float64 (a float64 decay_rate, as inject_hyperparams "
-                     "gives it; see npoptim/optim/adafactor.py)",
+                     "d=inf; its float hyperparameters as float64 (as inject_hyperparams holds "
+                     "them: Python floats make XLA take the decay's power and the momentum "
+                     "product in float32; see npoptim/optim/adafactor.py)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
