@@ -23,7 +23,7 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``adafactor``, Keras's ``Adafactor``, ...).
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``noisy_sgd``, ...).
 """
 import functools
 import inspect
@@ -166,6 +166,8 @@ KERAS = Flavor(
         # npoptim.optim.muon.keras_adamw_part)
         "Muon": dict(momentum_form="sum", ns_dtype="param", ns_eps_mode="added",
                      adjust_lr_fn="match_rms_adamw"),
+        # epsilon_1 added to g^2; the decay before the rule (its base optimizer's)
+        "Adafactor": dict(eps1_mode="added", weight_decay_mode="before_rule"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -237,6 +239,14 @@ KERAS = Flavor(
             elsewhere={name: "Keras's AdamW part: npoptim.optim.muon.keras_adamw_part"
                        for name in ("adam_beta_1", "adam_beta_2", "adam_weight_decay",
                                     "epsilon", "adam_lr_ratio", "exclude_embeddings")}),
+        "Adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": "lr", "beta_2_decay": "beta2_decay",
+                          "epsilon_1": ("eps", 0), "epsilon_2": ("eps", 1),
+                          "clip_threshold": "d", "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_2_decay=-0.8, epsilon_1=1e-30, epsilon_2=1e-3,
+                 clip_threshold=1.0, relative_step=True, weight_decay=None),
+            unsupported={"relative_step": ((True, False), "Keras's rho_t is min(lr, 1/sqrt(t)) "
+                                                          "either way")}),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -262,17 +272,18 @@ KERAS = Flavor(
                 "lr scale rms_rate sqrt(max(A, B)), rms_rate 0.2 (adjust_lr_fn="
                 "'match_rms_adamw'; rms_rate=None: none); weight_decay 0.004; 2-D only (Keras's "
                 "AdamW part: npoptim.optim.muon.keras_adamw_part)",
+        "Adafactor": "epsilon_1 added to g^2, no clamps (eps1_mode='added'; torch clamps the "
+                     "estimate at eps1^2 and its row mean at eps1); weight_decay before the "
+                     "rule, so the relative step reads the decayed parameter's RMS "
+                     "(weight_decay_mode='before_rule'); epsilon_1 1e-30, lr 1e-3; global step "
+                     "count",
     },
     zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
-    not_reproduced={
-        "Adafactor": "Keras adds epsilon_1 to g^2 (torch's Adafactor clamps the second-moment "
-                     "estimate at eps1^2) and its decay differs: measured in float64 1e-9 of "
-                     "the scale without decay, 1e-5 with weight_decay 0.1, after 2 steps; "
-                     "npoptim's Adafactor (torch's) has no switch for either",
-    },
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
     step_scope="global",
+    # Keras 3.15's ops.mean takes a float64 mean in float32 (npoptim/optim/adafactor.py)
+    optimizer_dtypes={"Adafactor": ("float32",)},
 )
 
 _OPTAX_MASK = ((None,), "use param groups with weight_decay=0")
@@ -339,6 +350,10 @@ OPTAX = Flavor(
         "Momo": dict(variant="optax"),
         "MomoAdam": dict(variant="optax"),
         "Sophia": dict(variant="optax"),
+        # T5's Adafactor (optax/_src/alias.py adafactor, factorized.py)
+        "Adafactor": dict(eps1_mode="added", relative_step=False, min_dim_size_to_factor=128,
+                          factor_dims="largest_two", weight_decay_mode="added",
+                          momentum_dtype="float32"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -614,6 +629,22 @@ OPTAX = Flavor(
                              mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
                              verbose=((False,), "npoptim prints nothing; read the state"),
                              print_win_rate_every_n_steps=((0,), "npoptim prints nothing"))),
+        "adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": ("lr", "none_is_one"),
+                          "min_dim_size_to_factor": "min_dim_size_to_factor",
+                          "decay_rate": ("beta2_decay", "negated"),
+                          "decay_offset": "decay_offset",
+                          "multiply_by_parameter_scale": "parameter_scale",
+                          "clipping_threshold": ("d", "none_is_inf"), "momentum": "momentum",
+                          "dtype_momentum": ("momentum_dtype", "momentum_dtype"),
+                          "weight_decay_rate": "weight_decay", "eps": ("eps", "eps1_of_pair")},
+            dict(learning_rate=None, min_dim_size_to_factor=128, decay_rate=0.8, decay_offset=0,
+                 multiply_by_parameter_scale=True, clipping_threshold=1.0, momentum=None,
+                 dtype_momentum="float32", weight_decay_rate=None, eps=1e-30, factored=True,
+                 weight_decay_mask=None),
+            unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
+                                               "above every dimension"),
+                         "weight_decay_mask": _OPTAX_MASK}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -684,12 +715,19 @@ OPTAX = Flavor(
                   "default Hutchinson estimate is npoptim's hessian_estimate='caller' with "
                   "step(hvp=...) (probes from the counter stream unless given as probes=), "
                   "a transformation returning updates*updates is 'squared-gradient'",
+        "Adafactor": "T5's form: eps 1e-30 added to g^2, no clamps (eps1_mode='added'); "
+                     "rho_t = lr, no 1/sqrt(t) (relative_step=False; lr 1 for its None); "
+                     "factored only where the second-largest dimension is >= 128, over the two "
+                     "largest (min_dim_size_to_factor, factor_dims='largest_two'); "
+                     "weight_decay_rate added to the scaled update, not times lr "
+                     "(weight_decay_mode='added'); optional momentum on the scaled step, kept "
+                     "in float32 (momentum_dtype); decay_offset; clipping_threshold None is "
+                     "d=inf; its float hyperparameters as float64 (as inject_hyperparams holds "
+                     "them: Python floats make XLA take the decay's power and the momentum "
+                     "product in float32; see npoptim/optim/adafactor.py)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
-                     "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
-                     "g^2) is not torch's Adafactor (npoptim's); no switch",
         "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
                      "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
                      "same numbers",
@@ -952,9 +990,10 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
                             f"{', '.join(sorted(takes))}")
         target = entry.names[key]
-        nullable = isinstance(target, tuple) and target[1] == "nullable"
-        if value is None and not nullable and entry.defaults.get(key, None) is not None and (
-                target not in ("weight_decay", "momentum")):  # npoptim's None (eps_root = eps)
+        if value is None and entry.defaults.get(key, None) is not None and target not in (
+                "weight_decay", "momentum") and not (isinstance(target, tuple) and target[1]
+                                                     in _NONE_IS_A_VALUE):
+            # npoptim's None (eps_root = eps) has no twin
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -1006,7 +1045,29 @@ _CONVERSIONS = {
                    lambda v: "hutchinson" if v == "caller" else v),
     "nullable": (lambda v: v, lambda v: v),  # None is a value (Keras Muon's rms_rate: off;
                                              # optax sophia's clip_threshold: no clipping)
+    # optax adafactor: decay_rate = -beta2_decay; clipping_threshold None = no clipping;
+    # eps is eps1 (its eps2, scale_by_param_block_rms's min_scale, is 1e-3)
+    "negated": (lambda v: -v, lambda v: -v),
+    "none_is_inf": (lambda v: math.inf if v is None else v,
+                    lambda v: None if v == math.inf else v),
+    "eps1_of_pair": (lambda v: (v, 1e-3), lambda v: v[0]),
+    "momentum_dtype": (lambda v: _momentum_dtype(v), lambda v: None if v == "param" else v),
 }
+
+#: Conversions whose framework None is a value (not "take the default").
+_NONE_IS_A_VALUE = {"nullable", "none_is_inf", "momentum_dtype"}
+
+
+def _momentum_dtype(dtype):
+    """optax adafactor's ``dtype_momentum`` as npoptim's ``momentum_dtype``: float32 (optax's
+    default) or None (the parameter's dtype)."""
+    if dtype is None:
+        return "param"
+    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
+    if name == "float32":
+        return "float32"
+    raise ValueError(f"optax adafactor dtype_momentum={dtype!r}: float32 or None (the "
+                     "parameter's dtype) are implemented")
 
 
 def _no_warmup(steps):

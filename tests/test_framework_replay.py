@@ -161,8 +161,9 @@ def optax_make_step(name, kwargs):
     kwargs = {k: OPTAX_NAMED[k][v]() if k in OPTAX_NAMED else v for k, v in kwargs.items()}
 
     # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step
+    # (or the lr through a conversion: adafactor's learning_rate, whose None is lr 1)
     lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
-                   if t == "lr")
+                   if t == "lr" or isinstance(t, tuple) and t[0] == "lr")
 
     def make_step(params, _hyper):
         dtype = params[0].dtype

@@ -16,11 +16,11 @@ from npoptim.optim.ftrl import Ftrl
 from npoptim.sparse.rowgrad import embedding_row_grad
 
 
-def keras_trajectory(w0, grads, lrs, **kw):
-    """Parameters after each step of ``keras.optimizers.Ftrl`` in float64."""
+def keras_trajectory(w0, grads, lrs, optimizer="Ftrl", **kw):
+    """Parameters after each step of ``keras.optimizers.<optimizer>`` in float64."""
     with keras_float64() as (keras, jax):
         variables = [keras.Variable(w.copy(), dtype="float64") for w in w0]
-        opt = keras.optimizers.Ftrl(learning_rate=lrs[0], **kw)
+        opt = getattr(keras.optimizers, optimizer)(learning_rate=lrs[0], **kw)
         out = []
         for lr, step_grads in zip(lrs, grads):
             opt.learning_rate = lr

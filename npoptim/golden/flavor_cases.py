@@ -58,7 +58,33 @@ FLAVOR_ROWS = {
         table.Row("Muon", "rms-rate-coefficients", "Keras Muon's rms_rate 0.3, muon_a/b/c "
                   "(3.4, -4.7, 2.0), ns_steps 4, momentum 0.8, on a tall matrix.",
                   dict(lr=1e-2, rms_rate=0.3, ns_coefficients=(3.4, -4.7, 2.0), ns_steps=4,
-                       momentum=0.8), shapes=((5, 3),), steps=10, flavor="keras"))},
+                       momentum=0.8), shapes=((5, 3),), steps=10, flavor="keras")),
+        # torch's Adafactor rows mostly leave eps1 None (the dtype's epsilon), which neither
+        # framework can write: these rows give eps1 (1e-30, their default) explicitly
+        "Adafactor": (
+        table.Row("Adafactor", "decay-schedule", "Keras's weight decay before the rule (the "
+                  "relative step reads the decayed parameter) under an lr schedule; a vector, "
+                  "a matrix and a 3-D parameter.",
+                  dict(lr=1e-2, weight_decay=0.1, eps=(1e-30, 1e-3)),
+                  shapes=((5,), (3, 4), (2, 2, 3)), steps=10, schedule="warmup-cosine",
+                  flavor="keras"),
+        table.Row("Adafactor", "null-and-zero-grads-eps1", "Missing and all-zero gradients: the "
+                  "global step ages a variable left out; epsilon_1 keeps a zero gradient's "
+                  "update finite.", dict(lr=1e-2, eps=(1e-30, 1e-3)), shapes=table.MIXED,
+                  grads="dense-none-zero", steps=10, flavor="keras"),)},
+    "optax": {"Adafactor": (
+        table.Row("Adafactor", "momentum-decay-schedule", "optax's momentum (float32 "
+                  "buffer) and weight_decay_rate added to the scaled update under an lr "
+                  "schedule; a vector and a matrix (unfactored: below 128).",
+                  dict(lr=1e-2, momentum=0.9, weight_decay=0.05), shapes=((5,), (3, 4)),
+                  steps=10, schedule="warmup-cosine", flavor="optax"),
+        table.Row("Adafactor", "absolute-step-factored", "multiply_by_parameter_scale=False, "
+                  "clipping 1.5, decay_rate 0.5 with decay_offset -2, and "
+                  "min_dim_size_to_factor 3: a 4x3x5 parameter factored over its two largest "
+                  "dimensions (axes 0 and 2).",
+                  dict(lr=1e-2, parameter_scale=False, d=1.5, beta2_decay=-0.5,
+                       decay_offset=-2, min_dim_size_to_factor=3),
+                  shapes=((4, 3, 5), (3, 4)), steps=10, flavor="optax"),)},
 }
 
 
@@ -142,12 +168,41 @@ def candidate_rows(flavor, optimizer):
                    for entry in flavors.get(flavor).constructors.values()
                    if entry.npoptim == optimizer):
             continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
+        if not _framework_builds(flavor, optimizer, hyper):
+            continue  # a value the framework cannot write (Keras's epsilon_1=None)
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=(), tolerance=FLAVOR_TOLERANCE.get(
                                             (flavor, optimizer), row.tolerance)), row))
     out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
+
+
+def _framework_builds(flavor, optimizer, hyper):
+    """Does some constructor of the framework, called with ``hyper`` in its names, build the
+    optimizer ``Opt(params, flavor=flavor, **hyper)``? (No for a value it cannot write: a
+    None it takes as a number, a half of a pair it does not name.) Only the optimizers whose
+    rows leave such values are asked (:data:`FRAMEWORK_CHECKED`)."""
+    from npoptim.golden.generate import hyperparameters
+    if optimizer not in FRAMEWORK_CHECKED:
+        return True
+    want = hyperparameters(registry.get(optimizer)([np.zeros(1)], flavor=flavor, **hyper))
+    for name, entry in flavors.get(flavor).constructors.items():
+        if entry.npoptim != optimizer:
+            continue
+        try:
+            built = flavors.from_framework(flavor, name, [np.zeros(1)],
+                                           **flavors.framework_call(entry, hyper))
+        except (TypeError, ValueError):
+            continue
+        if hyperparameters(built) == want:
+            return True
+    return False
+
+
+#: The optimizers whose torch rows hold values a framework cannot write (Adafactor's eps1
+#: None, its eps2 beside optax's eps): their flavor rows are kept only where it can.
+FRAMEWORK_CHECKED = ("Adafactor",)
 
 
 def _required_lr(flavor, optimizer, torch_defaults):
