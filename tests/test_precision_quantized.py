@@ -3,8 +3,9 @@
 Hand-derived: the 4-bit dynamic map value by value, codes of a few values in each codec (a
 tie, a value below the map, packing, float8 bits). Against torchao 0.18 on CPU: AdamW8bit,
 AdamW4bit, AdamWFp8 and Adam8bit over 20 steps, parameters, codes, scales and maps bit for
-bit. torchao compiles each step with ``torch.compile`` (a C++ build per shape on 2 cores), so
-the cross-checks are few and small (4096 elements, the least torchao quantizes). torchao is
+bit, on float32 params and (AdamW8bit, AdamW4bit, AdamWFp8) on bfloat16 params. torchao
+compiles each step with ``torch.compile`` (a C++ build per shape on 2 cores), so the
+cross-checks are few and small (4096 elements, the least torchao quantizes). torchao is
 installed with ``pip install --no-deps torchao``; the tests skip without it
 (``NPOPTIM_REQUIRE_TORCHAO=1`` in CI makes that a failure).
 """
@@ -253,17 +254,26 @@ def test_matches_torchao_bit_for_bit(name, cls, options):
         opt.step(gs)
         for mine, t in zip(ours, theirs):
             assert np.array_equal(mine, t.numpy()), f"step {k + 1}"
-        for moment in ("exp_avg", "exp_avg_sq"):
-            state = ao.state[theirs[0]][moment]
-            codes = state.codes
-            if codes.dtype == torch.float8_e4m3fn:
-                codes = codes.view(torch.uint8)
-            assert np.array_equal(opt.state[0][f"{moment}.codes"], codes.numpy()), moment
-            assert np.array_equal(opt.state[0][f"{moment}.scale"], state.scale.numpy())
-            if hasattr(state, "qmap"):
-                assert np.array_equal(opt.state[0][f"{moment}.qmap"], state.qmap.numpy())
-            if len(ours) > 1:
+        _assert_torchao_states_equal(opt.state[0], ao.state[theirs[0]], k + 1)
+        if len(ours) > 1:
+            for moment in ("exp_avg", "exp_avg_sq"):
                 assert np.array_equal(opt.state[1][moment], ao.state[theirs[1]][moment].numpy())
+
+
+def _assert_torchao_states_equal(ours, theirs, step):
+    """A quantized parameter's moments, npoptim's against torchao's: codes (float8 as their
+    ``uint8`` bits), scales and, where the codec has one, maps."""
+    import torch
+    for moment in ("exp_avg", "exp_avg_sq"):
+        state = theirs[moment]
+        codes = state.codes
+        if codes.dtype == torch.float8_e4m3fn:
+            codes = codes.view(torch.uint8)
+        assert np.array_equal(ours[f"{moment}.codes"], codes.numpy()), (step, moment)
+        assert np.array_equal(ours[f"{moment}.scale"], state.scale.numpy()), (step, moment)
+        assert hasattr(state, "qmap") == (f"{moment}.qmap" in ours), (step, moment)
+        if hasattr(state, "qmap"):
+            assert np.array_equal(ours[f"{moment}.qmap"], state.qmap.numpy()), (step, moment)
 
 
 # ------------------------------------------------------------------- bitsandbytes (CPU)
@@ -385,9 +395,15 @@ def test_codecs_match_torchaos_eager_functions():
     assert np.array_equal(scale, their_scale.numpy(), equal_nan=True)
 
 
-def test_bfloat16_params_match_torchao_bit_for_bit():
-    """bfloat16 params (and grads) with 8-bit state, and a small one with torchao's bfloat16
-    moments, over 20 steps."""
+BF16_CROSS_CHECKS = [("AdamW8bit", AdamW8bit), ("AdamW4bit", AdamW4bit), ("AdamWFp8", AdamWFp8)]
+
+
+@pytest.mark.parametrize("name,cls", BF16_CROSS_CHECKS, ids=[c[0] for c in BF16_CROSS_CHECKS])
+def test_bfloat16_params_match_torchao_bit_for_bit(name, cls):
+    """bfloat16 params (and grads) with 8-bit, 4-bit and float8 state, rounded to nearest
+    (``bf16_stochastic_round=False``), over 20 steps: params, codes, scales and maps; for
+    8-bit also a small parameter with torchao's bfloat16 moments (one C++ build per shape:
+    the other forms take the 4096-element parameter only)."""
     torchao_optim = _torchao_optim()
     ml_dtypes = pytest.importorskip("ml_dtypes")
     import torch
@@ -401,23 +417,26 @@ def test_bfloat16_params_match_torchao_bit_for_bit():
 
     p0, grads = _problem(4096, 20, seed=11)
     s0, small_grads = _problem(100, 20, seed=12)
-    ours = [p0.astype(bf16), s0.astype(bf16)]
+    ours = [p0.astype(bf16), s0.astype(bf16)][:2 if name == "AdamW8bit" else 1]
     theirs = [as_torch(a) for a in ours]
-    ao = torchao_optim.AdamW8bit(theirs, lr=1e-2, weight_decay=0.1)
-    opt = AdamW8bit(ours, lr=1e-2, weight_decay=0.1)
+    options = dict(lr=1e-2, weight_decay=0.1, bf16_stochastic_round=False)
+    ao = getattr(torchao_optim, name)(theirs, **options)
+    opt = cls(ours, **options)
     for k, (g, h) in enumerate(zip(grads, small_grads)):
-        gs = [g.astype(bf16), h.astype(bf16)]
+        gs = [g.astype(bf16), h.astype(bf16)][:len(ours)]
         for t, gt in zip(theirs, gs):
             t.grad = as_torch(gt)
         ao.step()
         opt.step(gs)
         for mine, t in zip(ours, theirs):
             assert np.array_equal(mine.view(np.uint16), as_numpy(t).view(np.uint16)), k + 1
-        assert np.array_equal(opt.state[0]["exp_avg.codes"],
-                              ao.state[theirs[0]]["exp_avg"].codes.numpy())
-        assert np.array_equal(opt.state[1]["exp_avg_sq"].view(np.uint16),
-                              as_numpy(ao.state[theirs[1]]["exp_avg_sq"]).view(np.uint16))
-    assert opt.state[1]["exp_avg"].dtype == bf16
+        _assert_torchao_states_equal(opt.state[0], ao.state[theirs[0]], k + 1)
+        if len(ours) > 1:
+            for moment in ("exp_avg", "exp_avg_sq"):
+                assert np.array_equal(opt.state[1][moment].view(np.uint16),
+                                      as_numpy(ao.state[theirs[1]][moment]).view(np.uint16))
+    if len(ours) > 1:
+        assert opt.state[1]["exp_avg"].dtype == bf16
     assert np.mean(ours[0] != p0.astype(bf16)) > 0.5  # the bfloat16 params moved
 
 
