@@ -86,8 +86,16 @@ def test_bad_options_and_arrays_are_refused():
         precision.RMSprop([param], rounding="fused")
     with pytest.raises(ValueError, match="rounding must be one of 'per-op', 'fused'"):
         precision.Adagrad([param], rounding="stochastic")
-    with pytest.raises(ValueError, match="torch's conventions only"):
-        precision.RMSprop([param], eps_in_sqrt=True)
+    # every other framework's convention switch is refused (the 16-bit kernels are torch's)
+    for cls, switch in ((precision.RMSprop, dict(eps_in_sqrt=True)),
+                        (precision.Adam, dict(eps_mode="eps_hat")),
+                        (precision.AdamW, dict(amsgrad=True, amsgrad_max="bias_corrected")),
+                        (precision.SGD, dict(momentum=0.9, lr_in_buffer=True)),
+                        (precision.Adagrad, dict(eps_in_sqrt=True)),
+                        (precision.Adamax, dict(eps_mode="added")),
+                        (precision.NAdam, dict(momentum_schedule="none"))):
+        with pytest.raises(ValueError, match="torch's conventions only"):
+            cls([param], **switch)
     with pytest.raises(ValueError, match="kahan_sum must be True or False"):
         precision.KahanLion([param], lr=1e-3, kahan_sum=None)
     with pytest.raises(ValueError, match="format must be"):

@@ -208,10 +208,13 @@ def test_bad_input_raises_before_anything_changes():
     with pytest.raises(ValueError, match="max_exp_avg_sq"):
         opt.step([grads[1], None])
     unchanged()
-    opt.param_groups[0]["amsgrad"] = "yes"
-    with pytest.raises(ValueError, match="amsgrad must be"):
-        opt.step([grads[1], None])
-    unchanged()
+    for flag in ("yes", 1, 1.0):   # 1 == True, but not a bool
+        opt.param_groups[0]["amsgrad"] = flag
+        with pytest.raises(ValueError, match="amsgrad must be"):
+            opt.step([grads[1], None])
+        unchanged()
+    with pytest.raises(ValueError, match="bf16_stochastic_round must be"):
+        AdamW8bit([np.zeros(4096, f32)], bf16_stochastic_round=1)
     opt.param_groups[0]["amsgrad"] = False
     with pytest.raises(TypeError, match="float32"):
         AdamW8bit([np.zeros(4096)])

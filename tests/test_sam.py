@@ -9,6 +9,7 @@ import pytest
 from hand_derived import close
 from optax_contrib import (SHAPES, STEPS, assert_trajectories_close, lr_schedule, needs_optax,
                            optax, x64)
+from torch_compare import needs_torch, torch
 
 from npoptim.optim.adam import Adam
 from npoptim.optim.lbfgs import LBFGS
@@ -91,11 +92,6 @@ def test_matches_optax_sam_under_an_lr_schedule():
     assert_trajectories_close(actual, expected)
 
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
 try:
     import pytorch_optimizer
 except ImportError:  # pragma: no cover
@@ -259,7 +255,8 @@ def test_asam_state_dict_round_trip_and_an_older_state_dict():
     (dict(rho=-0.1), "rho"), (dict(rho=float("nan")), "rho"), (dict(eps=-1.0), "eps"),
     (dict(adversarial_steps=0), "adversarial_steps"),
     (dict(adversarial_steps=1.5), "adversarial_steps"), (dict(eta=-0.1), "eta"),
-    (dict(adaptive=1), "adaptive"), (dict(adaptive=[True, True]), "adaptive")])
+    (dict(adaptive=1), "adaptive"), (dict(adaptive=[True, True]), "adaptive"),
+    (dict(eta=0.5), "needs adaptive=True")])
 def test_bad_settings_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         SAM(SGD([np.zeros(2)]), **kw)

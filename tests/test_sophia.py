@@ -354,3 +354,15 @@ def test_state_dict_round_trip_continues_identically():
     other.step(grads_of(y, a, c, n, 3), hvp=lambda r: hvp_of(y, a, c, r))
     for p, q in zip(x, y):
         np.testing.assert_array_equal(p, q)
+
+
+def test_loading_another_variant_s_state_dict_names_its_variant():
+    w = [np.zeros(2)]
+    other = Sophia(w)
+    other.load_state_dict(Sophia(w, variant="sophiag").state_dict())
+    assert other.variant == "sophiag"
+    assert other.param_groups[0]["hessian_update"] == "after-kth"
+    other.load_state_dict(Sophia(w, variant="sophiag", eps_mode="max").state_dict())
+    assert other.variant is None        # no published form has these switches
+    other.load_state_dict(Sophia(w).state_dict())
+    assert other.variant == "optax"

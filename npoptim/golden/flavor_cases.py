@@ -186,12 +186,12 @@ def _framework_builds(flavor, optimizer, hyper):
     from npoptim.golden.generate import hyperparameters
     if optimizer not in FRAMEWORK_CHECKED:
         return True
-    want = hyperparameters(registry.get(optimizer)([np.zeros(1)], flavor=flavor, **hyper))
+    want = hyperparameters(registry.get(optimizer)(probe(), flavor=flavor, **hyper))
     for name, entry in flavors.get(flavor).constructors.items():
         if entry.npoptim != optimizer:
             continue
         try:
-            built = flavors.from_framework(flavor, name, [np.zeros(1)],
+            built = flavors.from_framework(flavor, name, probe(),
                                            **flavors.framework_call(entry, hyper))
         except (TypeError, ValueError):
             continue

@@ -282,7 +282,11 @@ def readme_sections(files, provenance):
                    "unless noted) |", "|---|---|---|---|"]
     for path, doc in parsed.items():
         if doc.get("flavor"):
-            names = sorted({c["id"].split("/")[2] for c in doc["cases"]})
+            dtypes = {}
+            for c in doc["cases"]:
+                dtypes.setdefault(c["id"].split("/")[2], set()).add(c["dtype"])
+            names = [name if len(dtypes[name]) > 1 else f"{name} ({min(dtypes[name])} only)"
+                     for name in sorted(dtypes)]
             flavor_rows.append(f"| {doc['flavor']} | {doc['optimizer']} | `{path}` | "
                                f"{doc['number_of_cases']} ({', '.join(names)}) |")
     precision_rows = ["| case | mode (`precision`) | flags | tolerance | matches |",

@@ -359,8 +359,12 @@ class Muon(Optimizer):
         check_choice(group, "weight_layout", ("out_in", "in_out"))
         check_choice(group, "momentum_form", ("lerp", "sum"))
         rate = group["rms_rate"]
-        if rate is not None and not (isinstance(rate, numbers.Real) and 0.0 <= rate < math.inf):
+        if rate is not None and not (isinstance(rate, numbers.Real) and not isinstance(rate, bool)
+                                     and 0.0 <= rate < math.inf):
             raise ValueError(f"rms_rate must be None or a finite number >= 0, got {rate!r}")
+        if rate != MATCH_RMS_RATE and fn != "match_rms_adamw":
+            raise ValueError(f"rms_rate={rate!r} is the factor of adjust_lr_fn="
+                             f"'match_rms_adamw'; with adjust_lr_fn={fn!r} it would do nothing")
         if group["momentum_form"] == "sum" and group["bias_correction"]:
             raise ValueError("bias_correction corrects the lerp momentum (optax's): it needs "
                              "momentum_form='lerp'")

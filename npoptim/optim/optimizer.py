@@ -26,6 +26,7 @@ the family's hyperparameter record built by :func:`typed_record`.
 import copy
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -474,10 +475,27 @@ class Optimizer:
             new_state[i] = self._load_param_state(entry, params[i], group_of[i], f"state[{i}]")
         if self.state_arrays is not None:
             self._place_loaded_state(new_state)
+        variant = self._loaded_variant(new_groups) if hasattr(self, "variant") else None
         for group, new in zip(self.param_groups, new_groups):
             group.clear()
             group.update(new)
         self.state = new_state
+        if hasattr(self, "variant"):
+            self.variant = variant
+
+    def _loaded_variant(self, new_groups):
+        """The ``variant`` after loading ``new_groups``: the loaded switches set the math, not
+        the constructor's ``variant=``. Unchanged if they equal the current ones; else the
+        variant whose switches they hold, or None when they match none."""
+        variants = getattr(sys.modules[type(self).__module__], "VARIANTS", {})
+        keys = {k for switches in variants.values() for k in switches}
+        if all(old.get(k) == new.get(k) for old, new in zip(self.param_groups, new_groups)
+               for k in keys):
+            return self.variant
+        for name, switches in variants.items():
+            if all(g.get(k) == v for g in new_groups for k, v in switches.items()):
+                return name
+        return None
 
     def _place_loaded_state(self, new_state):
         """Copy loaded state arrays into the optimizer's state arrays (those it has, else new

@@ -127,6 +127,9 @@ class SAM(OptimizerWrapper):
                 adversarial_steps, numbers.Integral) or adversarial_steps < 1:
             raise ValueError(f"adversarial_steps must be an integer >= 1, got "
                              f"{adversarial_steps!r}")
+        if eta != 0.0 and not any(adaptive):
+            raise ValueError(f"eta={eta!r} offsets ASAM's scale |p| + eta: it needs adaptive=True "
+                             "(for at least one parameter)")
         return float(rho), float(eps), int(adversarial_steps), [bool(a) for a in adaptive], \
             float(eta)
 

@@ -6,22 +6,20 @@ the quantization maps and codecs."""
 from npoptim.precision.adadelta import Adadelta, Adamax
 from npoptim.precision.adagrad import Adagrad
 from npoptim.precision.adam import Adam, AdamW
+from npoptim.precision.asgd import ASGD
 from npoptim.precision.bnb_adam import BnbAdam8bit, BnbAdamW8bit
 from npoptim.precision.kahan import KahanAdamW, KahanLion, KahanSGD
 from npoptim.precision.master import MasterWeights
+from npoptim.precision.nadam import NAdam, RAdam
 from npoptim.precision.quantized_adam import (Adam4bit, Adam8bit, AdamFp8, AdamW4bit, AdamW8bit,
                                               AdamWFp8)
 from npoptim.precision.rmsprop import RMSprop
+from npoptim.precision.rprop import Rprop
 from npoptim.precision.scaler import GradScaler
 from npoptim.precision.sgd import SGD
 
-__all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "KahanAdamW",
+__all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "NAdam", "RAdam",
+           "ASGD", "Rprop", "KahanAdamW",
            "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
            "BnbAdam8bit", "BnbAdamW8bit"]
-# 16-bit NAdam, RAdam, ASGD and Rprop (torch's single-tensor rounding)
-from npoptim.precision.asgd import ASGD  # noqa: E402
-from npoptim.precision.nadam import NAdam, RAdam  # noqa: E402
-from npoptim.precision.rprop import Rprop  # noqa: E402
-
-__all__ += ["NAdam", "RAdam", "ASGD", "Rprop"]

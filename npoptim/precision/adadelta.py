@@ -110,12 +110,6 @@ class Adamax(LowPrecision, adamax.Adamax):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          maximize=maximize, **torch_options)
 
-    def _check_group(self, group):
-        super()._check_group(group)
-        if group["eps_mode"] != "in_max":
-            raise ValueError("npoptim.precision.Adamax has torch's conventions only "
-                             "(eps_mode='in_max')")
-
     def _update(self, param, grad, state, group):
         state["step"] += 1
         beta1, beta2 = group["betas"]

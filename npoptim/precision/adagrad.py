@@ -122,12 +122,6 @@ class Adagrad(LowPrecision, adagrad.Adagrad):
                          initial_accumulator_value=initial_accumulator_value, eps=eps,
                          maximize=maximize, **torch_options)
 
-    def _check_group(self, group):
-        super()._check_group(group)
-        if group["eps_in_sqrt"]:
-            raise ValueError("npoptim.precision.Adagrad has torch's conventions only "
-                             "(eps_in_sqrt=False)")
-
     def _init_state(self, param, group):
         # torch's full_like(param, initial_accumulator_value): to float32, then the format
         fmt = format_of(param, (group or self.defaults)["format"])

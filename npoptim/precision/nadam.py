@@ -148,12 +148,6 @@ def _moments16(group, code):
     return moments
 
 
-def _check_torch_conventions(group, conventions, name):
-    if any(group[key] != value for key, value in conventions.items()):
-        raise ValueError(f"npoptim.precision.{name} has torch's conventions only ("
-                         + ", ".join(f"{k}={v!r}" for k, v in conventions.items()) + ")")
-
-
 class NAdam(LowPrecision, nadam.NAdam):
     """``torch.optim.NAdam`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
     docstring)."""
@@ -170,10 +164,6 @@ class NAdam(LowPrecision, nadam.NAdam):
                          momentum_decay=momentum_decay,
                          decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                          **torch_options)
-
-    def _check_group(self, group):
-        super()._check_group(group)
-        _check_torch_conventions(group, self.torch_conventions, "NAdam")
 
     def _init_state(self, param, group):
         return {"step": 0, "mu_product": np.array(1.0, np.float32),
@@ -213,10 +203,6 @@ class RAdam(LowPrecision, radam.RAdam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                          **torch_options)
-
-    def _check_group(self, group):
-        super()._check_group(group)
-        _check_torch_conventions(group, self.torch_conventions, "RAdam")
 
     def _update(self, param, grad, state, group):
         state["step"] += 1

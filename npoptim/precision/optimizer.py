@@ -100,6 +100,13 @@ class LowPrecision:
                     name, off) != off:
                 raise ValueError(f"{name}={group[name]!r} is not implemented for 16-bit "
                                  "parameters")
+        # the 16-bit kernels compute torch's form only: another framework's convention switch
+        # would do nothing here
+        conventions = getattr(self, "torch_conventions", {})
+        if any(group.get(key, value) != value for key, value in conventions.items()):
+            raise ValueError(f"npoptim.precision.{type(self).__name__} has torch's conventions "
+                             "only (" + ", ".join(f"{k}={v!r}" for k, v in conventions.items())
+                             + ")")
         super()._check_group(group)
 
     def _apply(self, prepared):

@@ -228,7 +228,7 @@ class BlockwiseStateOptimizer(Optimizer):
         if not 0.0 <= group["eps"]:
             raise ValueError(f"Invalid epsilon value: {group['eps']}")
         check_betas(group.get("betas"))
-        if group.get("amsgrad") not in (True, False):
+        if not isinstance(group.get("amsgrad"), (bool, np.bool_)):
             raise ValueError(f"amsgrad must be True or False, got {group.get('amsgrad')!r}")
 
     def _layout(self, param, group):
@@ -300,7 +300,7 @@ class QuantizedAdam(BlockwiseStateOptimizer):
         if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
                 or block_size < 2 or block_size % 2):
             raise ValueError(f"block_size must be an even int >= 2, got {block_size!r}")
-        if bf16_stochastic_round not in (True, False):
+        if not isinstance(bf16_stochastic_round, (bool, np.bool_)):
             raise ValueError(f"bf16_stochastic_round must be True or False, got "
                              f"{bf16_stochastic_round!r}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:

@@ -158,12 +158,6 @@ class RMSprop(LowPrecision, rmsprop.RMSprop):
                          momentum=momentum, centered=centered, maximize=maximize,
                          **torch_options)
 
-    def _check_group(self, group):
-        super()._check_group(group)
-        if group["eps_in_sqrt"] or group["lr_in_momentum"]:
-            raise ValueError("npoptim.precision.RMSprop has torch's conventions only "
-                             "(eps_in_sqrt=False, lr_in_momentum=False)")
-
     def _update(self, param, grad, state, group):
         for name in self._state_names(group):
             if name not in state:
