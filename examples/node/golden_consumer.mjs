@@ -282,8 +282,9 @@ for (const file of opts.files) {
       continue;
     }
     const p = c.precision;
-    if (p && (c.optimizer !== "Adam" || p.rounding === "stochastic" || p.master_weights || p.kahan)) {
-      results.push({ id: c.id, skipped: "this example implements 16-bit Adam in per-op and fused rounding only" });
+    if (p && (c.optimizer !== "Adam" || p.rounding === "stochastic" || p.master_weights || p.kahan
+              || p.quantization)) {
+      results.push({ id: c.id, skipped: "this example implements 16-bit Adam in per-op and fused rounding only (no quantized state)" });
       skipped++;
       continue;
     }
