@@ -291,7 +291,7 @@ OPTAX = Flavor(
         "PolyakSGD": {},
         "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
                      weight_layout="in_out"),
-        "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
+        "LBFGS": dict(first_step_norm="l2", curvature_condition=False, measured_step=True),
         "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
@@ -485,16 +485,21 @@ OPTAX = Flavor(
                                                              "scaling is implemented"),
                          "muon_weight_dimension_numbers": ((None,), "npoptim's Muon takes "
                                                                     "2-D parameters only")}),
-        # optax.lbfgs without its line search: one iteration per update, no tolerance tests
+        # optax.lbfgs: one iteration per update, no tolerance tests; linesearch "zoom" (its
+        # default) is scale_by_zoom_linesearch with the keywords below (npoptim's zoom), None
+        # the fixed step
         "lbfgs": FrameworkOptimizer(
             "LBFGS", {"learning_rate": ("lr", "none_is_one"), "memory_size": "history_size",
-                      "scale_init_precond": "scale_init_precond"},
-            dict(learning_rate=None, memory_size=10, scale_init_precond=True, linesearch=None),
-            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf,
-                       line_search_fn=None),
-            unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
-                                                 "scale_by_zoom_linesearch) is not "
-                                                 "implemented: pass linesearch=None")}),
+                      "scale_init_precond": "scale_init_precond",
+                      "linesearch": ("line_search_fn", "optax_linesearch"),
+                      **{k: k for k in ("max_linesearch_steps", "max_learning_rate",
+                                        "increase_factor", "slope_rtol", "curv_rtol",
+                                        "approx_dec_rtol", "stepsize_precision",
+                                        "initial_guess_strategy")},
+                      "tol": "linesearch_tol"},
+            dict(learning_rate=None, memory_size=10, scale_init_precond=True,
+                 linesearch="zoom"),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf)),
         "radam": FrameworkOptimizer(
             "RAdam", _OPTAX_ADAM_NAMES,
             dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
@@ -563,9 +568,9 @@ OPTAX = Flavor(
                              "npoptim.flavors._no_warmup); no r",
         "PolyakSGD": "npoptim's math (optax's code: the scaling, npoptim's lr, divides the "
                      "Polyak ratio); the loss is update's value=",
-        "LBFGS": "linesearch=None only (optax's default zoom line search is not implemented); "
-                 "one iteration per step; first step min(1, 1/|g|_2) lr (torch: |g|_1); every "
-                 "pair stored (torch: only if y.s > 1e-10); history 10",
+        "LBFGS": "optax's zoom line search (line_search_fn='zoom', its default; linesearch="
+                 "None: the fixed step); one iteration per step; first step min(1, 1/|g|_2) lr "
+                 "(torch: |g|_1); every pair stored (torch: only if y.s > 1e-10); history 10",
         "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
                 "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
                 "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
@@ -786,7 +791,9 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
                             f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
         target = entry.names[key]
         if value is None and entry.defaults.get(key, None) is not None and target not in (
-                "weight_decay", "momentum"):  # npoptim's None (eps_root = eps) has no twin
+                "weight_decay", "momentum") and not (
+                isinstance(target, tuple) and target[1] in _CONVERSIONS):  # (a conversion
+            # reads None itself); npoptim's None (eps_root = eps) has no twin
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -814,12 +821,22 @@ def _consistent_rms_to_adjust_lr_fn(value):
 #: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
 _CONVERSIONS = {
     "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
+    "optax_linesearch": (lambda v: _optax_linesearch(v), lambda v: v),  # optax lbfgs's
     "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
                        lambda v: 0.2 if v == "match_rms_adamw" else None),
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
 }
+
+
+def _optax_linesearch(value):
+    """optax lbfgs's ``linesearch``: ``"zoom"`` (its default, ``scale_by_zoom_linesearch``;
+    npoptim ``line_search_fn="zoom"``) or None (no line search)."""
+    if value in (None, "zoom"):
+        return value
+    raise ValueError(f"optax: linesearch={value!r}: 'zoom' (optax's scale_by_zoom_linesearch, "
+                     "its keywords given to from_framework) or None are implemented")
 
 
 def _no_warmup(steps):

@@ -36,7 +36,10 @@ from npoptim.golden.inputs import case_seed
 GENERATED = ("keras", "optax", "onnx", "tfjs")
 
 #: Rows of a flavor that no torch row has, for a hyperparameter torch lacks; their cases have
-#: no torch counterpart. Names as in the torch table (``<flavor>/`` is prefixed).
+#: no torch counterpart, except a row named as a torch row of its optimizer: that row's *twin*
+#: (its inputs, seed and objective; the torch case must fail it), for a framework that computes
+#: the row's problem in its own way (optax.lbfgs: one iteration per update, its zoom line
+#: search). Names as in the torch table (``<flavor>/`` is prefixed).
 FLAVOR_ROWS = {
     "onnx": {"Adam": (table.Row(
         "Adam", "post-weight-decay", "ONNX Adam's norm_coefficient_post (npoptim "
@@ -50,6 +53,24 @@ FLAVOR_ROWS = {
                  "the update; float32 (its kernel's only dtype).",
                  dict(lr=1e-2, weight_decay=0.1, bias_correction=False), dtypes=("float32",),
                  flavor="onnx"),)},
+    "optax": {"LBFGS": (
+        table.Row("LBFGS", "strong-wolfe", "optax.lbfgs(memory_size=5) on the strong-wolfe "
+                  "row's problem: one L-BFGS iteration per update with optax's zoom line search "
+                  "(scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="
+                  "'one'), npoptim line_search_fn='zoom').",
+                  dict(lr=1.0, history_size=5), shapes=((3, 5), (4,)),
+                  objective="separable-quartic", dtypes=("float64",),
+                  tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
+        table.Row("LBFGS", "short-history", "optax.lbfgs(learning_rate=0.5, memory_size=2) on "
+                  "the short-history row's problem, the zoom line search with its Wolfe "
+                  "constants changed (slope_rtol 0.3, curv_rtol 0.1: the zoom interpolates) and "
+                  "at most 3 steps (max_linesearch_steps: some searches end on the fallback).",
+                  dict(lr=0.5, history_size=2, slope_rtol=0.3, curv_rtol=0.1,
+                       max_linesearch_steps=3), shapes=((6,),), objective="separable-quartic",
+                  dtypes=("float64",), tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
+    )},
 }
 
 
@@ -68,10 +89,7 @@ def expressible(flavor, optimizer):
 NOT_GENERATED = {
     "optax": {"Muon": "optax's Muon is optax.contrib.muon, which the replay of flavor cases "
                       "(optax.<name>, tests/test_framework_replay.py) does not reach; the optax "
-                      "flavor is checked against it in tests/test_muon.py",
-              "LBFGS": "the replay of flavor cases steps optimizers with gradients, not "
-                       "closures; the optax flavor is checked against optax.lbfgs in "
-                       "tests/test_lbfgs.py"},
+                      "flavor is checked against it in tests/test_muon.py"},
 }
 
 
@@ -123,7 +141,8 @@ def candidate_rows(flavor, optimizer):
             continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=()), row))
-    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
+    twins = {row.name: row for row in table.TABLE[optimizer]}
+    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), twins.get(row.name))
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
 
