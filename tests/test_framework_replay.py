@@ -185,9 +185,7 @@ def optax_lbfgs_make_step(kwargs):
             updates, state["opt"] = tx.update(grads, state["opt"], state["params"],
                                               value=jnp.asarray(value), **extra)
             state["params"] = optax.apply_updates(state["params"], updates)
-            for p, new in zip(params, state["params"]):
-                p[...] = np.asarray(new)
-            return [np.asarray(p) for p in state["params"]]
+            params[:] = [np.array(x) for x in state["params"]]  # (what the closure reads)
         return step
     return make_step
 

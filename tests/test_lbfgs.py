@@ -34,8 +34,8 @@ import npoptim
 import optax_contrib
 from npoptim import flavors
 from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
-                            order_sensitivity_failures, rosenbrock, split, start_params,
-                            torch_trajectory, trajectory)
+                            order_sensitivity_failures, rosenbrock, start_params,
+                            torch_trajectory, trajectory, wavy)
 from torch_compare import needs_torch, rel_error, torch, torch_state_dict
 
 STEPS = 20
@@ -312,15 +312,6 @@ OPTAX_CONFIGS = {
     "memory-3": dict(learning_rate=0.1, memory_size=3),
     "no-precond-scaling": dict(learning_rate=0.05, scale_init_precond=False),
 }
-
-
-def wavy(params, k):
-    """0.05 |x|^2 + 0.3 sum sin(2 x_i + i): nonconvex, so fixed steps meet pairs with
-    y.s < 0, which optax keeps and torch drops."""
-    x = flat(params)
-    i = np.arange(x.size)
-    loss = 0.05 * np.sum(x * x) + 0.3 * np.sum(np.sin(2 * x + i))
-    return float(loss), split(0.1 * x + 0.6 * np.cos(2 * x + i), params)
 
 
 # without a line search L-BFGS on the drifting target is chaotic (its pairs mix different

@@ -7,26 +7,21 @@ value_fn=)``, jitted), its ``value_fn`` the same NumPy objective as npoptim's cl
 of convergence: at the optimum the zoom compares values equal to the last ulp, and both sides
 then wander within sqrt(eps) of it by their own roundings.
 """
+import inspect
+
 import numpy as np
 import pytest
 
 import npoptim
 import optax_contrib
-from lbfgs_problems import drifting_quartic, flat, rosenbrock, split, start_params
+from lbfgs_problems import drifting_quartic, flat, rosenbrock, start_params, wavy
 from npoptim import flavors
+from npoptim.optim import lbfgs
 from npoptim.optim import zoom_linesearch as zoom_module
 from npoptim.optim.zoom_linesearch import zoom_linesearch
 from optax_compare import numpy_value_fn
 
 STEPS = 20
-
-
-def wavy(params, k):
-    """0.05 |x|^2 + 0.3 sum sin(2 x_i + i): nonconvex (optax keeps pairs with y.s < 0)."""
-    x = flat(params)
-    i = np.arange(x.size)
-    loss = 0.05 * np.sum(x * x) + 0.3 * np.sum(np.sin(2 * x + i))
-    return float(loss), split(0.1 * x + 0.6 * np.cos(2 * x + i), params)
 
 
 OBJECTIVES = {"quartic": lambda params, k: drifting_quartic(params, 0),
@@ -39,8 +34,8 @@ CONFIGS = {
     "defaults-wavy": ("wavy", {}, {}),
     "memory-3": ("rosenbrock", dict(memory_size=3), {}),
     "no-precond-scaling": ("quartic", dict(scale_init_precond=False), {}),
-    "wolfe-constants": ("quartic", {}, dict(slope_rtol=0.3, curv_rtol=0.1)),
-    "max-steps-2": ("wavy", dict(learning_rate=3.0), dict(max_linesearch_steps=2)),
+    "wolfe-constants": ("rosenbrock", {}, dict(slope_rtol=0.3, curv_rtol=0.1)),
+    "max-steps-2": ("rosenbrock", dict(learning_rate=3.0), dict(max_linesearch_steps=2)),
     "armijo-only-lr": ("rosenbrock", dict(learning_rate=0.5), dict(approx_dec_rtol=None)),
     "keep-guess": ("wavy", {}, dict(initial_guess_strategy="keep", increase_factor=3.0,
                                     max_learning_rate=2.0, stepsize_precision=1e-3)),
@@ -54,8 +49,8 @@ def optax_run(fn, lbfgs_kw, zoom_kw):
     jax, optax = optax_contrib.jax, optax_contrib.optax
     with optax_contrib.x64():
         import jax.numpy as jnp
-        search = optax.scale_by_zoom_linesearch(**dict(
-            max_linesearch_steps=20, initial_guess_strategy="one", **zoom_kw))
+        search = optax.scale_by_zoom_linesearch(**{
+            "max_linesearch_steps": 20, "initial_guess_strategy": "one", **zoom_kw})
         tx = optax.lbfgs(**lbfgs_kw, linesearch=search)
         params = [jnp.asarray(p) for p in start_params(np.float64)]
         state = tx.init(params)
@@ -122,9 +117,11 @@ def test_torch_conventions_leave_optax_with_the_zoom():
     params = start_params(np.float64)
     opt = npoptim.LBFGS(params, max_iter=1, history_size=10, tolerance_grad=-np.inf,
                         tolerance_change=-np.inf, line_search_fn="zoom")
+    gaps = []
     for k in range(STEPS):
         opt.step(lambda: wavy(params, k))
-    assert np.max(np.abs(flat(params) - flat(expected[-1]))) > 1e-3
+        gaps.append(np.max(np.abs(flat(params) - flat(expected[k]))))
+    assert max(gaps) > 1e-3
 
 
 # ------------------------------------------------------------------- hand-derived searches
@@ -149,11 +146,14 @@ def test_the_initial_guess_is_accepted_when_it_meets_both_conditions():
 
 
 def test_the_interval_search_doubles_the_step_until_the_slope_is_small():
-    # phi = (eta - 5)^2: guesses 1, 2, 4, 8; at 4 the slope -2 is within 0.9 * 10
+    # phi = (eta - 5)^2, curv_rtol 0.5: |slope| <= 5 is wanted; at 1 it is 8, at 2 6, at 4 2
     phi = line(lambda e: (e - 5.0) ** 2, lambda e: 2 * (e - 5.0))
-    assert zoom_linesearch(phi, 25.0, -10.0)[::3] == (4.0, 3)
+    assert zoom_linesearch(phi, 25.0, -10.0, curv_rtol=0.5)[::3] == (4.0, 3)
     # capped at max_learning_rate 1.5 without a bracket: the cap is taken
-    assert zoom_linesearch(phi, 25.0, -10.0, max_learning_rate=1.5)[::3] == (1.5, 2)
+    assert zoom_linesearch(phi, 25.0, -10.0, curv_rtol=0.5,
+                           max_learning_rate=1.5)[::3] == (1.5, 2)
+    # optax's curv_rtol 0.9 takes the guess 1 (|slope| 8 <= 9)
+    assert zoom_linesearch(phi, 25.0, -10.0)[::3] == (1.0, 1)
 
 
 def test_out_of_steps_it_falls_back_to_the_best_safe_step_or_none():
@@ -183,9 +183,11 @@ def test_flavor_defaults_names_and_refusals():
                                   linesearch=None).defaults["line_search_fn"] is None
     with pytest.raises(ValueError, match="'zoom'"):
         flavors.from_framework("optax", "lbfgs", [np.zeros(3)], linesearch="backtracking")
+    signature = inspect.signature(npoptim.LBFGS).parameters
+    assert {k: signature[k].default for k in lbfgs.ZOOM_DEFAULTS} == lbfgs.ZOOM_DEFAULTS
     # torch's groups keep torch's keys (the zoom's hyperparameters at their defaults left out)
     group = npoptim.LBFGS([np.zeros(3)]).state_dict()["param_groups"][0]
-    assert not set(group) & set(npoptim.optim.lbfgs.ZOOM_DEFAULTS) and "measured_step" not in group
+    assert not set(group) & set(lbfgs.ZOOM_DEFAULTS) and "measured_step" not in group
     for bad in (dict(max_linesearch_steps=0), dict(max_linesearch_steps=2.0),
                 dict(curv_rtol=-1.0), dict(slope_rtol=float("nan")), dict(max_learning_rate=0.0),
                 dict(initial_guess_strategy="last"), dict(approx_dec_rtol="1e-6")):

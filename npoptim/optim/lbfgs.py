@@ -383,9 +383,9 @@ class LBFGS(Optimizer):
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None, *,
                  first_step_norm="l1", curvature_condition=True, scale_init_precond=True,
-                 measured_step=False, max_linesearch_steps=20, max_learning_rate=None, linesearch_tol=0.0,
-                 increase_factor=2.0, slope_rtol=1e-4, curv_rtol=0.9, approx_dec_rtol=1e-6,
-                 stepsize_precision=1e-5, initial_guess_strategy="one"):
+                 measured_step=False, max_linesearch_steps=20, max_learning_rate=None,
+                 linesearch_tol=0.0, increase_factor=2.0, slope_rtol=1e-4, curv_rtol=0.9,
+                 approx_dec_rtol=1e-6, stepsize_precision=1e-5, initial_guess_strategy="one"):
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
