@@ -62,8 +62,15 @@ def _optimizer_pages():
         lines += ["", f".. autoclass:: {module}.{name}", ""]
         _write(GENERATED / "optimizers" / f"{name}.rst", "\n".join(lines))
         names.append(name)
+    for name, (module, counterpart) in registry.WRAPPERS.items():  # around an optimizer
+        title = f"{name} (wrapper, {counterpart})"
+        lines = [title, "=" * len(title), "", f".. automodule:: {module}", "   :no-members:",
+                 "", f".. autoclass:: {module}.{name}", ""]
+        _write(GENERATED / "optimizers" / f"{name}.rst", "\n".join(lines))
+        names.append(name)
     toc = ["Optimizers", "==========", "",
-           "One page per optimizer: the algorithm as its module documents it, then the class.",
+           "One page per optimizer: the algorithm as its module documents it, then the class;",
+           "the wrappers (built around an optimizer) last.",
            "", ".. toctree::", "   :maxdepth: 1", ""]
     toc += [f"   optimizers/{n}" for n in names]
     _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")

@@ -23,7 +23,7 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``adafactor``, Keras's ``Adafactor``, ...).
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``noisy_sgd``, ...).
 """
 import functools
 import inspect
@@ -62,6 +62,9 @@ class FrameworkOptimizer:
     * ``fixed``: npoptim keywords the constructor implies (optax ``amsgrad`` is Adam with
       ``amsgrad=True``).
     * ``unsupported``: framework keyword -> (the values npoptim implements, why not others).
+    * ``elsewhere``: framework keywords that do not reach this npoptim optimizer's math ->
+      where they go instead (accepted with any value and not used; Keras Muon's AdamW
+      keywords configure its AdamW part, :func:`npoptim.optim.muon.keras_adamw_part`).
     """
 
     npoptim: str
@@ -69,6 +72,7 @@ class FrameworkOptimizer:
     defaults: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
     unsupported: dict = field(default_factory=dict)
+    elsewhere: dict = field(default_factory=dict)
 
 
 REQUIRED = object()
@@ -158,6 +162,12 @@ KERAS = Flavor(
         # Keras's own (npoptim's Ftrl follows it)
         "Lion": {},
         "Ftrl": {},
+        # Keras's Muon step for the 2-D variables it orthogonalizes (its AdamW part:
+        # npoptim.optim.muon.keras_adamw_part)
+        "Muon": dict(momentum_form="sum", ns_dtype="param", ns_eps_mode="added",
+                     adjust_lr_fn="match_rms_adamw"),
+        # epsilon_1 added to g^2; the decay before the rule (its base optimizer's)
+        "Adafactor": dict(eps1_mode="added", weight_decay_mode="before_rule"),
     },
     constructors={
         "Adam": FrameworkOptimizer("Adam", _KERAS_ADAM_NAMES, _KERAS_ADAM_DEFAULTS),
@@ -209,6 +219,34 @@ KERAS = Flavor(
                  l2_shrinkage_regularization_strength=0.0, beta=0.0, weight_decay=None),
             unsupported={"weight_decay": ((None, 0.0), "npoptim's Ftrl has no decoupled "
                                                        "decay (use l2 or l2_shrinkage)")}),
+        # the 2-D variables Keras's Muon orthogonalizes; the others (not 2-D, exclude_layers,
+        # exclude_embeddings) get its AdamW step: npoptim.optim.muon.keras_adamw_part
+        "Muon": FrameworkOptimizer(
+            "Muon", {"learning_rate": "lr", "momentum": "momentum", "nesterov": "nesterov",
+                     "weight_decay": "weight_decay", "muon_a": ("ns_coefficients", 0),
+                     "muon_b": ("ns_coefficients", 1), "muon_c": ("ns_coefficients", 2),
+                     "ns_steps": "ns_steps", "rms_rate": ("rms_rate", "nullable")},
+            dict(learning_rate=1e-3, adam_beta_1=0.9, adam_beta_2=0.999,
+                 adam_weight_decay=0.004, epsilon=1e-7, weight_decay=0.004,
+                 exclude_layers=None, exclude_embeddings=True, muon_a=3.4445, muon_b=-4.7750,
+                 muon_c=2.0315, adam_lr_ratio=1, momentum=0.95, ns_steps=5, nesterov=True,
+                 rms_rate=0.2),
+            # the Newton-Schulz eps is a literal 1e-7 in Keras (its epsilon is AdamW's)
+            fixed=dict(eps=1e-7),
+            unsupported={"exclude_layers": ((None, [], ()), "npoptim's parameters have no "
+                                            "names: give the parameters Keras would exclude "
+                                            "to npoptim.optim.muon.keras_adamw_part")},
+            elsewhere={name: "Keras's AdamW part: npoptim.optim.muon.keras_adamw_part"
+                       for name in ("adam_beta_1", "adam_beta_2", "adam_weight_decay",
+                                    "epsilon", "adam_lr_ratio", "exclude_embeddings")}),
+        "Adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": "lr", "beta_2_decay": "beta2_decay",
+                          "epsilon_1": ("eps", 0), "epsilon_2": ("eps", 1),
+                          "clip_threshold": "d", "weight_decay": "weight_decay"},
+            dict(learning_rate=1e-3, beta_2_decay=-0.8, epsilon_1=1e-30, epsilon_2=1e-3,
+                 clip_threshold=1.0, relative_step=True, weight_decay=None),
+            unsupported={"relative_step": ((True, False), "Keras's rho_t is min(lr, 1/sqrt(t)) "
+                                                          "either way")}),
     },
     differs={
         "Adam": "eps added to sqrt(v) (eps-hat: lr*sqrt(b2)/b1 * m/(sqrt(v)+eps)); eps 1e-7; "
@@ -229,17 +267,23 @@ KERAS = Flavor(
                  "weight_decay decoupled; eps 1e-7, lr 1e-3; global step count",
         "Lion": "npoptim's math; lr 1e-3; weight_decay decoupled (as the paper's)",
         "Ftrl": "Keras's math (npoptim's Ftrl is Keras's); no weight_decay",
+        "Muon": "momentum M = mu M + G, nesterov G + mu M (momentum_form='sum'; torch: a lerp); "
+                "Newton-Schulz in the parameter's dtype (torch: bfloat16) with X/(|X|+1e-7); "
+                "lr scale rms_rate sqrt(max(A, B)), rms_rate 0.2 (adjust_lr_fn="
+                "'match_rms_adamw'; rms_rate=None: none); weight_decay 0.004; 2-D only (Keras's "
+                "AdamW part: npoptim.optim.muon.keras_adamw_part)",
+        "Adafactor": "epsilon_1 added to g^2, no clamps (eps1_mode='added'; torch clamps the "
+                     "estimate at eps1^2 and its row mean at eps1); weight_decay before the "
+                     "rule, so the relative step reads the decayed parameter's RMS "
+                     "(weight_decay_mode='before_rule'); epsilon_1 1e-30, lr 1e-3; global step "
+                     "count",
     },
     zero_only={"SGD": {"dampening": "Keras SGD has no dampening"}},
-    not_reproduced={
-        "Adafactor": "Keras adds epsilon_1 to g^2 (torch's Adafactor clamps the second-moment "
-                     "estimate at eps1^2) and its decay differs: measured in float64 1e-9 of "
-                     "the scale without decay, 1e-5 with weight_decay 0.1, after 2 steps; "
-                     "npoptim's Adafactor (torch's) has no switch for either",
-    },
     verified="CI: tests/test_framework_replay.py replays cases/keras/ through Keras 3 (JAX "
              "backend, jax_enable_x64)",
     step_scope="global",
+    # Keras 3.15's ops.mean takes a float64 mean in float32 (npoptim/optim/adafactor.py)
+    optimizer_dtypes={"Adafactor": ("float32",)},
 )
 
 _OPTAX_MASK = ((None,), "use param groups with weight_decay=0")
@@ -296,6 +340,20 @@ OPTAX = Flavor(
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
         "Rprop": {},
+        # optax.contrib optimizers npoptim implements as optax computes them (Momo/MomoAdam:
+        # npoptim's default is the authors' weight decay, optax's is variant="optax"; Sophia's
+        # default variant is optax's)
+        "ACProp": {},
+        "COCOB": {},
+        "DoG": {},
+        "DoWG": {},
+        "Momo": dict(variant="optax"),
+        "MomoAdam": dict(variant="optax"),
+        "Sophia": dict(variant="optax"),
+        # T5's Adafactor (optax/_src/alias.py adafactor, factorized.py)
+        "Adafactor": dict(eps1_mode="added", relative_step=False, min_dim_size_to_factor=128,
+                          factor_dims="largest_two", weight_decay_mode="added",
+                          momentum_dtype="float32"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -466,8 +524,9 @@ OPTAX = Flavor(
             "PolyakSGD", {"scaling": "lr", "max_learning_rate": "max_learning_rate",
                           "f_min": "f_min", "eps": "eps", "variant": "mode"},
             dict(max_learning_rate=1.0, scaling=1.0, f_min=0.0, eps=0.0, variant="sps")),
-        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there)
-        "muon": FrameworkOptimizer(
+        # optax.contrib.muon, for 2-D parameters (the others go to optax's AdamW there);
+        # optax 0.2.8 has no optax.muon: contrib.muon is the only name
+        "contrib.muon": FrameworkOptimizer(
             "Muon", {"learning_rate": "lr", "ns_coeffs": "ns_coefficients",
                      "ns_steps": "ns_steps", "beta": "momentum", "eps": "eps",
                      "weight_decay": "weight_decay", "nesterov": "nesterov",
@@ -498,7 +557,7 @@ OPTAX = Flavor(
                                         "initial_guess_strategy")},
                       "tol": "linesearch_tol"},
             dict(learning_rate=None, memory_size=10, scale_init_precond=True,
-                 linesearch="zoom"),
+                 linesearch="zoom", max_linesearch_steps=20),
             fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf)),
         "radam": FrameworkOptimizer(
             "RAdam", _OPTAX_ADAM_NAMES,
@@ -527,6 +586,70 @@ OPTAX = Flavor(
                       "min_step_size": ("step_sizes", 0), "max_step_size": ("step_sizes", 1)},
             dict(learning_rate=REQUIRED, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6,
                  max_step_size=50.0)),
+        "contrib.acprop": FrameworkOptimizer(
+            "ACProp", dict(_OPTAX_ADAM_NAMES, eps_root="eps_root", weight_decay="weight_decay"),
+            dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-16, eps_root=1e-16,
+                 weight_decay=0.0, mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.cocob": FrameworkOptimizer(
+            "COCOB", {"learning_rate": "lr", "alpha": "alpha", "eps": "eps",
+                      "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, alpha=100.0, eps=1e-8, weight_decay=0.0, mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.dog": FrameworkOptimizer(
+            "DoG", {"learning_rate": "lr", "init_step": "init_step", "eps": "eps",
+                    "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, init_step=("heuristic", 1e-6), eps=1e-8, weight_decay=None,
+                 mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        "contrib.dowg": FrameworkOptimizer(
+            "DoWG", {"learning_rate": "lr", "init_estim_sq_dist": "init_estim_sq_dist",
+                     "eps": "eps", "weight_decay": "weight_decay"},
+            dict(learning_rate=1.0, init_estim_sq_dist=None, eps=1e-4, weight_decay=None,
+                 mask=None),
+            unsupported=dict(mask=_OPTAX_MASK)),
+        # the loss is an extra argument of update (value=), as polyak_sgd's
+        "contrib.momo": FrameworkOptimizer(
+            "Momo", {"learning_rate": "lr", "beta": "beta", "lower_bound": "lower_bound",
+                     "weight_decay": "weight_decay", "adapt_lower_bound": "adapt_lower_bound"},
+            dict(learning_rate=1.0, beta=0.9, lower_bound=0.0, weight_decay=0.0,
+                 adapt_lower_bound=False)),
+        "contrib.momo_adam": FrameworkOptimizer(
+            "MomoAdam", dict(_OPTAX_ADAM_NAMES, lower_bound="lower_bound",
+                             weight_decay="weight_decay", adapt_lower_bound="adapt_lower_bound"),
+            dict(learning_rate=1e-2, b1=0.9, b2=0.999, eps=1e-8, lower_bound=0.0,
+                 weight_decay=0.0, adapt_lower_bound=False)),
+        # hessian_diagonal_fn is named by the estimate it computes (the golden files store
+        # names: _hessian_estimate); optax's default draws Hutchinson probes from jax.random
+        "contrib.sophia": FrameworkOptimizer(
+            "Sophia", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay", gamma="gamma",
+                           clip_threshold=("clip_threshold", "nullable"),
+                           update_interval="update_interval",
+                           hessian_diagonal_fn=("hessian_estimate", "hessian_fn")),
+            dict(learning_rate=REQUIRED, b1=0.965, b2=0.99, eps=1e-8, weight_decay=1e-4,
+                 weight_decay_mask=None, gamma=0.01, clip_threshold=1.0, update_interval=10,
+                 hessian_diagonal_fn="hutchinson", mu_dtype=None, verbose=False,
+                 print_win_rate_every_n_steps=0),
+            unsupported=dict(weight_decay_mask=_OPTAX_MASK,
+                             mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
+                             verbose=((False,), "npoptim prints nothing; read the state"),
+                             print_win_rate_every_n_steps=((0,), "npoptim prints nothing"))),
+        "adafactor": FrameworkOptimizer(
+            "Adafactor", {"learning_rate": ("lr", "none_is_one"),
+                          "min_dim_size_to_factor": "min_dim_size_to_factor",
+                          "decay_rate": ("beta2_decay", "negated"),
+                          "decay_offset": "decay_offset",
+                          "multiply_by_parameter_scale": "parameter_scale",
+                          "clipping_threshold": ("d", "none_is_inf"), "momentum": "momentum",
+                          "dtype_momentum": ("momentum_dtype", "momentum_dtype"),
+                          "weight_decay_rate": "weight_decay", "eps": ("eps", "eps1_of_pair")},
+            dict(learning_rate=None, min_dim_size_to_factor=128, decay_rate=0.8, decay_offset=0,
+                 multiply_by_parameter_scale=True, clipping_threshold=1.0, momentum=None,
+                 dtype_momentum="float32", weight_decay_rate=None, eps=1e-30, factored=True,
+                 weight_decay_mask=None),
+            unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
+                                               "above every dimension"),
+                         "weight_decay_mask": _OPTAX_MASK}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -585,15 +708,50 @@ OPTAX = Flavor(
                  "optax 0.2.8's scale_by_rprop has a bug: it returns the previous step's "
                  "update (the first step moves nothing; optax PR #1725), a known bug "
                  "(tests/data/framework_known_bugs.json)",
+        "ACProp": "npoptim's math (optax.contrib.acprop's); lr required",
+        "COCOB": "npoptim's math (optax.contrib.cocob's)",
+        "DoG": "npoptim's math (optax.contrib.dog's; weight_decay None is 0)",
+        "DoWG": "npoptim's math (optax.contrib.dowg's; weight_decay None is 0)",
+        "Momo": "the optax variant (weight_decay_form='optax'; npoptim's default is the "
+                "authors' form); the loss is update's value=",
+        "MomoAdam": "the optax variant (weight_decay_form='optax'; npoptim's default is the "
+                    "authors' form); the loss is update's value=",
+        "Sophia": "the optax variant (npoptim's default); hessian_diagonal_fn: optax's "
+                  "default Hutchinson estimate is npoptim's hessian_estimate='caller' with "
+                  "step(hvp=...) (probes from the counter stream unless given as probes=), "
+                  "a transformation returning updates*updates is 'squared-gradient'",
+        "Adafactor": "T5's form: eps 1e-30 added to g^2, no clamps (eps1_mode='added'); "
+                     "rho_t = lr, no 1/sqrt(t) (relative_step=False; lr 1 for its None); "
+                     "factored only where the second-largest dimension is >= 128, over the two "
+                     "largest (min_dim_size_to_factor, factor_dims='largest_two'); "
+                     "weight_decay_rate added to the scaled update, not times lr "
+                     "(weight_decay_mode='added'); optional momentum on the scaled step, kept "
+                     "in float32 (momentum_dtype); decay_offset; clipping_threshold None is "
+                     "d=inf; its float hyperparameters as float64 (as inject_hyperparams holds "
+                     "them: Python floats make XLA take the decay's power and the momentum "
+                     "product in float32; see npoptim/optim/adafactor.py)",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "adafactor": "optax's adafactor (T5's: multiply_by_parameter_scale, decay_offset, "
-                     "factors only dimensions >= min_dim_size_to_factor 128, eps 1e-30 added to "
-                     "g^2) is not torch's Adafactor (npoptim's); no switch",
         "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
                      "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
                      "same numbers",
+        "contrib.dpsgd": "npoptim's DPSGD computes optax's math (tests/test_dpsgd.py matches "
+                         "optax.contrib.dpsgd to 1e-12 by feeding optax's jax.random samples "
+                         "as step(noise=...)), but a golden case's noise comes from npoptim's "
+                         "counter stream, and optax.contrib.dpsgd draws its own from "
+                         "jax.random.PRNGKey(seed) with no way to be given samples: the same "
+                         "law, not the same numbers, so the cases cannot be replayed",
+        "contrib.galore": "optax's galore is not galore-torch's GaLoreAdamW (npoptim's): it "
+                          "computes the SVD in float32 even under x64 (jax's float32 singular "
+                          "vectors of an 8x5 matrix are 1.6e-6 from the float64 ones, and from "
+                          "numpy's float32 ones: no float64 implementation matches it to 1e-12), "
+                          "with LAPACK's signs (npoptim "
+                          "signs each singular vector), projects a tall matrix from the left "
+                          "(galore-torch: from the right), runs optax's scale_by_adam in the "
+                          "subspace (eps 1e-8 on sqrt(v_hat); galore-torch: eps 1e-6 on "
+                          "sqrt(v), and a correct_bias switch) and scales by 1.0 (galore-torch "
+                          "0.25)",
     },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
@@ -605,7 +763,9 @@ TF = Flavor(
                          "tf.compat.v1.train)",
     switches={"Adam": dict(eps_mode="eps_hat"), "RMSprop": dict(eps_in_sqrt=True,
                                                                   lr_in_momentum=True),
-              "SGD": {}, "Adagrad": {}, "Adadelta": {}, "Adamax": dict(eps_mode="added")},
+              "SGD": {}, "Adagrad": {}, "Adadelta": {}, "Adamax": dict(eps_mode="added"),
+              # ApplyFtrl/ApplyFtrlV2 are Keras's FTRL (npoptim's)
+              "Ftrl": {}},
     constructors={
         "AdamOptimizer": FrameworkOptimizer("Adam", {"learning_rate": "lr", "beta1": ("betas", 0),
                                                      "beta2": ("betas", 1),
@@ -629,13 +789,55 @@ TF = Flavor(
         "AdadeltaOptimizer": FrameworkOptimizer(
             "Adadelta", {"learning_rate": "lr", "rho": "rho", "epsilon": "eps"},
             dict(learning_rate=1e-3, rho=0.95, epsilon=1e-8)),
+        # tf.compat.v1.train.FtrlOptimizer: ApplyFtrl without l2_shrinkage, ApplyFtrlV2 with
+        # it (SparseApplyFtrl(V2) for IndexedSlices), beta folded into l2 as l2 + beta/(2 lr).
+        # Like every tf.compat.v1.train optimizer it holds Python-float hyperparameters as
+        # float32 tensors and casts them to the variable's dtype (measured: lr=0.1 on a float64
+        # variable moves it 1.5e-8 relative off the float64 kernel), so a float64 user passes
+        # float64 tensors, as examples/framework_replay/tf_kernels.py does
+        "FtrlOptimizer": FrameworkOptimizer(
+            "Ftrl", {"learning_rate": "lr", "learning_rate_power": "learning_rate_power",
+                     "initial_accumulator_value": "initial_accumulator_value",
+                     "l1_regularization_strength": "l1", "l2_regularization_strength": "l2",
+                     "l2_shrinkage_regularization_strength": "l2_shrinkage",
+                     "beta": ("beta", "none_is_zero")},
+            dict(learning_rate=REQUIRED, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 l2_shrinkage_regularization_strength=0.0, beta=None)),
+        # Kernels no tf.compat.v1.train optimizer calls (Keras 2's, tf.keras.optimizers.legacy),
+        # in the kernels' own input names; the caller creates the slots (the accumulator's
+        # start: initial_accumulator_value) and passes beta1^t
+        "ApplyKerasMomentum": FrameworkOptimizer(
+            "SGD", {"lr": "lr", "momentum": "momentum", "use_nesterov": "nesterov"},
+            dict(lr=REQUIRED, momentum=REQUIRED, use_nesterov=False),
+            fixed=dict(lr_in_buffer=True)),
+        "ApplyAdaMax": FrameworkOptimizer("Adamax", {"lr": "lr", "beta1": ("betas", 0),
+                                                     "beta2": ("betas", 1), "epsilon": "eps"},
+                                          dict(lr=REQUIRED, beta1=REQUIRED, beta2=REQUIRED,
+                                               epsilon=REQUIRED)),
+        "ApplyAdagradV2": FrameworkOptimizer(
+            "Adagrad", {"lr": "lr", "epsilon": "eps",
+                        "initial_accumulator_value": "initial_accumulator_value"},
+            dict(lr=REQUIRED, epsilon=REQUIRED, initial_accumulator_value=0.0)),
     },
     differs={"Adam": "ApplyAdam: eps-hat", "RMSprop": "eps inside the square root; lr inside "
-             "the momentum buffer", "SGD": "ApplyMomentum = torch", "Adagrad": "ApplyAdagrad "
-             "(V1, no eps) = torch with eps=0; accumulator starts at 0.1",
-             "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max"},
+             "the momentum buffer", "SGD": "ApplyMomentum = torch; ApplyKerasMomentum: lr "
+             "inside the buffer (lr_in_buffer, Keras's)", "Adagrad": "ApplyAdagrad "
+             "(V1, no eps) = torch with eps=0; accumulator starts at 0.1; ApplyAdagradV2 and "
+             "SparseApplyAdagradV2 = torch's dense and CSR paths",
+             "Adadelta": "= torch", "Adamax": "ApplyAdaMax: eps added after the max",
+             "Ftrl": "ApplyFtrl/ApplyFtrlV2 = npoptim's (Keras's) FTRL; SparseApplyFtrl(V2) "
+                     "updates every element of the rows it is given (npoptim's CSR path: the "
+                     "stored entries; equal where a CSR gradient stores whole rows)"},
     verified="in CI (tensorflow-cpu 2.21.0 in a venv of its own, tests/test_tf_kernels.py): "
-             "examples/framework_replay/tf_kernels.py, 59 cases pass, 156 skipped",
+             "examples/framework_replay/tf_kernels.py, 137 cases pass (26 CSR), 136 skipped",
+    # The kernels have no step count: the caller passes beta1^t (and beta2^t), so either scope
+    # is the caller's choice. tf_kernels.py replays torch's none-grad cases with a t per
+    # variable (a variable whose gradient is None is left out and keeps its t: torch's
+    # per_param) and Keras's with one t (step_scope="global", as tf.compat.v1.train's
+    # AdamOptimizer shares its beta powers); so the flavor has no none-grad cases of its own
+    # and Opt(flavor="tf") keeps npoptim's per_param (pass step_scope="global" for AdamOptimizer's
+    # shared beta powers).
     step_scope=None,
 )
 
@@ -779,6 +981,8 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise ValueError(f"{flavor_name}: {key}={value!r} is not a convention of the "
                              f"update, and npoptim does not implement it: "
                              f"{NOT_CONVENTIONS[key]}")
+        if key in entry.elsewhere:
+            continue
         if key in entry.unsupported:
             allowed, why = entry.unsupported[key]
             if value not in allowed:
@@ -787,13 +991,14 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
         if key not in entry.names:
             if optional:
                 continue
+            takes = set(entry.names) | set(entry.unsupported) | set(entry.elsewhere)
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
-                            f"{', '.join(sorted(set(entry.names) | set(entry.unsupported)))}")
+                            f"{', '.join(sorted(takes))}")
         target = entry.names[key]
         if value is None and entry.defaults.get(key, None) is not None and target not in (
-                "weight_decay", "momentum") and not (
-                isinstance(target, tuple) and target[1] in _CONVERSIONS):  # (a conversion
-            # reads None itself); npoptim's None (eps_root = eps) has no twin
+                "weight_decay", "momentum") and not (isinstance(target, tuple) and target[1]
+                                                     in _NONE_IS_A_VALUE):
+            # npoptim's None (eps_root = eps) has no twin
             raise ValueError(f"{flavor_name}: {key}=None: the framework takes a number")
         if value is None and target in ("weight_decay", "momentum"):
             value = 0.0
@@ -806,6 +1011,20 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     for name, parts in pairs.items():
         out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
     return out
+
+
+def _hessian_estimate(value):
+    """optax sophia's ``hessian_diagonal_fn``, named by its estimate, as npoptim's
+    ``hessian_estimate``: ``"hutchinson"`` (optax's default,
+    ``hutchinson_estimator_diag_hessian``) is the caller's estimate (``step(grads, hvp=fn)``,
+    optax's ``obj_fn``; the probes: npoptim's counter stream, or optax's given as
+    ``probes=``), ``"squared-gradient"`` a transformation returning ``updates * updates``."""
+    names = {"hutchinson": "caller", "squared-gradient": "squared-gradient"}
+    if value not in names:
+        raise ValueError(f"optax sophia hessian_diagonal_fn={value!r}: name the estimate, "
+                         "'hutchinson' (optax's default; npoptim: step(grads, hvp=fn)) or "
+                         "'squared-gradient' (updates * updates)")
+    return names[value]
 
 
 def _consistent_rms_to_adjust_lr_fn(value):
@@ -822,12 +1041,40 @@ def _consistent_rms_to_adjust_lr_fn(value):
 _CONVERSIONS = {
     "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
     "optax_linesearch": (lambda v: _optax_linesearch(v), lambda v: v),  # optax lbfgs's
+    "none_is_zero": (lambda v: 0.0 if v is None else v, lambda v: v),  # TF FtrlOptimizer beta
     "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
                        lambda v: 0.2 if v == "match_rms_adamw" else None),
     "complement": (lambda v: 1 - v, lambda v: 1 - v),    # ONNX Momentum beta = 1 - dampening
     "mode": (lambda v: v == "nesterov", lambda v: "nesterov" if v else "standard"),
     "none0": (lambda v: _no_warmup(v), lambda v: None if v == 0 else v),  # optax's warmup
+    "hessian_fn": (_hessian_estimate,                  # optax sophia's hessian_diagonal_fn
+                   lambda v: "hutchinson" if v == "caller" else v),
+    "nullable": (lambda v: v, lambda v: v),  # None is a value (Keras Muon's rms_rate: off;
+                                             # optax sophia's clip_threshold: no clipping)
+    # optax adafactor: decay_rate = -beta2_decay; clipping_threshold None = no clipping;
+    # eps is eps1 (its eps2, scale_by_param_block_rms's min_scale, is 1e-3)
+    "negated": (lambda v: -v, lambda v: -v),
+    "none_is_inf": (lambda v: math.inf if v is None else v,
+                    lambda v: None if v == math.inf else v),
+    "eps1_of_pair": (lambda v: (v, 1e-3), lambda v: v[0]),
+    "momentum_dtype": (lambda v: _momentum_dtype(v), lambda v: None if v == "param" else v),
 }
+
+#: Conversions whose framework None is a value (not "take the default").
+_NONE_IS_A_VALUE = {"nullable", "none_is_inf", "momentum_dtype",
+                    "optax_linesearch"}  # (optax lbfgs's linesearch=None: no line search)
+
+
+def _momentum_dtype(dtype):
+    """optax adafactor's ``dtype_momentum`` as npoptim's ``momentum_dtype``: float32 (optax's
+    default) or None (the parameter's dtype)."""
+    if dtype is None:
+        return "param"
+    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
+    if name == "float32":
+        return "float32"
+    raise ValueError(f"optax adafactor dtype_momentum={dtype!r}: float32 or None (the "
+                     "parameter's dtype) are implemented")
 
 
 def _optax_linesearch(value):

@@ -61,11 +61,40 @@ OPTIMIZERS = {
 }
 
 
+#: The wrappers around an npoptim optimizer (:class:`npoptim.optim.wrapper.OptimizerWrapper`):
+#: name -> (module, the framework counterpart). They are built from an optimizer, not from
+#: parameters, so they are kept apart from :data:`OPTIMIZERS` (whose users construct
+#: ``cls(params, **hyperparameters)``); ``npoptim list``, the README's table and the golden
+#: cases (a case's ``wrapped`` optimizer, reference_results/README.md) read them from here.
+WRAPPERS = {
+    "Lookahead": ("npoptim.optim.lookahead", "optax.lookahead"),
+    "SAM": ("npoptim.optim.sam", "optax.contrib.sam"),
+    "Mechanic": ("npoptim.optim.mechanic", "optax.contrib.mechanize"),
+}
+
+
+def is_wrapper(name):
+    """Whether ``name`` is one of the :data:`WRAPPERS`."""
+    return name in WRAPPERS
+
+
 def get(name):
-    """The optimizer class called ``name``."""
+    """The optimizer class called ``name`` (built from parameters; a wrapper's name raises,
+    see :func:`get_wrapper`)."""
+    if name in WRAPPERS:
+        raise KeyError(f"{name} is a wrapper (npoptim.registry.WRAPPERS), built around an "
+                       f"optimizer, {name}(optimizer, ...), not from parameters")
     if name not in OPTIMIZERS:
         raise KeyError(f"unknown optimizer {name!r}; npoptim has {', '.join(OPTIMIZERS)}")
     module, _ = OPTIMIZERS[name]
+    return getattr(importlib.import_module(module), name)
+
+
+def get_wrapper(name):
+    """The wrapper class called ``name`` (:data:`WRAPPERS`)."""
+    if name not in WRAPPERS:
+        raise KeyError(f"unknown wrapper {name!r}; npoptim has {', '.join(WRAPPERS)}")
+    module, _ = WRAPPERS[name]
     return getattr(importlib.import_module(module), name)
 
 

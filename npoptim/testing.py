@@ -31,6 +31,12 @@ step) or a CSR gradient in the form ``grad_format`` asks for: ``"csr"`` (default
 included, ``has_canonical_format`` False), ``"dense"`` (duplicates summed, absent entries
 zero: loses what lazy optimizers need) or ``"raw"`` (:class:`CsrGrad`, a named tuple of
 ``shape, indptr, indices, data``).
+
+A wrapper's case (Lookahead, SAM, Mechanic; schema version 4) passes ``make_step`` the
+wrapper's settings; the optimizer it wraps is ``case.wrapped`` (``{"optimizer": name,
+"hyperparameters": {...}}``), and ``step`` may return ``(params, state, wrapper_state)``
+(the wrapped optimizer's state per parameter, the wrapper's own as a dict), compared too.
+Select or leave them out with the tag ``wrapper``.
 """
 from npoptim.golden.codec import CsrGrad
 from npoptim.golden.compare import CaseReport, compare_case, format_reports, select
@@ -54,7 +60,7 @@ def default_suite():
 def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags=None,
                exclude_tags=None, flavor=None):
     """The cases in a golden file or directory (default: :func:`default_suite`; schema
-    versions 1 and 2), filtered by optimizer name(s), id glob pattern(s), required flag(s),
+    versions 1 to 4), filtered by optimizer name(s), id glob pattern(s), required flag(s),
     dtype, capability tag(s) required and excluded, and flavor(s) (``"torch"``, ``"keras"``,
     ...; see :mod:`npoptim.flavors`)."""
     def as_list(x):
@@ -94,4 +100,4 @@ def assert_case(case, make_step, grad_format="csr", summary=False):
 
 def npoptim_step(case):
     """npoptim's own ``make_step`` for ``case`` (a reference for the expected protocol)."""
-    return npoptim_make_step(case.optimizer, case.precision)
+    return npoptim_make_step(case.optimizer, case.precision, case.wrapped)

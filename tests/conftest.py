@@ -38,6 +38,8 @@ cross-check ran:
   tests/test_galore.py loads its two files alone).
 * ``NPOPTIM_REQUIRE_DOG_OPTIMIZER`` / ``NPOPTIM_REQUIRE_MOMO_OPT``: the authors' dog-optimizer
   (DoG) and momo-opt (Momo, MomoAdam), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_SOPHIA_OPT``: the authors' SophiaG as sophia-opt (Sophia's
+  ``variant="sophiag"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -81,6 +83,7 @@ REQUIRED = {
     "GALORE_TORCH": ("galore_torch",),
     "DOG_OPTIMIZER": ("dog",),
     "MOMO_OPT": ("momo",),
+    "SOPHIA_OPT": ("sophia_opt",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "TENSORFLOW": ("tensorflow",),

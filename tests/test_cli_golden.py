@@ -228,6 +228,24 @@ def test_golden_writes_a_16_bit_case_in_each_mode(capsys, tmp_path, dtype, mode)
     assert code == 0 and "OK: all 1 cases pass" in text
 
 
+@pytest.mark.parametrize("name, dtype", [("NAdam", "bfloat16"), ("RAdam", "float16"),
+                                         ("ASGD", "bfloat16"), ("Rprop", "float16")])
+def test_golden_writes_16_bit_cases_of_the_later_per_op_families(capsys, tmp_path, name,
+                                                                 dtype):
+    pytest.importorskip("ml_dtypes")
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", name, "--shape", "4x8", "--dtype", dtype,
+                           "--precision", "per-op", "-o", str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.id == f"{name}/per-op/custom-4x8-dense-d1-seed0/{dtype}"
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+    code, _, err = run_cli(capsys, "golden", name, "--shape", "4x8", "--dtype", dtype,
+                           "--precision", "fused", "-o", str(tmp_path / "fused.json"))
+    assert code == 2 and "rounding must be one of 'per-op'" in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--dtype", "float32", "--precision", "fused"], "needs --dtype bfloat16 or float16"),
     (["--dtype", "bfloat16", "--precision-seed", "3"], "is for --precision stochastic"),
@@ -257,9 +275,27 @@ def test_golden_writes_a_quantized_state_case(capsys, tmp_path):
     assert code == 0 and "OK: all 1 cases pass" in text
 
 
+def test_golden_writes_a_bitsandbytes_case(capsys, tmp_path):
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", "AdamW", "--lr", "1e-2", "--shape", "352",
+                           "--set", "min_8bit_size=256", "--precision", "bnb-8bit", "-o",
+                           str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert case.precision["quantization"] == "bnb-8bit"
+    assert case.hyperparameters["min_8bit_size"] == 256
+    state = case.steps[-1].expected_state[0]
+    assert state["state1"].shape == (352,) and state["absmax1"].shape == (2,)  # 256 + 96
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
 @pytest.mark.parametrize("optimizer, argv, message", [
     ("AdamW", ["--dtype", "bfloat16", "--precision", "torchao-8bit"], "needs --dtype float32"),
     ("SGD", ["--precision", "torchao-8bit"], "has no torchao-8bit SGD"),
+    ("SGD", ["--precision", "bnb-8bit"], "has no bnb-8bit SGD"),
+    ("AdamW", ["--precision", "bnb-8bit", "--set", "block_size=128"],
+     "has no hyperparameter(s) block_size"),
 ])
 def test_golden_refuses_bad_quantized_requests(capsys, tmp_path, optimizer, argv, message):
     code, _, err = run_cli(capsys, "golden", optimizer, *argv, "-o", str(tmp_path / "c.json"))

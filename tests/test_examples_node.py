@@ -42,3 +42,17 @@ def test_consumer_results_verify_case_by_case(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SparseAdam/csr-empty/float32 ") == 12
+
+
+def test_consumer_declares_the_wrapper_cases_skipped(tmp_path):
+    """Schema version 4 (cases/Lookahead.json): the consumer has no wrappers, so it declares
+    each wrapper case skipped with the reason, and verify reports them apart from failures."""
+    results = tmp_path / "results.json"
+    cases = ROOT / "reference_results" / "cases" / "Lookahead.json"
+    subprocess.run(["node", str(EXAMPLE / "golden_consumer.mjs"), "-o", str(results),
+                    str(cases)], check=True, capture_output=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "npoptim", "verify", str(cases), str(results),
+                          "--summary"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SKIPPED by the results (not failures): 4 case(s)" in out.stdout, out.stdout
+    assert "no optimizer wrappers (Lookahead around SGD)" in out.stdout, out.stdout

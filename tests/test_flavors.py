@@ -339,7 +339,7 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
     """step_scope="global" only where the aging is known (the flavored optimizers); the
     float optimizers' decay outside the rule is not rounded as the 16-bit kernels round."""
     with pytest.raises(ValueError, match="per-parameter step counts only"):
-        npoptim.Adafactor([np.zeros(2)]).step_scope = "global"
+        npoptim.ASGD([np.zeros(2)]).step_scope = "global"
     ml_dtypes = pytest.importorskip("ml_dtypes")
     from npoptim import precision
     w = np.zeros(2, ml_dtypes.bfloat16)
@@ -353,8 +353,8 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], step_scope="global")
 
 
-@pytest.mark.parametrize("framework, name", [("optax", "adafactor"), ("optax", "noisy_sgd"),
-                                             ("keras", "Adafactor")])
+@pytest.mark.parametrize("framework, name", [("optax", "noisy_sgd"), ("optax", "contrib.dpsgd"),
+                                             ("optax", "contrib.galore")])
 def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(framework,
                                                                                   name):
     why = flavors.get(framework).not_reproduced[name]
@@ -402,3 +402,63 @@ def test_none_without_a_framework_twin_and_optax_warmup_are_refused():
                                    dict(lr=1.0, warmup_steps=0))["warmup_steps"] is None
     assert flavors.from_framework("optax", "adan", [np.zeros(2)],
                                   learning_rate=1e-2).defaults["betas"] == (0.98, 0.92, 0.99)
+
+
+OPTAX_CONTRIB = ("contrib.acprop", "contrib.cocob", "contrib.dog", "contrib.dowg",
+                 "contrib.momo", "contrib.momo_adam", "contrib.sophia")
+
+
+@pytest.mark.parametrize("name", OPTAX_CONTRIB)
+def test_optax_contrib_constructors_have_optax_names_and_defaults(name):
+    """Each keyword of the table is one of optax's, with optax 0.2.8's default (sophia's
+    hessian_diagonal_fn is named by its estimate: optax's default is Hutchinson's)."""
+    import functools
+    import inspect
+    optax = pytest.importorskip("optax")
+    signature = inspect.signature(functools.reduce(getattr, name.split("."), optax))
+    entry = flavors.get("optax").constructors[name]
+    assert set(entry.defaults) <= set(signature.parameters), name
+    assert set(entry.names) | set(entry.unsupported) <= set(entry.defaults)
+    for key, value in entry.defaults.items():
+        default = signature.parameters[key].default
+        if value is flavors.REQUIRED:
+            assert default is inspect.Parameter.empty, key
+        elif key == "hessian_diagonal_fn":
+            assert value == "hutchinson" and "hutchinson" in repr(default)
+        else:
+            assert value == default, (key, value, default)
+
+
+def test_optax_contrib_constructors_give_npoptim_the_same_optimizer():
+    w = [np.zeros(2)]
+    momo = flavors.from_framework("optax", "contrib.momo", w, weight_decay=0.1)
+    assert (momo.variant, momo.param_groups[0]["weight_decay_form"]) == ("optax", "optax")
+    assert npoptim.MomoAdam(w, flavor="optax").param_groups[0]["weight_decay_form"] == "optax"
+    dog = flavors.from_framework("optax", "contrib.dog", w, init_step=("distance", 0.1))
+    assert (dog.param_groups[0]["weight_decay"], dog.param_groups[0]["init_step"]) == (
+        0.0, ("distance", 0.1))   # optax's weight_decay None is 0
+    acprop = flavors.from_framework("optax", "contrib.acprop", w, learning_rate=0.1, b1=0.8)
+    assert acprop.param_groups[0]["betas"] == (0.8, 0.999)
+    with pytest.raises(TypeError, match="requires learning_rate"):
+        flavors.from_framework("optax", "contrib.acprop", w)
+    with pytest.raises(ValueError, match="mask"):
+        flavors.from_framework("optax", "contrib.cocob", w, mask=lambda p: p)
+
+
+def test_optax_sophia_names_its_hessian_estimate_and_keeps_clip_threshold_none():
+    w = [np.zeros(2)]
+    group = flavors.from_framework("optax", "contrib.sophia", w, learning_rate=1e-2,
+                                   clip_threshold=None,
+                                   hessian_diagonal_fn="squared-gradient").param_groups[0]
+    assert (group["clip_threshold"], group["hessian_estimate"]) == (None, "squared-gradient")
+    group = flavors.from_framework("optax", "contrib.sophia", w,
+                                   learning_rate=1e-2).param_groups[0]
+    assert (group["hessian_estimate"], group["weight_decay"]) == ("caller", 1e-4)
+    with pytest.raises(ValueError, match="name the estimate"):
+        flavors.from_framework("optax", "contrib.sophia", w, learning_rate=1e-2,
+                               hessian_diagonal_fn=object())
+    with pytest.raises(ValueError, match="takes a number"):   # not every None is a value
+        flavors.from_framework("optax", "contrib.sophia", w, learning_rate=1e-2, gamma=None)
+    entry = flavors.get("optax").constructors["contrib.sophia"]
+    assert flavors.framework_call(entry, dict(hessian_estimate="caller"))[
+        "hessian_diagonal_fn"] == "hutchinson"

@@ -5,7 +5,9 @@ overrides must fail through the same framework (the switches matter).
 * optax (jax with ``jax_enable_x64``): ``optax.<name>`` (``optax.contrib.<name>`` for a
   dotted name) wrapped in ``optax.inject_hyperparams`` so the learning rate (or the keyword
   that is npoptim's lr: ``polyak_sgd``'s ``scaling``) can change per step, callable defaults
-  kept static (``contrib.adopt``'s ``clip_value_fn``), ``tx.update`` (with the params, which
+  kept static (``contrib.adopt``'s ``clip_value_fn``; :data:`OPTAX_STATIC`), an argument the
+  flavor table names built as the optax object (:data:`OPTAX_NAMED`: ``contrib.sophia``'s
+  ``hessian_diagonal_fn``), ``tx.update`` (with the params, which
   ``prodigy``/``dadapt_adamw``/schedule-free read; for a case with an objective, the loss as
   ``value=``) then ``optax.apply_updates``.
 * Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, ``floatx`` float64, x64):
@@ -37,7 +39,7 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
-from npoptim.golden import codec, compare, generate
+from npoptim.golden import codec, compare, flavor_cases, generate
 from npoptim.golden.schema import load_all, parse
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports keras
@@ -57,9 +59,9 @@ def _known_bug(framework, case_id):
 # ------------------------------------------------------------------ which constructor, if any
 def _framework_kwargs(entry, hyper):
     """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
-    (Keras ``SGD(momentum=0)``, an int, raises "must be a float"; optax.lbfgs's ints, its
-    ``memory_size`` and the zoom's ``max_linesearch_steps``, are counts)."""
-    return {k: float(v) if type(v) is int and entry.npoptim != "LBFGS" else v
+    (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), ints where the framework's
+    default is one (optax sophia's ``update_interval``)."""
+    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int else v
             for k, v in flavors.framework_call(entry, hyper).items()}
 
 
@@ -102,7 +104,7 @@ def constructor_for_case(flavor, case, use_switches=True):
         if not use_switches:
             return name, kwargs
         try:
-            built = flavors.from_framework(flavor, name, [np.zeros(1)], **kwargs)
+            built = flavors.from_framework(flavor, name, flavor_cases.probe(), **kwargs)
         except (TypeError, ValueError) as exc:
             tried.append(f"{name}: {exc}")
             continue
@@ -131,6 +133,24 @@ def optax_constructor(name):
     import functools
     import optax
     return functools.reduce(getattr, name.split("."), optax)
+
+
+def optax_squared_gradient():
+    """contrib.sophia's ``hessian_diagonal_fn`` computing g * g of the step's gradient (npoptim
+    ``hessian_estimate="squared-gradient"``)."""
+    import optax
+
+    def update(updates, state, params=None, **extra):
+        return [u * u for u in updates], state
+    return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(), update)
+
+
+#: Framework arguments the flavor table names (the golden files store names), as optax
+#: objects: keyword -> name -> a function building it.
+OPTAX_NAMED = {"hessian_diagonal_fn": {"squared-gradient": optax_squared_gradient}}
+#: Arguments kept static in inject_hyperparams beyond callable defaults (sophia branches on
+#: them in Python, as tests/test_sophia.py keeps them).
+OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval")}
 
 
 #: optax.lbfgs's default line search (alias.py): the zoom keywords of a case complete it.
@@ -197,17 +217,20 @@ def optax_make_step(name, kwargs):
     jax.config.update("jax_enable_x64", True)
     if name == "lbfgs":  # a closure-driven case: the zoom line search needs value_fn
         return optax_lbfgs_make_step(kwargs)
+    kwargs = {k: OPTAX_NAMED[k][v]() if k in OPTAX_NAMED else v for k, v in kwargs.items()}
 
     # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step
+    # (or the lr through a conversion: adafactor's learning_rate, whose None is lr 1)
     lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
-                   if t == "lr")
+                   if t == "lr" or isinstance(t, tuple) and t[0] == "lr")
 
     def make_step(params, _hyper):
         dtype = params[0].dtype
         constructor = optax_constructor(name)
         # a callable default (contrib.adopt's clip_value_fn) is not a schedule to inject
         static = tuple(k for k, p in inspect.signature(constructor).parameters.items()
-                       if p.default is not p.empty and callable(p.default))
+                       if p.default is not p.empty and callable(p.default)
+                       or k in OPTAX_STATIC.get(name, ()))
         factory = optax.inject_hyperparams(constructor, static_args=static)
         tx = factory(**dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
         state = {"params": [jnp.asarray(p) for p in params]}
@@ -429,3 +452,156 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     passing = [c.id for c in overridden
                if compare.compare_case(c, results[c.id], f"<{flavor}>").passed]
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
+
+
+def test_optax_contrib_fails_the_cases_of_npoptim_s_other_variants(tmp_path):
+    """The variants matter: the cases of Momo's and MomoAdam's authors' weight decay form
+    (npoptim's default; the optax flavor is ``variant="optax"``) and of Sophia's authors'
+    SophiaG, replayed through optax.contrib.momo / momo_adam / sophia with the same
+    hyperparameters in optax's names, fail."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    others = [c for c in load_all(SUITE, kind="cases")
+              if c.optimizer in ("Momo", "MomoAdam") and c.hyperparameters.get("variant")
+              == "paper" and c.hyperparameters.get("weight_decay")
+              or c.optimizer == "Sophia" and c.hyperparameters.get("variant") == "sophiag"]
+    assert len(others) >= 6 and {c.optimizer for c in others} == {"Momo", "MomoAdam", "Sophia"}
+    results = {r.id: r for r in replay_flavor("optax", others, use_switches=False,
+                                              tmp_path=tmp_path)}
+    passing = [c.id for c in others if compare.compare_case(c, results[c.id], "<optax>").passed]
+    assert not passing, passing
+
+
+# ------------------------------------------------------------ the wrappers through optax
+#: The forms of npoptim's wrappers optax's lack (their cases are declared skipped, with this).
+OPTAX_WRAPPERS_NOT_REPRODUCED = {
+    "SAM": "optax.contrib.sam's normalize() adversary divides by the plain global norm: no "
+           "eps, no adaptive (ASAM) scaling",
+    "Mechanic": "optax.contrib.mechanize takes num_betas only (betas 1 - 10^-j), not betas",
+}
+
+
+def _optax_wrapper(case):
+    """``(make_step, None)`` replaying a wrapper case (Lookahead, SAM, Mechanic; schema
+    version 4) through ``optax.lookahead`` / ``optax.contrib.sam`` (opaque mode, the
+    ``normalize()`` + ``sgd(rho)`` adversary of tests/test_sam.py) / ``optax.contrib.mechanize``
+    around the optax constructor of the wrapped optimizer (the optax flavor's table, as for the
+    flavor cases, its lr injected per step), or ``(None, reason)`` for a form optax lacks."""
+    from types import SimpleNamespace
+    inner_case = SimpleNamespace(optimizer=case.wrapped["optimizer"], dtype=case.dtype,
+                                 hyperparameters=case.wrapped["hyperparameters"], tags=case.tags)
+    name, kwargs = constructor_for_case("optax", inner_case)
+    if name is None:
+        return None, f"the wrapped {inner_case.optimizer} in optax: {kwargs}"
+    hyper = generate.from_json_hyper(case.hyperparameters)
+    if case.optimizer == "SAM" and (hyper["eps"] != 0 or any(hyper.get("adaptive", ()))):
+        return None, OPTAX_WRAPPERS_NOT_REPRODUCED["SAM"]
+    if case.optimizer == "Mechanic" and tuple(hyper["betas"]) != tuple(
+            1.0 - 0.1 ** j for j in range(1, len(hyper["betas"]) + 1)):
+        return None, OPTAX_WRAPPERS_NOT_REPRODUCED["Mechanic"]
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from npoptim.golden import inputs
+    jax.config.update("jax_enable_x64", True)
+    lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
+                   if t == "lr")
+    # where the wrapped optimizer's (injected) state sits in the wrapper's state
+    inner_state = {"Lookahead": lambda s: s.fast_state, "SAM": lambda s: s.opt_state,
+                   "Mechanic": lambda s: s.base_optimizer_state}[case.optimizer]
+
+    def make_step(params, _hyper):
+        dtype = params[0].dtype
+        inner = optax.inject_hyperparams(optax_constructor(name))(
+            **dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
+        if case.optimizer == "Lookahead":
+            tx = optax.lookahead(inner, sync_period=hyper["k"], slow_step_size=hyper["alpha"],
+                                 reset_state=hyper["reset_state"])
+            current = optax.LookaheadParams.init_synced([jnp.asarray(p) for p in params])
+        elif case.optimizer == "SAM":
+            tx = optax.contrib.sam(inner, optax.chain(optax.contrib.normalize(),
+                                                      optax.sgd(hyper["rho"])),
+                                   sync_period=hyper["adversarial_steps"] + 1, opaque_mode=True)
+            current = [jnp.asarray(p) for p in params]
+        else:
+            tx = optax.contrib.mechanize(inner, weight_decay=hyper["weight_decay"],
+                                         eps=hyper["eps"], s_init=hyper["s_init"],
+                                         num_betas=len(hyper["betas"]))
+            current = [jnp.asarray(p) for p in params]
+        state = {"params": current, "opt": tx.init(current)}
+
+        def grad_fn(points, _i):  # SAM's gradient at the perturbed points (the objective's)
+            return [jnp.asarray(g) for g in inputs.evaluate_objective(
+                case.objective, [np.asarray(q) for q in points])[1]]
+
+        def step(grads, lr):
+            inner_state(state["opt"]).hyperparams[lr_name] = jnp.asarray(lr, dtype)
+            extra = {}
+            if callable(grads):  # SAM: the gradient at the parameters, then its grad_fn
+                grads = grads()[1]
+                extra["grad_fn"] = grad_fn
+            updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
+                                              state["params"], **extra)
+            state["params"] = optax.apply_updates(state["params"], updates)
+            fast = (state["params"].fast if case.optimizer == "Lookahead"
+                    else state["params"])
+            for p, new in zip(params, fast):
+                p[...] = np.asarray(new)
+            return [np.asarray(p) for p in fast]
+        return step
+    return make_step, None
+
+
+def _wrapper_cases():
+    from npoptim import registry
+    return [c for c in load_all(SUITE, kind="cases") if registry.is_wrapper(c.optimizer)]
+
+
+def test_optax_replays_the_wrapper_cases():
+    """Every wrapper case through optax's wrapper around optax's form of the wrapped
+    optimizer passes ``verify``, or is declared skipped with the reason
+    (:data:`OPTAX_WRAPPERS_NOT_REPRODUCED`: the ASAM case); the wrapped optimizer alone
+    through optax fails every one (the wrapper matters)."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    cases = _wrapper_cases()
+    assert {c.optimizer for c in cases} == {"Lookahead", "SAM", "Mechanic"}
+    entries, alone = [], []
+    for case in cases:
+        make_step, reason = _optax_wrapper(case)
+        entries.append({"id": case.id, "skipped": reason} if make_step is None
+                       else generate.replay(case, make_step, grad_format="dense"))
+        inner_case = type(case)(**{**case.__dict__, "optimizer": case.wrapped["optimizer"],
+                                   "hyperparameters": case.wrapped["hyperparameters"],
+                                   "wrapped": None})
+        name, kwargs = constructor_for_case("optax", inner_case)
+        if name is not None and inner_case.objective is None:
+            alone.append(generate.replay(inner_case, optax_make_step(name, kwargs),
+                                         grad_format="dense"))
+        elif name is not None:  # SAM: the wrapped optimizer steps on the plain gradient
+            alone.append(generate.replay(inner_case, _plain_closure(optax_make_step(name,
+                                                                                   kwargs)),
+                                         grad_format="dense"))
+    results = {r.id: r for r in parse(json.loads(codec.dumps(generate.results_file(
+        entries, "optax"))), "<optax>", "results").cases}
+    reports = [compare.compare_case(c, results[c.id], "<optax>") for c in cases]
+    assert not [r for r in reports if r.failed], compare.format_reports(reports, summary=True)
+    skipped = {r.case_id: r.message for r in reports if r.status == "skipped"}
+    assert skipped == {f"SAM/asam-per-parameter/{d}": OPTAX_WRAPPERS_NOT_REPRODUCED["SAM"]
+                       for d in ("float32", "float64")}, skipped
+    by_id = {c.id: c for c in cases}
+    alone = parse(json.loads(codec.dumps(generate.results_file(alone, "optax"))), "<optax>",
+                  "results").cases
+    assert len(alone) == len(cases)
+    passing = [r.id for r in alone if compare.compare_case(by_id[r.id], r).passed]
+    assert not passing, f"the wrapped optimizer alone passes wrapper cases: {passing}"
+
+
+def _plain_closure(make_step):
+    """A closure-driven replay (SAM's cases) through an optimizer that takes gradients: the
+    closure's gradient at the parameters, no loss."""
+    def make(params, hyper):
+        step = make_step(params, hyper)
+        return lambda closure, lr: step(closure()[1], lr)
+    return make

@@ -6,38 +6,21 @@ float32, and Keras on JAX has no sparse path, so the sparse semantics are checke
 kernel's definition (tensorflow/core/kernels/training_ops.cc, ``SparseApplyFtrlV2``) below.
 """
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse
 
+from keras_compare import keras_float64
 from npoptim.optim.ftrl import Ftrl
 from npoptim.sparse.rowgrad import embedding_row_grad
 
 
-def keras_jax():
-    """keras on the JAX backend with float64 (skips without keras or jax)."""
-    if "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = "jax"
-    jax = pytest.importorskip("jax")
-    keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "jax":
-        pytest.fail(f"keras was imported with the {keras.backend.backend()} backend before "
-                    "this test could select jax (set KERAS_BACKEND=jax)")
-    return keras, jax
-
-
-def keras_trajectory(w0, grads, lrs, **kw):
-    """Parameters after each step of ``keras.optimizers.Ftrl`` in float64."""
-    keras, jax = keras_jax()
-    previous_x64, previous_floatx = jax.config.jax_enable_x64, keras.config.floatx()
-    jax.config.update("jax_enable_x64", True)
-    keras.config.set_floatx("float64")
-    try:
+def keras_trajectory(w0, grads, lrs, optimizer="Ftrl", **kw):
+    """Parameters after each step of ``keras.optimizers.<optimizer>`` in float64."""
+    with keras_float64() as (keras, jax):
         variables = [keras.Variable(w.copy(), dtype="float64") for w in w0]
-        opt = keras.optimizers.Ftrl(learning_rate=lrs[0], **kw)
+        opt = getattr(keras.optimizers, optimizer)(learning_rate=lrs[0], **kw)
         out = []
         for lr, step_grads in zip(lrs, grads):
             opt.learning_rate = lr
@@ -45,9 +28,6 @@ def keras_trajectory(w0, grads, lrs, **kw):
                                  for g, v in zip(step_grads, variables)])
             out.append([np.array(v.value, np.float64) for v in variables])
         return out
-    finally:
-        keras.config.set_floatx(previous_floatx)
-        jax.config.update("jax_enable_x64", previous_x64)
 
 
 KERAS_NAMES = {"l1": "l1_regularization_strength", "l2": "l2_regularization_strength",

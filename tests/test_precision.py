@@ -58,7 +58,7 @@ def _problem(dtype, n=50, steps=3, seed=0):
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax",
-                                  "Adadelta", "KahanLion"])
+                                  "Adadelta", "KahanLion", "NAdam", "RAdam", "ASGD", "Rprop"])
 def test_a_float16_grad_for_a_bfloat16_param_raises_before_anything_changes(name):
     kwargs = dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}
     param, grads = _problem(BF16)
@@ -294,7 +294,13 @@ modes = [(P.AdamW, dict(rounding="per-op", torch_cpu_lanes=32, weight_decay=0.1)
          (P.RMSprop, dict(momentum=0.9, centered=True, weight_decay=0.1, torch_cpu_lanes=32)),
          (P.Adagrad, dict(rounding="fused", weight_decay=0.1, torch_cpu_lanes=32)),
          (P.Adagrad, dict(weight_decay=0.1, initial_accumulator_value=0.1)),
-         (P.KahanLion, dict(weight_decay=0.1)), (P.KahanLion, dict(kahan_sum=False))]
+         (P.KahanLion, dict(weight_decay=0.1)), (P.KahanLion, dict(kahan_sum=False)),
+         (P.NAdam, dict(weight_decay=0.1, torch_cpu_lanes=32)),
+         (P.NAdam, dict(weight_decay=0.1, decoupled_weight_decay=True)),
+         (P.RAdam, dict(weight_decay=0.1, torch_cpu_lanes=32)),
+         (P.RAdam, dict(betas=(0.5, 0.6))),  # rectified from step 2
+         (P.ASGD, dict(t0=1, weight_decay=0.1, torch_cpu_lanes=32)),
+         (P.Rprop, dict(maximize=True))]
 for cls, kwargs in modes:
     for dtype in (ml_dtypes.bfloat16, np.float16):
         p = rng.standard_normal(40).astype(np.float32).astype(dtype)
@@ -319,4 +325,4 @@ def test_every_mode_runs_the_same_as_plain_python():
                               cwd=os.path.dirname(os.path.dirname(__file__))).stdout
 
     compiled, python = run("0"), run("1")
-    assert len(compiled) == 22 * 40 * 4 and compiled == python  # 11 modes, 2 formats
+    assert len(compiled) == 34 * 40 * 4 and compiled == python  # 17 modes, 2 formats

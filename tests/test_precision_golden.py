@@ -138,6 +138,8 @@ def test_optimi_reproduces_the_kahan_case(case):
 
 # ------------------------------------------------------------------------ quantized state
 QUANTIZED = _by_mode(*precision_cases.QUANTIZATIONS)
+TORCHAO = [c for c in QUANTIZED if c.precision["quantization"].startswith("torchao-")]
+BNB = [c for c in QUANTIZED if c.precision["quantization"] == "bnb-8bit"]
 
 
 def _torchao_optim():
@@ -167,7 +169,7 @@ def torchao_make_step(case):
             for p in tparams:
                 s = opt.state[p]
                 entry = {"step": s["step"].numpy().copy()}
-                for moment in ("exp_avg", "exp_avg_sq"):
+                for moment in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")[:len(s) - 1]:
                     for attr in ("codes", "scale", "qmap"):
                         value = getattr(s[moment], attr, None)
                         if value is not None:
@@ -180,36 +182,86 @@ def torchao_make_step(case):
     return make_step
 
 
-def test_the_quantized_case_is_quantized_and_keeps_its_state_once():
-    (case,) = QUANTIZED
-    assert case.dtype == "float32" and case.precision["quantization"] == "torchao-8bit"
-    assert [p.size for p in case.params] == [4096] and len(case.steps) >= 10
-    assert all(s.expected_state is None for s in case.steps[:-1])
-    state = case.steps[-1].expected_state[0]
-    assert state["exp_avg.codes"].shape == (16, 256) and state["exp_avg.scale"].shape == (16,)
-    assert 0 <= state["exp_avg.codes"].min() and state["exp_avg.codes"].max() <= 255
-    assert len(np.unique(state["exp_avg_sq.codes"])) > 50  # really quantized, not all zero
-    for array in [case.params[0]] + [g for s in case.steps for g in s.grads]:
-        assert np.array_equal(array, precision_cases.to_grid(array))  # stored in few digits
+def test_the_quantized_cases_are_quantized_and_keep_their_state_once():
+    assert {c.precision["quantization"] for c in QUANTIZED} == set(schema.QUANTIZATIONS)
+    for case in QUANTIZED:
+        assert case.dtype == "float32" and len(case.steps) >= 10
+        assert all(s.expected_state is None for s in case.steps[:-1])
+        state = case.steps[-1].expected_state[0]
+        codes = [v for k, v in state.items() if k.endswith("codes") or k.startswith("state")]
+        assert len(codes) in (2, 3) and all(0 <= c.min() and c.max() <= 255 for c in codes)
+        assert all(len(np.unique(c)) > 20 for c in codes), case.id  # really quantized
+        for array in [case.params[0]] + [g for s in case.steps for g in s.grads]:
+            assert np.array_equal(array, precision_cases.to_grid(array))  # few digits
+    by_id = {c.id: c for c in QUANTIZED}
+    eight = by_id["AdamW/torchao-8bit/weight-decay/float32"].steps[-1].expected_state[0]
+    assert eight["exp_avg.codes"].shape == (16, 256) and eight["exp_avg.scale"].shape == (16,)
+    four = by_id["Adam/torchao-4bit/weight-decay/float32"].steps[-1].expected_state[0]
+    assert four["exp_avg.codes"].shape == (2048,) and four["exp_avg.scale"].shape == (32,)
+    fp8 = by_id["AdamW/torchao-fp8/amsgrad/float32"].steps[-1].expected_state[0]
+    assert "max_exp_avg_sq.codes" in fp8 and "exp_avg.qmap" not in fp8
+    assert np.any(fp8["max_exp_avg_sq.codes"] != fp8["exp_avg_sq.codes"])
+    bnb = by_id["AdamW/bnb-8bit/weight-decay/float32"]
+    assert bnb.params[0].size == 352 and bnb.steps[-1].expected_state[0]["absmax1"].size == 2
 
 
-@pytest.mark.parametrize("case", QUANTIZED, ids=str)
+@pytest.mark.parametrize("case", TORCHAO, ids=str)
 def test_torchao_reproduces_the_quantized_case(case):
-    """torchao's AdamW8bit (one shape: one C++ build): params every step and the final codes,
-    scales and maps bit for bit."""
-    report = testing.assert_case(case, torchao_make_step(case))
+    """torchao's AdamW8bit, Adam4bit, AdamWFp8 with amsgrad (one shape each: one C++ build
+    each): params every step and the final codes, scales and maps bit for bit (amsgrad with the
+    aten.maximum torchao 0.18 lacks, tests/torchao_compare.py)."""
+    from torchao_compare import quantized_maximum
+    with quantized_maximum():
+        report = testing.assert_case(case, torchao_make_step(case))
     assert report.state_compared
     assert all(s.max_abs == 0 for s in report.steps), case.id
+
+
+def bnb_make_step():
+    """make_step running a bnb-8bit case in bitsandbytes 0.50.2 (CPU), state under its names."""
+    if os.environ.get("NPOPTIM_REQUIRE_BITSANDBYTES") == "1":
+        bnb = importlib.import_module("bitsandbytes")
+    else:
+        bnb = pytest.importorskip("bitsandbytes")
+    torch = _torch()
+
+    def make_step(params, hyper):
+        tparams = [torch.from_numpy(p.copy()) for p in params]
+        opt = bnb.optim.AdamW8bit(tparams, **hyper)
+
+        def step(grads, lr):
+            for group in opt.param_groups:
+                group["lr"] = lr
+            for p, g in zip(tparams, grads):
+                p.grad = torch.from_numpy(g.copy())
+            opt.step()
+            state = [{k: (v.numpy().copy() if hasattr(v, "numpy") else v)
+                      for k, v in opt.state[p].items()} for p in tparams]
+            return [p.numpy().copy() for p in tparams], state
+        return step
+    return make_step
+
+
+@pytest.mark.parametrize("case", BNB, ids=str)
+def test_bitsandbytes_reproduces_the_quantized_case(case):
+    """bitsandbytes' CPU AdamW8bit: the final codes, absmax and maps bit for bit, the params
+    within the case's tolerance at every step (measured: within a few float32 ulps)."""
+    report = testing.assert_case(case, bnb_make_step())
+    assert report.state_compared
+    worst = max(s.max_abs for s in report.steps)
+    assert worst < 1e-6, worst
+    print(f"\n{case.id}: bitsandbytes' params within {worst:.2e} of the case's")
 
 
 def test_the_quantized_case_fails_unquantized_moments():
     """float32 AdamW (the same math without quantizing the moments) leaves the case's
     tolerance within the first steps, before the stored state is compared."""
-    (case,) = QUANTIZED
+    case = next(c for c in QUANTIZED if c.precision["quantization"] == "torchao-8bit")
     from npoptim.golden.generate import npoptim_make_step, replay, results_file
     def make_step(params, hyper):  # params only: the float32 state has other names
         step = npoptim_make_step(case.optimizer)(
-            params, {k: v for k, v in hyper.items() if k != "block_size"})
+            params, {k: v for k, v in hyper.items()
+                     if k not in ("block_size", "bf16_stochastic_round")})
         return lambda grads, lr: (step(grads, lr)[0], [None] * len(params))
     plain = schema.parse(results_file([replay(case, make_step)]), "<r>", "results").cases[0]
     report = compare.compare_case(case, plain)
@@ -277,7 +329,7 @@ DEFECTS = {
     "quantized bfloat16": (lambda d: d["cases"][0]["precision"].__setitem__(
         "quantization", "torchao-8bit"), "precision.quantization"),
     "unknown quantization": (lambda d: d["cases"][0]["precision"].__setitem__(
-        "quantization", "bnb-8bit"), "precision.quantization"),
+        "quantization", "bnb-4bit"), "precision.quantization"),
 }
 
 
@@ -294,7 +346,7 @@ def test_loader_refuses_bad_16_bit_cases(half_doc, tmp_path, defect):
 def test_a_float32_case_has_a_precision_object_only_with_a_quantization(tmp_path):
     doc = json.loads((PRECISION / "AdamW.json").read_text(encoding="utf-8"))
     doc["cases"] = [c for c in doc["cases"] if c["precision"].get("quantization")]
-    doc["number_of_cases"] = 1
+    doc["number_of_cases"] = len(doc["cases"])
     schema.parse(doc)
     doc["cases"][0]["precision"]["quantization"] = None
     with pytest.raises(schema.GoldenFileError, match="with a quantization"):

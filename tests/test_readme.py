@@ -17,13 +17,19 @@ def test_optimizer_table_matches_the_registry():
     table = README.split("<!-- optimizer-table")[1].split("<!-- end optimizer-table")[0]
     rows = {}
     for line in table.splitlines():
-        m = re.match(r"\| `(\w+)` \| (.*?) \| ([\w-]+) \|", line)
+        m = re.match(r"\| `(\w+)` \| (.*?) \| ([\w-]+) \| (.*) \|$", line)
         if m:
-            rows[m.group(1)] = (m.group(2), m.group(3))
-    assert sorted(rows) == sorted(registry.OPTIMIZERS)
-    for name, (torch_cell, kind) in rows.items():
+            rows[m.group(1)] = (m.group(2), m.group(3), m.group(4))
+    assert sorted(rows) == sorted([*registry.OPTIMIZERS, *registry.WRAPPERS])
+    for name, (torch_cell, kind, notes) in rows.items():
         cls = getattr(npoptim, name)
         assert kind == cls.sparse_kind, name
+        if registry.is_wrapper(name):  # marked as a wrapper, with its framework counterpart
+            assert torch_cell == "—", name
+            assert notes.startswith("**wrapper**"), name
+            assert f"`{registry.WRAPPERS[name][1]}`" in notes, name
+            continue
+        assert "**wrapper**" not in notes, name
         torch_name = registry.OPTIMIZERS[name][1]
         assert torch_cell == (f"`torch.optim.{torch_name}`" if torch_name else "—"), name
 

@@ -1,7 +1,9 @@
 """SAM: optax.contrib.sam 0.2.8 (opaque mode, normalize + sgd(rho) adversary) in float64 around
 SGD with momentum and Adam, on a non-quadratic objective (two shapes, 24 steps, one and two
 adversarial steps, an lr schedule); the ascent hand-derived; restoring and atomicity; bad
-input."""
+input. ASAM (adaptive=True): the authors' ascent (davda54/sam, SamsungLabs/ASAM) transcribed in
+torch around torch's SGD in float64, and pytorch_optimizer's SAM(adaptive=True) in float32 (its
+norm is float32)."""
 import numpy as np
 import pytest
 from hand_derived import close
@@ -89,6 +91,99 @@ def test_matches_optax_sam_under_an_lr_schedule():
     assert_trajectories_close(actual, expected)
 
 
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+try:
+    import pytorch_optimizer
+except ImportError:  # pragma: no cover
+    pytorch_optimizer = None
+needs_pytorch_optimizer = pytest.mark.skipif(pytorch_optimizer is None or torch is None,
+                                             reason="needs pytorch_optimizer and torch")
+
+
+def run_torch_asam(params, f, rho, eta, eps, adaptive, lr=0.05, momentum=0.9):
+    """ASAM's ascent as the authors write it (SamsungLabs/ASAM asam.py; davda54/sam with
+    eta 0): T = |p| + eta on adaptive parameters (1 on the others), the norm of the per-
+    parameter norms of T g, p += T (T g) rho / (norm + eps); then restore and torch's SGD."""
+    ps = [torch.tensor(p) for p in params]
+    opt = torch.optim.SGD(ps, lr=lr, momentum=momentum)
+    out = []
+    for t in range(STEPS):
+        _, grads = f(t, [p.numpy() for p in ps])
+        grads = [torch.tensor(g) for g in grads]
+        old = [p.clone() for p in ps]
+        scale = [p.abs() + eta if a else torch.ones_like(p) for p, a in zip(ps, adaptive)]
+        norm = torch.norm(torch.stack([torch.norm(s * g) for s, g in zip(scale, grads)])) + eps
+        for p, s, g in zip(ps, scale, grads):
+            p.add_(s * (s * g) * (rho / norm))
+        _, grads = f(t, [p.numpy() for p in ps])
+        for p, p0, g in zip(ps, old, grads):
+            p.data.copy_(p0)
+            p.grad = torch.tensor(g)
+        opt.step()
+        out.append([p.numpy().copy() for p in ps])
+    return out
+
+
+@needs_torch
+@pytest.mark.parametrize("rho, eta, eps, adaptive", [
+    (0.05, 0.0, 1e-12, (True, True)),        # davda54/sam adaptive=True
+    (0.5, 0.01, 1e-16, (True, False))],      # SamsungLabs/ASAM: "weight" parameters only
+    ids=["davda54", "asam-weights-only"])
+def test_asam_matches_the_authors_ascent(rho, eta, eps, adaptive):
+    params, f = objective(3)
+    expected = run_torch_asam(params, f, rho, eta, eps, adaptive)
+    actual, _ = run_sam(lambda ps: SGD(ps, lr=0.05, momentum=0.9), params, f, rho, 1,
+                        adaptive=list(adaptive), eta=eta, eps=eps)
+    assert_trajectories_close(actual, expected)
+    plain, _ = run_sam(lambda ps: SGD(ps, lr=0.05, momentum=0.9), params, f, rho, 1, eps=eps)
+    with pytest.raises(AssertionError):
+        assert_trajectories_close(plain, expected)
+
+
+@needs_pytorch_optimizer
+def test_asam_matches_pytorch_optimizer_in_float32():
+    params, f = objective(4)
+    params = [p.astype(np.float32) for p in params]
+
+    def f32(t, ps):
+        loss, grads = f(t, [p.astype(np.float64) for p in ps])
+        return loss, [g.astype(np.float32) for g in grads]
+    ps = [torch.tensor(p) for p in params]
+    theirs = pytorch_optimizer.SAM(ps, torch.optim.SGD, rho=0.1, adaptive=True, lr=0.05,
+                                   momentum=0.9)
+    expected = []
+    for t in range(STEPS):
+        for p, g in zip(ps, f32(t, [p.detach().numpy() for p in ps])[1]):
+            p.grad = torch.tensor(g)
+
+        def closure(t=t):
+            for p, g in zip(ps, f32(t, [p.detach().numpy() for p in ps])[1]):
+                p.grad = torch.tensor(g)
+        theirs.step(closure)
+        expected.append([p.detach().numpy().copy() for p in ps])
+    actual, _ = run_sam(lambda qs: SGD(qs, lr=0.05, momentum=0.9), params, f32, 0.1, 1,
+                        adaptive=True, eps=1e-12)
+    assert_trajectories_close(actual, expected, rtol=2e-6)
+
+
+def test_asam_ascent_hand_derived():
+    w, v = np.array([2.0, -0.5]), np.array([4.0])
+    seen = []
+
+    def closure():
+        seen.append((w.copy(), v.copy()))
+        return 0.0, [np.array([1.0, 2.0]), np.array([0.5])]
+    SAM(SGD([w, v], lr=0.1), rho=0.3, adaptive=[True, False], eta=0.5).step(closure)
+    # T = (2.5, 1.0) on w, 1 on v: T g = (2.5, 2.0), (0.5); norm sqrt(6.25 + 4 + 0.25) = sqrt(10.5)
+    norm = np.sqrt(10.5)
+    close(seen[1][0], [2.0 + 0.3 * 6.25 / norm, -0.5 + 0.3 * 2.0 / norm])
+    close(seen[1][1], [4.0 + 0.3 * 0.5 / norm])
+
+
 def test_ascent_hand_derived_and_parameters_restored():
     # f = 0.5 (w^2 + v^2): g = (w, v); one SAM step of plain SGD lr 0.1 with rho 0.5
     w, v = np.array([3.0]), np.array([4.0])
@@ -140,10 +235,31 @@ def test_state_dict_round_trip_continues_identically():
         np.testing.assert_array_equal(x, y)
 
 
+def test_asam_state_dict_round_trip_and_an_older_state_dict():
+    params, f = objective(2)
+    a = [p.copy() for p in params]
+    opt = SAM(Adam(a, lr=0.01), rho=0.2, adaptive=[True, False], eta=0.01)
+    opt.step(lambda: f(0, a))
+    b = [p.copy() for p in a]
+    other = SAM(Adam(b, lr=0.01))
+    other.load_state_dict(opt.state_dict())
+    assert other.adaptive == [True, False] and other.eta == 0.01
+    opt.step(lambda: f(1, a))
+    other.step(lambda: f(1, b))
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    older = {k: v for k, v in opt.state_dict().items() if k not in ("adaptive", "eta")}
+    other.load_state_dict(older)
+    assert other.adaptive == [False, False] and other.eta == 0.0
+    with pytest.raises(ValueError, match="keys"):
+        other.load_state_dict(dict(older, eta=0.1))
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(rho=-0.1), "rho"), (dict(rho=float("nan")), "rho"), (dict(eps=-1.0), "eps"),
     (dict(adversarial_steps=0), "adversarial_steps"),
-    (dict(adversarial_steps=1.5), "adversarial_steps")])
+    (dict(adversarial_steps=1.5), "adversarial_steps"), (dict(eta=-0.1), "eta"),
+    (dict(adaptive=1), "adaptive"), (dict(adaptive=[True, True]), "adaptive")])
 def test_bad_settings_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         SAM(SGD([np.zeros(2)]), **kw)

@@ -7,13 +7,14 @@ input."""
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_contrib import (SHAPES, STEPS, assert_trajectories_close, lr_schedule, needs_optax,
-                           optax, x64)
+from optax_contrib import (SHAPES, STEPS, assert_trajectories_close, authors_code, lr_schedule,
+                           needs_optax, optax, x64)
 
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.optim.sophia import Sophia
 
 KAPPA = 0.3
+sophia_opt, needs_sophia_opt = authors_code("sophia_opt")
 
 
 def objective(seed=0, shapes=SHAPES):
@@ -173,6 +174,105 @@ def test_matches_optax_with_the_squared_gradient_estimate():
     assert_trajectories_close(actual, expected)
 
 
+def sampled_grads(seed, shapes=SHAPES):
+    """The gradients of a loss with sampled labels that the authors' update_hessian squares."""
+    rng = np.random.default_rng(seed + 200)
+    return [[rng.standard_normal(s) for s in shapes] for _ in range(STEPS)]
+
+
+def run_authors_sophiag(params, a, c, n, kw, lrs, sampled, bs):
+    """The authors' SophiaG (sophia-opt) in their training loop's order: ``step(bs=bs)``,
+    then, after steps k, 2k, ..., ``update_hessian()`` from the sampled-label gradients."""
+    import torch
+    ps = [torch.tensor(p) for p in params]
+    opt = sophia_opt.SophiaG(ps, lr=lrs[0], betas=kw["betas"], rho=kw["rho"],
+                             weight_decay=kw["weight_decay"])
+    out = []
+    for t in range(STEPS):
+        opt.param_groups[0]["lr"] = lrs[t]
+        for p, g in zip(ps, grads_of([p.numpy() for p in ps], a, c, n, t)):
+            p.grad = torch.tensor(g)
+        opt.step(bs=bs)
+        if t % kw["update_interval"] == kw["update_interval"] - 1:
+            for p, g in zip(ps, sampled[t]):
+                p.grad = torch.tensor(g)
+            opt.update_hessian()
+        out.append([p.numpy().copy() for p in ps])
+    return out
+
+
+@needs_sophia_opt
+@pytest.mark.parametrize("kw", [dict(betas=(0.965, 0.99), rho=0.04, weight_decay=0.1,
+                                     update_interval=10),
+                                dict(betas=(0.9, 0.8), rho=0.5, weight_decay=0.0,
+                                     update_interval=3)], ids=["defaults", "interval3"])
+def test_sophiag_variant_matches_the_authors_code(kw):
+    params, a, c, n = objective(4)
+    lrs = lr_schedule(lr=0.02)
+    sampled = sampled_grads(4)
+    bs = 8
+    expected = run_authors_sophiag(params, a, c, n, kw, lrs, sampled, bs)
+    ours = dict(betas=kw["betas"], gamma=kw["rho"] * bs, eps=1e-15,
+                weight_decay=kw["weight_decay"], update_interval=kw["update_interval"],
+                variant="sophiag")
+    estimates = [[g * g for g in step] for step in sampled]
+    actual, opt = run_sophia(params, a, c, n, ours, lrs, hessians=estimates)
+    assert_trajectories_close(actual, expected)
+    assert opt.param_groups[0]["bias_correction"] is False
+
+
+def test_variants_set_their_switches_and_a_switch_overrides_one():
+    w = [np.zeros(2)]
+    for variant, want in (("optax", (True, "max", "after")), ("paper", (False, "max", "before")),
+                          ("authors", (False, "added", "after-kth"))):
+        group = Sophia(w, variant=variant).param_groups[0]
+        assert (group["bias_correction"], group["eps_mode"], group["hessian_update"]) == want
+    group = Sophia(w, variant="sophiag", eps_mode="max").param_groups[0]
+    assert (group["eps_mode"], group["hessian_update"]) == ("max", "after-kth")
+    assert Sophia(w, variant="sophia_opt").variant == "sophiag"
+
+
+def test_paper_and_authors_schedules_hand_derived():
+    g = np.array([1.0, -2.0, 0.5])
+    est = [np.array([4.0, 1.0, 0.25])]
+    # the paper: h takes the estimate at the start of step 1, no bias correction
+    w = np.array([0.5, -1.0, 2.0])
+    opt = Sophia([w], lr=0.1, betas=(0.5, 0.9), weight_decay=0.0, gamma=2.0, update_interval=2,
+                 variant="paper")
+    opt.step([g], hessian=est)
+    h = 0.1 * est[0]
+    m = 0.5 * g
+    close(w, np.array([0.5, -1.0, 2.0]) - 0.1 * np.clip(m / np.maximum(2.0 * h, 1e-8), -1, 1))
+    close(opt.state[0]["hessian"], h)
+    opt.step([g])                       # step 2 takes no estimate
+    # the authors': steps 1 and 2 run with h = 0 (sign steps through eps added), then the
+    # estimate passed at step 2 enters h after it
+    w = np.array([0.5, -1.0, 2.0])
+    opt = Sophia([w], lr=0.1, betas=(0.5, 0.9), weight_decay=0.2, gamma=2.0, eps=1e-15,
+                 update_interval=2, variant="sophiag")
+    opt.step([g])
+    expected = np.array([0.5, -1.0, 2.0]) * (1 - 0.1 * 0.2) - 0.1 * np.sign(g)
+    close(w, expected)
+    close(opt.state[0]["hessian"], [0.0, 0.0, 0.0])
+    opt.step([g], hessian=est)
+    m = 0.5 * (0.5 * g) + 0.5 * g
+    expected = expected * (1 - 0.1 * 0.2) - 0.1 * np.sign(m)
+    close(w, expected)
+    close(opt.state[0]["hessian"], 0.1 * est[0])
+    opt.step([g])
+    m = 0.5 * m + 0.5 * g
+    expected = expected * (1 - 0.1 * 0.2) - 0.1 * np.clip(m / (2.0 * 0.1 * est[0] + 1e-15), -1, 1)
+    close(w, expected)
+    # eps added to gamma h, or its floor: told apart by a large eps
+    for mode, denom in (("added", 2.0 * 0.1 * est[0] + 0.3),
+                        ("max", np.maximum(2.0 * 0.1 * est[0], 0.3))):
+        w = np.array([0.5, -1.0, 2.0])
+        opt = Sophia([w], lr=0.1, betas=(0.5, 0.9), weight_decay=0.0, gamma=2.0, eps=0.3,
+                     clip_threshold=None, variant="paper", eps_mode=mode)
+        opt.step([g], hessian=est)
+        close(w, np.array([0.5, -1.0, 2.0]) - 0.1 * (0.5 * g) / denom)
+
+
 def test_stream_probes_and_first_steps_hand_derived():
     w = np.array([0.5, -1.0, 2.0])
     opt = Sophia([w], lr=0.1, betas=(0.5, 0.9), weight_decay=0.0, gamma=1.0, update_interval=2,
@@ -206,7 +306,9 @@ def test_stream_probes_and_first_steps_hand_derived():
     (dict(eps=-1.0), "epsilon"), (dict(gamma=-0.1), "gamma"),
     (dict(weight_decay=-0.1), "weight_decay"), (dict(clip_threshold=-1.0), "clip_threshold"),
     (dict(update_interval=0), "update_interval"), (dict(update_interval=2.5), "update_interval"),
-    (dict(seed=-1), "seed"), (dict(hessian_estimate="exact"), "hessian_estimate")])
+    (dict(seed=-1), "seed"), (dict(hessian_estimate="exact"), "hessian_estimate"),
+    (dict(variant="sophia"), "unknown variant"), (dict(bias_correction=1), "bias_correction"),
+    (dict(eps_mode="inside"), "eps_mode"), (dict(hessian_update="every"), "hessian_update")])
 def test_bad_hyperparameters_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         Sophia([np.zeros(3)], **kw)

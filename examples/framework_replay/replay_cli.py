@@ -6,7 +6,8 @@ or None and why not) and how to run one (``make_step(way, case)``, the factory
 ``npoptim verify`` reads: every considered case run, or ``{"id": ..., "skipped": reason}``.
 With ``--torch-twins`` it runs instead the torch case that each case of the flavor overrides
 (same inputs and hyperparameter values, torch's conventions) the flavor case's way: these must
-fail, which shows the conventions matter.
+fail, which shows the conventions matter. ``--twins-out FILE`` writes those twins' results to
+``FILE`` as well, in the same run (one start of the framework for both).
 """
 import argparse
 import sys
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from npoptim.golden import codec, generate  # noqa: E402
-from npoptim.golden.schema import load_all  # noqa: E402
+from npoptim.golden.schema import load  # noqa: E402
 
 
 def torch_twin_id(case):
@@ -26,37 +27,53 @@ def torch_twin_id(case):
     return "/".join([parts[0]] + parts[2:]) if case.flavor != "torch" else case.id
 
 
-def main(argv, description, flavor, optimizers, choose, make_step, label):
+def case_files(path, optimizers):
+    """The golden files of ``optimizers`` at ``path`` (a file, or a directory holding
+    ``<Optimizer>.json`` and ``<flavor>/<Optimizer>.json``): reading only these is most of
+    the difference to reading every case."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    return sorted(p for name in optimizers for p in path.rglob(f"{name}.json"))
+
+
+def main(argv, description, flavor, optimizers, choose, make_step, label, grad_format="dense"):
     """Replay the torch and ``flavor`` cases of ``optimizers``; ``label()`` names the
-    framework in the results file (called after the replay, once the framework is imported)."""
+    framework in the results file (called after the replay, once the framework is imported);
+    ``grad_format``: how the step functions get CSR gradients (:func:`generate.replay`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("cases", nargs="?", default=str(ROOT / "reference_results"))
     parser.add_argument("-o", "--out", required=True, help="results file to write")
     parser.add_argument("--torch-twins", action="store_true",
                         help=f"instead, run the torch case each {flavor} case overrides the "
                              f"{flavor} case's way (these must fail: the conventions matter)")
+    parser.add_argument("--twins-out", help="also write the torch twins' results to this file")
     args = parser.parse_args(argv)
     # the 16-bit and quantized cases (a precision object) are torch's low-precision modes,
     # not a framework kernel's float arithmetic: as verify's flavors, leave them out
-    every = [c for c in load_all(args.cases, kind="cases") if c.precision is None]
+    every = [c for p in case_files(args.cases, optimizers) for c in load(p, "cases").cases
+             if c.precision is None]
     by_id = {c.id: c for c in every}
-    entries = []
+    entries, twins = [], []
     for case in every:
         if case.flavor not in ("torch", flavor) or case.optimizer not in optimizers:
             continue
         way, reason = choose(case)
+        twin = by_id.get(torch_twin_id(case))  # the defaults cases are not twins
+        if (case.flavor == flavor and way is not None and twin is not None
+                and "/defaults/" not in case.id and (args.torch_twins or args.twins_out)):
+            twins.append(generate.replay(twin, make_step(way, twin), grad_format=grad_format))
         if args.torch_twins:
-            twin = by_id.get(torch_twin_id(case))  # the defaults cases are not twins
-            if (case.flavor == flavor and way is not None and twin is not None
-                    and "/defaults/" not in case.id):
-                entries.append(generate.replay(twin, make_step(way, twin),
-                                               grad_format="dense"))
             continue
         if way is None:
             entries.append({"id": case.id, "skipped": reason})
             continue
-        entries.append(generate.replay(case, make_step(way, case), grad_format="dense"))
-    Path(args.out).write_text(codec.dumps(generate.results_file(entries, label())))
-    ran = sum("steps" in e for e in entries)
-    print(f"wrote {args.out}: {ran} cases run, {len(entries) - ran} skipped", file=sys.stderr)
+        entries.append(generate.replay(case, make_step(way, case), grad_format=grad_format))
+    outputs = [(args.out, twins if args.torch_twins else entries)]
+    if args.twins_out and not args.torch_twins:
+        outputs.append((args.twins_out, twins))
+    for path, written in outputs:
+        Path(path).write_text(codec.dumps(generate.results_file(written, label())))
+        ran = sum("steps" in e for e in written)
+        print(f"wrote {path}: {ran} cases run, {len(written) - ran} skipped", file=sys.stderr)
     return 0

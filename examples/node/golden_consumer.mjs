@@ -263,12 +263,18 @@ for (const file of opts.files) {
   const doc = JSON.parse(readFileSync(file, "utf8"));
   // schema version 2 adds flavor, framework_hyperparameters and tags (absent in version 1)
   // schema version 3 adds the bfloat16/float16 dtypes and the precision object
-  if (doc.schema !== "npoptim-golden" || ![1, 2, 3].includes(doc.schema_version) || doc.kind !== "cases") {
-    console.error(`${file}: not an npoptim golden case file of schema version 1, 2 or 3`);
+  // schema version 4 adds the wrappers (Lookahead, SAM, Mechanic: a case's "wrapped" optimizer)
+  if (doc.schema !== "npoptim-golden" || ![1, 2, 3, 4].includes(doc.schema_version) || doc.kind !== "cases") {
+    console.error(`${file}: not an npoptim golden case file of schema version 1 to 4`);
     process.exit(2);
   }
   let skipped = 0;
   for (const c of doc.cases) {
+    if (c.wrapped) {  // declared skipped, with the reason (version 4)
+      results.push({ id: c.id, skipped: `this example has no optimizer wrappers (${c.optimizer} around ${c.wrapped.optimizer})` });
+      skipped++;
+      continue;
+    }
     if (!(c.optimizer in OPTIMIZERS)) { skipped++; continue; }
     if ((c.flavor ?? "torch") !== "torch") {  // declared skipped, with the reason (version 2)
       results.push({ id: c.id, skipped: `this example implements torch's conventions, not ${c.flavor}'s` });

@@ -25,9 +25,12 @@ without torch's CPU scalar remainder loop (as a GPU runs it; see npoptim.precisi
 Quantized state (flag ``quantized-state``): a float32 Adam or AdamW case with ``--precision
 torchao-8bit | torchao-4bit | torchao-fp8`` runs torchao's ``AdamW8bit`` (``4bit``, ``Fp8``;
 ``Adam8bit`` ...); a parameter of at least 4096 elements (a multiple of the block size) gets
-quantized moments, stored at the last step; initial params and grads are multiples of 1/64::
+quantized moments, stored at the last step; initial params and grads are multiples of 1/64.
+``--precision bnb-8bit`` runs bitsandbytes' CPU ``Adam8bit``/``AdamW8bit``
+(``npoptim.precision.BnbAdamW8bit``; ``--set min_8bit_size=256`` quantizes smaller ones)::
 
     npoptim golden AdamW --precision torchao-8bit --shape 16x256 -o case.json
+    npoptim golden AdamW --precision bnb-8bit --set min_8bit_size=256 --shape 352 -o case.json
 """
 import json
 import sys
@@ -83,10 +86,10 @@ def add_arguments(parser):
                       default="float32")
     data.add_argument("--precision", choices=("per-op", "fused", "stochastic",
                                               "master-weights", "kahan", "torchao-8bit",
-                                              "torchao-4bit", "torchao-fp8"),
+                                              "torchao-4bit", "torchao-fp8", "bnb-8bit"),
                       help="the low-precision mode of a bfloat16/float16 case (default "
                            "per-op), or the quantized state of a float32 Adam/AdamW case "
-                           "(torchao-8bit, torchao-4bit, torchao-fp8)")
+                           "(torchao-8bit, torchao-4bit, torchao-fp8, bnb-8bit)")
     data.add_argument("--precision-seed", type=int, default=None,
                       help="the seed of stochastic rounding's stream (default 2026)")
     data.add_argument("--seed", type=int, default=0)
@@ -105,7 +108,12 @@ def build(args):
         raise ValueError(f"unknown optimizer {args.optimizer!r}; npoptim has "
                          f"{', '.join(registry.OPTIMIZERS)}")
     cls = registry.get(args.optimizer)
+    from npoptim.golden.schema import QUANTIZATIONS
     known = signature_defaults(cls)
+    if args.precision in QUANTIZATIONS:  # the quantized class's options (min_8bit_size)
+        from npoptim.golden import precision_cases
+        known = signature_defaults(precision_cases.quantized_class(args.optimizer,
+                                                                   args.precision))
     hyper = {}
     for name, value in (("lr", args.lr), ("eps", args.eps),
                         ("weight_decay", args.weight_decay), ("momentum", args.momentum),
@@ -142,7 +150,7 @@ def build(args):
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
     half = args.dtype in ("bfloat16", "float16")
-    quantized = (args.precision or "").startswith("torchao-")
+    quantized = args.precision in QUANTIZATIONS
     if quantized and args.dtype != "float32":
         raise ValueError(f"--precision {args.precision} needs --dtype float32")
     if args.precision and not half and not quantized:

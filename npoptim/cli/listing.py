@@ -1,5 +1,6 @@
 """``npoptim list``: the optimizers, their hyperparameters and defaults, sparse kind, variants,
-and the flavors (other frameworks' conventions, :mod:`npoptim.flavors`) with what they change."""
+the wrappers around them (:data:`npoptim.registry.WRAPPERS`), and the flavors (other
+frameworks' conventions, :mod:`npoptim.flavors`) with what they change."""
 import json
 
 import numpy as np
@@ -15,19 +16,13 @@ def add_arguments(parser):
 
 def describe(name):
     """``{name, torch, module, sparse_kind, hyperparameters, variants, switches}``."""
-    from npoptim.golden.generate import (hyperparameters, signature_defaults,
-                                         to_json_value)
+    from npoptim.golden.generate import hyperparameters, signature_defaults
     cls = registry.get(name)
     module_name, torch_name = registry.OPTIMIZERS[name]
     try:  # resolved defaults (e.g. a variant's values), from an optimizer on a dummy parameter
         hyper = hyperparameters(cls([np.zeros((2, 2))]))
     except Exception:
-        hyper = {}
-        for k, v in signature_defaults(cls).items():
-            try:
-                hyper[k] = to_json_value(v)
-            except TypeError:
-                hyper[k] = repr(v)
+        hyper = _signature_values(cls)
     variants, aliases = registry.variants(name)
     from npoptim import flavors
     flavor_info = {f.name: f.differs.get(name, "torch's math") for f in flavors.FLAVORS.values()
@@ -48,6 +43,27 @@ def describe(name):
     }
 
 
+def describe_wrapper(name):
+    """``{name, wrapper: True, counterpart, module, sparse_kind, hyperparameters}`` of a
+    wrapper (its settings' defaults; it wraps an npoptim optimizer)."""
+    cls = registry.get_wrapper(name)
+    module_name, counterpart = registry.WRAPPERS[name]
+    return {"name": name, "wrapper": True, "counterpart": counterpart, "module": module_name,
+            "sparse_kind": cls.sparse_kind, "hyperparameters": _signature_values(cls)}
+
+
+def _signature_values(cls):
+    """The constructor's defaults as JSON values (one that has none: its ``repr``)."""
+    from npoptim.golden.generate import signature_defaults, to_json_value
+    hyper = {}
+    for k, v in signature_defaults(cls).items():
+        try:
+            hyper[k] = to_json_value(v)
+        except TypeError:
+            hyper[k] = repr(v)
+    return hyper
+
+
 def describe_flavors():
     """``[{name, framework, step_scope, optimizers: {npoptim name: what differs},
     constructors, verified}]`` of every flavor."""
@@ -65,15 +81,18 @@ def _value(v):
 
 
 def run(args):
-    unknown = [n for n in args.optimizer if n not in registry.OPTIMIZERS]
+    unknown = [n for n in args.optimizer if n not in registry.OPTIMIZERS
+               and not registry.is_wrapper(n)]
     if unknown:
         print(f"error: unknown optimizer(s) {', '.join(unknown)}; npoptim has "
-              f"{', '.join(registry.OPTIMIZERS)}")
+              f"{', '.join(registry.OPTIMIZERS)} and the wrappers {', '.join(registry.WRAPPERS)}")
         return 2
     names = [n for n in registry.OPTIMIZERS if not args.optimizer or n in args.optimizer]
+    wrappers = [n for n in registry.WRAPPERS if not args.optimizer or n in args.optimizer]
     infos = [describe(n) for n in names]
+    wrapper_infos = [describe_wrapper(n) for n in wrappers]
     if args.json:
-        print(json.dumps(infos, indent=1))
+        print(json.dumps(infos + wrapper_infos, indent=1))
         return 0
     for info in infos:
         print(f"{info['name']}  ({info['torch'] or 'no torch counterpart'}; sparse: "
@@ -91,6 +110,13 @@ def run(args):
                   + ", ".join(f"{k}={v!r}" for k, v in info["conventions"].items()))
         if info["flavors"]:
             print(f"  flavors: {', '.join(info['flavors'])}")
+    if wrapper_infos:
+        print("\nwrappers (built around an npoptim optimizer: Wrapper(optimizer, ...)):")
+    for info in wrapper_infos:
+        print(f"{info['name']}  (wrapper; {info['counterpart']}; sparse: "
+              f"{info['sparse_kind']})")
+        hyper = "  ".join(f"{k}={_value(v)}" for k, v in info["hyperparameters"].items())
+        print(f"  hyperparameters: {hyper}")
     print("\nflavors (flavor=NAME on the optimizer, or npoptim.flavors.from_framework(NAME, "
           "framework optimizer, params, **framework keywords)):")
     for flavor in describe_flavors():
@@ -101,5 +127,6 @@ def run(args):
                 print(f"    {opt}: {what}")
     print("\nsparse kinds: exact = a CSR gradient updates its stored entries only and equals "
           "the dense update; lazy = only stored entries are updated (untouched ones keep "
-          "stale state); dense-only = CSR gradients are refused")
+          "stale state); dense-only = CSR gradients are refused; wrapped = the wrapped "
+          "optimizer's")
     return 0

@@ -257,6 +257,10 @@ def diagnose(results_path, suite_path="reference_results", optimizers=None,
                 f"{results_path} holds results of {', '.join(wrong)}, not of "
                 f"{', '.join(optimizers)} (its cases are {sorted(results)[0]!r}, ...)")
     for name in by_optimizer:
+        if registry.is_wrapper(name):
+            raise DiagnoseError(f"{name} is a wrapper: diagnose's catalogue holds optimizers' "
+                                "convention mistakes; `npoptim verify` names where its cases "
+                                "diverge")
         if name not in registry.OPTIMIZERS:
             raise DiagnoseError(f"npoptim has no optimizer {name!r} to replay")
     out = []

@@ -4,8 +4,8 @@
 * :mod:`npoptim.golden.inputs`: what the rows name: the RNG, lr schedules, parameter
   initialisers, gradient patterns and objectives.
 * :mod:`npoptim.golden.flags`: the flags of cases, their notes, and their detection.
-* :mod:`npoptim.golden.schema`: the file format (version 2; reads 1), strict loading, the JSON
-  Schema.
+* :mod:`npoptim.golden.schema`: the file format (version 4; reads 1 to 3), strict loading,
+  the JSON Schema.
 * :mod:`npoptim.golden.flavor_cases`: the flavor cases (other frameworks' conventions,
   :mod:`npoptim.flavors`), made from the table where they change the math.
 * :mod:`npoptim.golden.generate`: building cases with npoptim; replaying cases.

@@ -39,6 +39,8 @@ class Row:
     * ``objective``: an :data:`~npoptim.golden.inputs.OBJECTIVES` name for closure-driven
       optimizers (LBFGS): each step calls ``step(closure)`` and the case stores the objective
       instead of gradients.
+    * ``wrapped``: for a wrapper (Lookahead, SAM, Mechanic: ``hyper`` are its settings), the
+      optimizer it wraps as ``(name, hyperparameters)``; the case's ``wrapped`` field.
     """
 
     optimizer: str
@@ -60,6 +62,9 @@ class Row:
     #: the conventions the case is computed in (:mod:`npoptim.flavors`); rows of other
     #: flavors are made from this table by :mod:`npoptim.golden.flavor_cases`
     flavor: str = "torch"
+    #: a wrapper's row (:data:`npoptim.registry.WRAPPERS`, ``hyper`` its settings): the
+    #: optimizer it wraps, ``(name, hyperparameters that differ from its defaults)``
+    wrapped: Optional[tuple] = None
 
 
 #: Scale-relative tolerance per dtype (see the README, "Tolerances").
@@ -787,6 +792,14 @@ TABLE["DPSGD"] = [
         matches=("optax.contrib.dpsgd 0.2.8 (given the same samples)",)),
 ]
 TABLE["Sophia"] = [
+    Row("Sophia", "sophiag-authors", "The authors' SophiaG (variant 'sophiag': no bias "
+        "correction, eps 1e-15 added to gamma h, the estimate after steps 3, 6, 9) with their "
+        "rho 0.04 times a batch size 8 as gamma, weight decay 0.1, and their update_hessian "
+        "squaring the step's own gradient (hessian_estimate='squared-gradient').",
+        dict(lr=1e-2, gamma=0.32, eps=1e-15, weight_decay=0.1, update_interval=3,
+             hessian_estimate="squared-gradient", variant="sophiag"),
+        matches=("sophia-opt 0.2.2 SophiaG (Liuhong99/Sophia, update_hessian after the "
+                 "step)",)),
     Row("Sophia", "squared-gradient", "optax's defaults with the Hessian-diagonal estimate g*g "
         "of the step's gradient (hessian_estimate='squared-gradient'), updated every 3rd step "
         "(steps 1, 4, 7, 10): the first step is a clipped sign step, later ones mostly clipped.",
@@ -799,6 +812,12 @@ TABLE["Sophia"] = [
              clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
         shapes=MIXED, grads="dense-none-zero", steps=16, schedule="warmup-cosine",
         matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
+    Row("Sophia", "no-clip-dense", "No clipping (clip_threshold null), gamma 1, eps 0.1, betas "
+        "(0.9, 0.8), decoupled weight decay 0.1, the estimate every 2nd step, dense gradients "
+        "(the optax flavor replays it: optax has no missing gradient).",
+        dict(lr=1e-2, betas=(0.9, 0.8), eps=0.1, weight_decay=0.1, gamma=1.0,
+             clip_threshold=None, update_interval=2, hessian_estimate="squared-gradient"),
+        steps=10, matches=("optax.contrib.sophia 0.2.8 (hessian_diagonal_fn returning g*g)",)),
 ]
 TABLE["GaLoreAdamW"] = [
     Row("GaLoreAdamW", "tall-wide-vector", "Rank 2 on a tall (8x5, right projector) and a wide "
@@ -906,6 +925,51 @@ TABLE["SGD"] = TABLE["SGD"] + [
                                      weight_decay=2.0 ** -6), dtypes=("float64",)),
     Row("SGD", "f32-exact-nesterov", f"{F32_EXACT}: Nesterov, lr 2^-4, momentum 0.875.",
         dict(lr=2.0 ** -4, momentum=0.875, nesterov=True), dtypes=("float64",))]
+
+# The wrappers (npoptim.registry.WRAPPERS): each row wraps an optimizer (Row.wrapped); the case
+# stores the wrapper's settings, the wrapped optimizer's hyperparameters (schema version 4,
+# reference_results/README.md) and both states.
+SGD_MOMENTUM = ("SGD", dict(lr=0.05, momentum=0.9))
+TABLE["Lookahead"] = [
+    Row("Lookahead", "sgd-momentum", "optax's k=5 and alpha=0.5 around SGD with momentum 0.9; "
+        "12 steps: two synchronizations and two steps after the last.", {},
+        wrapped=SGD_MOMENTUM, matches=("optax.lookahead 0.2.8 around optax.sgd",)),
+    Row("Lookahead", "adam-reset-state", "k=3, alpha=0.3 around Adam, its state reset at each "
+        "synchronization (Adam's step count starts again).",
+        dict(k=3, alpha=0.3, reset_state=True), shapes=LAYERS, wrapped=("Adam", dict(lr=0.05)),
+        matches=("optax.lookahead 0.2.8 (reset_state=True) around optax.adam",)),
+]
+TABLE["SAM"] = [
+    Row("SAM", "sgd-momentum", "rho 0.1 around SGD with momentum 0.9 on the separable quartic "
+        "(the case stores the objective, not gradients): one ascent per step.", dict(rho=0.1),
+        shapes=((3, 5), (4,)), objective="separable-quartic", wrapped=SGD_MOMENTUM,
+        matches=("optax.contrib.sam 0.2.8 (opaque mode, normalize + sgd(rho) adversary)",)),
+    Row("SAM", "adam-two-ascents", "rho 0.2 and adversarial_steps=2 (two normalized ascents, "
+        "each from the last perturbed point's gradient) around Adam.",
+        dict(rho=0.2, adversarial_steps=2), shapes=((6,),), objective="separable-quartic",
+        wrapped=("Adam", dict(lr=0.02)),
+        matches=("optax.contrib.sam 0.2.8 (sync_period=3, opaque mode)",)),
+    Row("SAM", "asam-per-parameter", "ASAM (adaptive, eta 0.01, eps 1e-16, rho 0.5: the "
+        "paper's code) on the matrix, plain SAM on the vector (one flag per parameter, as the "
+        "paper's code scales only weights), around SGD with momentum.",
+        dict(rho=0.5, eps=1e-16, adaptive=(True, False), eta=0.01), shapes=((3, 5), (4,)),
+        objective="separable-quartic", wrapped=SGD_MOMENTUM,
+        matches=("SamsungLabs/ASAM asam.py ASAM ascent (weights only)",)),
+]
+TABLE["Mechanic"] = [
+    Row("Mechanic", "sgd-momentum", "optax's defaults (6 betas, weight decay 1e-2, s_init 1e-6) "
+        "around SGD with momentum 0.9 (base lr 1); float64 only: the tiny s_init moves the "
+        "parameters by 1e-5 in 12 steps, float32's tolerance (the weight decay shows in the "
+        "wrapper state m, v, r, s, not in the parameters).", {},
+        wrapped=("SGD", dict(lr=1.0, momentum=0.9)), dtypes=("float64",),
+        matches=("optax.contrib.mechanize 0.2.8 around optax.sgd",)),
+    Row("Mechanic", "adam-num-betas-decay", "num_betas=3, weight decay 0.5 and s_init 0.05 "
+        "around Adam (lr 0.1), two parameters (one global norm and inner product); each of "
+        "the three moves float32 parameters by well over the tolerance.",
+        dict(num_betas=3, weight_decay=0.5, s_init=0.05), shapes=LAYERS,
+        wrapped=("Adam", dict(lr=0.1)), matches=("optax.contrib.mechanize 0.2.8 around "
+                                                  "optax.adam",)),
+]
 
 
 def rows(optimizers=None):

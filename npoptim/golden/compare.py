@@ -240,6 +240,17 @@ def _compare_step(t, step, got, case, results_file, report):
                                           f"{sorted(e_state or {})})")
                 diffs += _compare_state(a, e_state[name], case, results_file, field_,
                                         f"state[{i}].{name}")
+    expected_own = getattr(step, "expected_wrapper_state", None)
+    if getattr(got, "wrapper_state", None) is not None and expected_own is not None:
+        report.state_compared = True
+        for name, a in sorted(got.wrapper_state.items()):
+            field_ = f"{where}.wrapper_state.{name}"
+            if name not in expected_own:
+                raise GoldenFileError(results_file, case.id, field_,
+                                      "the case has no such wrapper state entry (expected "
+                                      f"{sorted(expected_own)})")
+            diffs += _compare_state(a, expected_own[name], case, results_file, field_,
+                                    f"wrapper_state.{name}")
     out.compared = len(diffs)
     worst = None
     for d in diffs:
@@ -479,12 +490,13 @@ def npoptim_results(cases):
     results, errors = {}, {}
     entries = []
     for case in cases:
-        if case.optimizer not in registry.OPTIMIZERS:
+        if case.optimizer not in registry.OPTIMIZERS and not registry.is_wrapper(case.optimizer):
             errors[case.id] = CaseReport(case.id, case.tolerance, "error",
                                          message=f"npoptim has no optimizer {case.optimizer!r}")
             continue
         try:
-            entries.append(replay(case, npoptim_make_step(case.optimizer, case.precision)))
+            entries.append(replay(case, npoptim_make_step(case.optimizer, case.precision,
+                                                          getattr(case, "wrapped", None))))
         except Exception as exc:  # report it as this case's failure
             errors[case.id] = CaseReport(case.id, case.tolerance, "error",
                                          message=f"npoptim raised {type(exc).__name__}: {exc}")

@@ -53,7 +53,42 @@ FLAVOR_ROWS = {
                  "the update; float32 (its kernel's only dtype).",
                  dict(lr=1e-2, weight_decay=0.1, bias_correction=False), dtypes=("float32",),
                  flavor="onnx"),)},
-    "optax": {"LBFGS": (
+    "keras": {"Muon": (
+        table.Row("Muon", "rms-rate-none", "Keras Muon's rms_rate=None: no lr scale (npoptim "
+                  "rms_rate=None), a wide and a tall matrix, without nesterov.",
+                  dict(lr=1e-2, rms_rate=None, nesterov=False), shapes=((2, 4), (4, 2)),
+                  steps=10, flavor="keras"),
+        table.Row("Muon", "rms-rate-coefficients", "Keras Muon's rms_rate 0.3, muon_a/b/c "
+                  "(3.4, -4.7, 2.0), ns_steps 4, momentum 0.8, on a tall matrix.",
+                  dict(lr=1e-2, rms_rate=0.3, ns_coefficients=(3.4, -4.7, 2.0), ns_steps=4,
+                       momentum=0.8), shapes=((5, 3),), steps=10, flavor="keras")),
+        # torch's Adafactor rows mostly leave eps1 None (the dtype's epsilon), which neither
+        # framework can write: these rows give eps1 (1e-30, their default) explicitly
+        "Adafactor": (
+        table.Row("Adafactor", "decay-schedule", "Keras's weight decay before the rule (the "
+                  "relative step reads the decayed parameter) under an lr schedule; a vector, "
+                  "a matrix and a 3-D parameter.",
+                  dict(lr=1e-2, weight_decay=0.1, eps=(1e-30, 1e-3)),
+                  shapes=((5,), (3, 4), (2, 2, 3)), steps=10, schedule="warmup-cosine",
+                  flavor="keras"),
+        table.Row("Adafactor", "null-and-zero-grads-eps1", "Missing and all-zero gradients: the "
+                  "global step ages a variable left out; epsilon_1 keeps a zero gradient's "
+                  "update finite.", dict(lr=1e-2, eps=(1e-30, 1e-3)), shapes=table.MIXED,
+                  grads="dense-none-zero", steps=10, flavor="keras"),)},
+    "optax": {"Adafactor": (
+        table.Row("Adafactor", "momentum-decay-schedule", "optax's momentum (float32 "
+                  "buffer) and weight_decay_rate added to the scaled update under an lr "
+                  "schedule; a vector and a matrix (unfactored: below 128).",
+                  dict(lr=1e-2, momentum=0.9, weight_decay=0.05), shapes=((5,), (3, 4)),
+                  steps=10, schedule="warmup-cosine", flavor="optax"),
+        table.Row("Adafactor", "absolute-step-factored", "multiply_by_parameter_scale=False, "
+                  "clipping 1.5, decay_rate 0.5 with decay_offset -2, and "
+                  "min_dim_size_to_factor 3: a 4x3x5 parameter factored over its two largest "
+                  "dimensions (axes 0 and 2).",
+                  dict(lr=1e-2, parameter_scale=False, d=1.5, beta2_decay=-0.5,
+                       decay_offset=-2, min_dim_size_to_factor=3),
+                  shapes=((4, 3, 5), (3, 4)), steps=10, flavor="optax"),),
+        "LBFGS": (
         table.Row("LBFGS", "strong-wolfe", "optax.lbfgs(memory_size=5) on the strong-wolfe "
                   "row's problem: one L-BFGS iteration per update with optax's zoom line search "
                   "(scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="
@@ -74,6 +109,12 @@ FLAVOR_ROWS = {
 }
 
 
+def probe():
+    """The parameters an optimizer is built on to read its hyperparameters: one 1x1 matrix
+    (Muon takes 2-D parameters only; the others any shape)."""
+    return [np.zeros((1, 1))]
+
+
 def expressible(flavor, optimizer):
     """npoptim keywords some constructor of the framework sets for ``optimizer``."""
     names = {"lr"}
@@ -85,11 +126,17 @@ def expressible(flavor, optimizer):
     return names
 
 
+#: (flavor, optimizer) -> the tolerance of its cases from torch rows, where the flavor takes
+#: away the reason for the rows' own: Keras's Muon orthogonalizes in the parameter's dtype
+#: (``ns_dtype="param"``), not in torch's bfloat16 (``cases.MUON_TOLERANCE``), so the defaults.
+FLAVOR_TOLERANCE = {("keras", "Muon"): None}
+
 #: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
 NOT_GENERATED = {
-    "optax": {"Muon": "optax's Muon is optax.contrib.muon, which the replay of flavor cases "
-                      "(optax.<name>, tests/test_framework_replay.py) does not reach; the optax "
-                      "flavor is checked against it in tests/test_muon.py"},
+    "optax": {"Muon": "the replay of flavor cases runs optax eagerly, where optax.contrib.muon's "
+                      "Newton-Schulz iterations take about 30 s a case (measured: 2 cases in 63 "
+                      "s; with the torch twins about 6 minutes of CI); tests/test_muon.py checks "
+                      "the optax flavor against optax.contrib.muon jitted, float64, 24 steps"},
 }
 
 
@@ -115,8 +162,8 @@ def candidate_rows(flavor, optimizer):
                         flavor=flavor)
         row = dataclasses.replace(row, hyper=_required_lr(flavor, optimizer, torch_defaults))
         cls = registry.get(optimizer)
-        if (hyperparameters(cls([np.zeros(1)], flavor=flavor, **row.hyper))
-                != hyperparameters(cls([np.zeros(1)], **torch_defaults.hyper))):
+        if (hyperparameters(cls(probe(), flavor=flavor, **row.hyper))
+                != hyperparameters(cls(probe(), **torch_defaults.hyper))):
             out.append((row, None))  # (the same defaults: torch's defaults case is the case)
     switch_keys = set(flavors.get(flavor).switches.get(optimizer, {}))
     allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
@@ -128,23 +175,53 @@ def candidate_rows(flavor, optimizer):
             continue  # a framework without missing gradients (see Flavor.step_scope)
         if set(row.hyper) - allowed:
             continue
-        resolved = hyperparameters(cls([np.zeros(1)], **row.hyper))
+        resolved = hyperparameters(cls(probe(), **row.hyper))
         hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in resolved.items()
                  if k not in switch_keys and k not in getattr(cls, "torch_conventions", {})}
         try:
-            cls([np.zeros(1)], flavor=flavor, **hyper)
+            cls(probe(), flavor=flavor, **hyper)
         except ValueError:  # a value the flavor refuses (see Flavor.zero_only)
             continue
         if not any(all(hyper.get(k, v) == v for k, v in entry.fixed.items())
                    for entry in flavors.get(flavor).constructors.values()
                    if entry.npoptim == optimizer):
             continue  # a value the framework fixes (tfjs Adagrad's eps 1e-7)
+        if not _framework_builds(flavor, optimizer, hyper):
+            continue  # a value the framework cannot write (Keras's epsilon_1=None)
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
-                                        flavor=flavor, matches=()), row))
+                                        flavor=flavor, matches=(), tolerance=FLAVOR_TOLERANCE.get(
+                                            (flavor, optimizer), row.tolerance)), row))
     twins = {row.name: row for row in table.TABLE[optimizer]}
     out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), twins.get(row.name))
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
+
+
+def _framework_builds(flavor, optimizer, hyper):
+    """Does some constructor of the framework, called with ``hyper`` in its names, build the
+    optimizer ``Opt(params, flavor=flavor, **hyper)``? (No for a value it cannot write: a
+    None it takes as a number, a half of a pair it does not name.) Only the optimizers whose
+    rows leave such values are asked (:data:`FRAMEWORK_CHECKED`)."""
+    from npoptim.golden.generate import hyperparameters
+    if optimizer not in FRAMEWORK_CHECKED:
+        return True
+    want = hyperparameters(registry.get(optimizer)([np.zeros(1)], flavor=flavor, **hyper))
+    for name, entry in flavors.get(flavor).constructors.items():
+        if entry.npoptim != optimizer:
+            continue
+        try:
+            built = flavors.from_framework(flavor, name, [np.zeros(1)],
+                                           **flavors.framework_call(entry, hyper))
+        except (TypeError, ValueError):
+            continue
+        if hyperparameters(built) == want:
+            return True
+    return False
+
+
+#: The optimizers whose torch rows hold values a framework cannot write (Adafactor's eps1
+#: None, its eps2 beside optax's eps): their flavor rows are kept only where it can.
+FRAMEWORK_CHECKED = ("Adafactor",)
 
 
 def _required_lr(flavor, optimizer, torch_defaults):
@@ -182,7 +259,7 @@ def _exact_in_float32(flavor, row):
     """False if the framework holds a hyperparameter as float32 that is not exact there
     (such a float64 case would fail a correct implementation of that framework)."""
     from npoptim.golden.generate import hyperparameters
-    hyper = hyperparameters(registry.get(row.optimizer)([np.zeros(1)], flavor=flavor,
+    hyper = hyperparameters(registry.get(row.optimizer)(probe(), flavor=flavor,
                                                         **row.hyper))
     for name in flavors.get(flavor).float32_hyperparameters:
         values = hyper.get(name, ())

@@ -21,6 +21,7 @@ from npoptim.golden import codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.schema import SCHEMA_NAME, version_needed
 from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
+from npoptim.optim.wrapper import OptimizerWrapper
 
 #: Constructor options that choose an implementation in torch, or where npoptim keeps its
 #: state (``state_arrays``), and never change the math.
@@ -39,10 +40,12 @@ HEADER = [
 # ------------------------------------------------------------------------- hyperparameters
 def signature_defaults(cls):
     """``{name: default}`` of the constructor's hyperparameters (implementation options
-    left out); a default that is not a plain value is shown by its ``repr``."""
+    left out, and a wrapper's wrapped ``optimizer``); a default that is not a plain value is
+    shown by its ``repr``."""
     out = {}
+    first = "optimizer" if issubclass(cls, OptimizerWrapper) else "params"
     for name, p in inspect.signature(cls.__init__).parameters.items():
-        if name in ("self", "params") or name in IMPLEMENTATION_OPTIONS:
+        if name in ("self", first) or name in IMPLEMENTATION_OPTIONS:
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
@@ -53,7 +56,12 @@ def signature_defaults(cls):
 def hyperparameters(opt):
     """Every hyperparameter of a constructed optimizer, resolved (as JSON values); a
     convention switch (``torch_conventions``, see :mod:`npoptim.flavors`) only where it is
-    not torch's, so that torch cases read as torch's own keywords."""
+    not torch's, so that torch cases read as torch's own keywords. A wrapper's are its
+    settings (the attributes of its keywords' names; Mechanic's ``num_betas`` is resolved
+    into its ``betas``)."""
+    if isinstance(opt, OptimizerWrapper):
+        return {name: to_json_value(getattr(opt, name)) for name in signature_defaults(type(opt))
+                if hasattr(opt, name)}
     out = {}
     conventions = getattr(type(opt), "torch_conventions", {})
     applies = getattr(type(opt), "conventions_apply", {})
@@ -164,8 +172,9 @@ def capability_tags(row, dtype, hyper, grads, schedule):
 def build_case(row, dtype, seed=None, case_id=None):
     """One case (a JSON-ready dict) from a table row, by running npoptim (in the row's
     flavor, :mod:`npoptim.flavors`)."""
-    cls = registry.get(row.optimizer)
-    torch_name = registry.OPTIMIZERS[row.optimizer][1]
+    wrapped_cls = _wrapped_class(row)
+    cls = registry.get_wrapper(row.optimizer) if wrapped_cls else registry.get(row.optimizer)
+    torch_name = None if wrapped_cls else registry.OPTIMIZERS[row.optimizer][1]
     check_hyper_names(cls, row.hyper)
     case_id = case_id or f"{row.optimizer}/{row.name}/{dtype}"
     seed = inputs.case_seed(case_id) if seed is None else int(seed)
@@ -180,7 +189,10 @@ def build_case(row, dtype, seed=None, case_id=None):
         grads = inputs.PATTERNS[row.grads](rng, row.shapes, dtype, row.steps, row.grad_scale,
                                           row.density)
     flavor = {} if row.flavor == "torch" else {"flavor": row.flavor}
-    opt = cls([p.copy() for p in params], **flavor, **row.hyper)
+    if wrapped_cls:
+        opt = cls(wrapped_cls([p.copy() for p in params], **row.wrapped[1]), **row.hyper)
+    else:
+        opt = cls([p.copy() for p in params], **flavor, **row.hyper)
     base_lr = opt.param_groups[0]["lr"]
     schedule = None
     if row.schedule:
@@ -188,6 +200,8 @@ def build_case(row, dtype, seed=None, case_id=None):
     else:
         lrs = [base_lr] * row.steps
     hyper = hyperparameters(opt)
+    inner = opt.optimizer if wrapped_cls else opt
+    inner_hyper = hyperparameters(inner) if wrapped_cls else hyper
     live = opt.params
     steps, trajectory = [], []
     for t in range(row.steps):
@@ -198,14 +212,19 @@ def build_case(row, dtype, seed=None, case_id=None):
         else:
             opt.step([optimizer_grad(g) for g in grads[t]])
         after = [p.copy() for p in live]
-        state = opt.state_dict()["state"]
-        trajectory.append(after + [v for entry in state.values() for v in _arrays(entry)])
+        state = inner.state_dict()["state"]
+        own = wrapper_state(opt) if wrapped_cls else None
+        trajectory.append(after + [v for entry in state.values() for v in _arrays(entry)]
+                          + _arrays(own))
         entry = {
             "step": t + 1,
             "lr": lrs[t],
             "expected": {"params": [codec.encode_array(p) for p in after],
                          "state": codec.encode_state(state, len(params))},
         }
+        if own:
+            entry["expected"]["wrapper_state"] = {k: codec.encode_state_value(v)
+                                                  for k, v in own.items()}
         if objective is None:
             entry["grads"] = [codec.encode_grad(g) for g in grads[t]]
         steps.append(entry)
@@ -218,14 +237,15 @@ def build_case(row, dtype, seed=None, case_id=None):
                                     if torch_name else [])
     if row.flavor != "torch":
         matches = [flavors.get(row.flavor).framework]
-    return {
+    case = {
         "id": case_id,
         "optimizer": row.optimizer,
         "torch_name": torch_name,
         "flavor": row.flavor,
         "framework_hyperparameters": (None if row.flavor == "torch" else
                                       flavors.framework_names(row.flavor, row.optimizer, hyper)),
-        "tags": capability_tags(row, dtype, hyper, [] if objective else grads, schedule),
+        "tags": capability_tags(row, dtype, inner_hyper, [] if objective else grads,
+                                schedule) + (["wrapper"] if wrapped_cls else []),
         "variant": getattr(opt, "variant", None),
         "matches": matches,
         "comment": row.comment,
@@ -242,6 +262,32 @@ def build_case(row, dtype, seed=None, case_id=None):
             for k, v in objective.items()},
         "steps": steps,
     }
+    if wrapped_cls:  # only here: the other files stay as they were
+        case["wrapped"] = {"optimizer": row.wrapped[0], "hyperparameters": inner_hyper}
+    return case
+
+
+def _wrapped_class(row):
+    """The class of the optimizer a wrapper row wraps (None for a row of an optimizer)."""
+    if not registry.is_wrapper(row.optimizer):
+        if row.wrapped is not None:
+            raise ValueError(f"{row.optimizer}/{row.name}: only a wrapper's row has wrapped=")
+        return None
+    if row.wrapped is None or row.flavor != "torch":
+        raise ValueError(f"{row.optimizer}/{row.name}: a wrapper's row needs wrapped=(optimizer "
+                         "name, hyperparameters), in the torch flavor")
+    wrapped_cls = registry.get(row.wrapped[0])
+    check_hyper_names(wrapped_cls, row.wrapped[1])
+    return wrapped_cls
+
+
+def wrapper_state(wrapper):
+    """A wrapper's own state (the schema's ``wrapper_state``): the float arrays and lists of
+    arrays of its ``state_dict()`` besides the wrapped optimizer's, or None without any."""
+    out = {k: v for k, v in wrapper.state_dict().items() if k != "optimizer" and (
+        isinstance(v, np.ndarray) and v.dtype.kind == "f"
+        or isinstance(v, list) and v and all(isinstance(a, np.ndarray) for a in v))}
+    return out or None
 
 
 def _arrays(value):
@@ -272,16 +318,32 @@ def build_file(cases_, optimizer=None, header=None):
 
 
 # ------------------------------------------------------------------------------- replaying
-def npoptim_make_step(name, precision=None):
+def npoptim_make_step(name, precision=None, wrapped=None):
     """npoptim's own ``make_step`` (see :func:`replay`) for the optimizer called ``name``;
-    with a case's ``precision`` object, its 16-bit form (:mod:`npoptim.golden.precision_cases`)."""
+    with a case's ``precision`` object, its 16-bit form (:mod:`npoptim.golden.precision_cases`);
+    for a wrapper, with the case's ``wrapped`` object: the wrapped optimizer built on the
+    parameters, wrapped (its ``step`` also returns the wrapper's state)."""
     if precision is not None:
         from npoptim.golden import precision_cases
         return precision_cases.npoptim_make_step(name, precision)
-    cls = registry.get(name)
+    if registry.is_wrapper(name) != (wrapped is not None):
+        raise ValueError(f"{name} is a wrapper: its case needs a 'wrapped' optimizer" if
+                         wrapped is None else f"{name} is not a wrapper; only a wrapper's "
+                                              "case has a 'wrapped' optimizer")
+    if wrapped is not None:
+        if registry.is_wrapper(wrapped["optimizer"]):
+            raise ValueError(f"{name} wraps {wrapped['optimizer']}, a wrapper: npoptim's "
+                             "golden cases wrap one optimizer once")
+        wrapped_cls = registry.get(wrapped["optimizer"])
+        wrapped_hyper = from_json_hyper(wrapped["hyperparameters"])
+    cls = registry.get_wrapper(name) if wrapped is not None else registry.get(name)
 
     def make_step(params, hyper):
-        opt = cls(params, **hyper)
+        if wrapped is not None:
+            inner = wrapped_cls(params, **wrapped_hyper)
+            opt = cls(inner, **hyper)
+        else:
+            inner = opt = cls(params, **hyper)
 
         def step(grads, lr):
             for group in opt.param_groups:
@@ -290,8 +352,11 @@ def npoptim_make_step(name, precision=None):
                 opt.step(closure=grads)
             else:
                 opt.step([optimizer_grad(g) for g in grads])
-            state = opt.state_dict()["state"]
-            return params, [state.get(i) for i in range(len(params))]
+            state = inner.state_dict()["state"]
+            state = [state.get(i) for i in range(len(params))]
+            if wrapped is not None:
+                return params, state, wrapper_state(opt)
+            return params, state
         return step
     return make_step
 
@@ -303,7 +368,10 @@ def replay(case, make_step, grad_format="csr"):
     hyperparameters (tuples for pairs) and returns ``step(grads, lr)``, which applies one step
     and returns the parameters (a list of arrays; None for "the arrays I was given, updated
     in place") or ``(params, state)`` with ``state`` a list with one dict (or None) per
-    parameter in torch's state names. Gradients are dense arrays, None, and CSR gradients as
+    parameter in torch's state names, or ``(params, state, wrapper_state)`` for a wrapper case
+    (``wrapper_state``: a dict name -> array or list of arrays, or None). A wrapper case's
+    ``make_step`` gets the wrapper's hyperparameters; the wrapped optimizer is
+    ``case.wrapped``. Gradients are dense arrays, None, and CSR gradients as
     ``grad_format`` says: ``"csr"`` (a ``scipy.sparse.csr_array`` with the entries exactly as
     stored: duplicates, order, zeros), ``"dense"`` (duplicates summed, absent entries zero),
     or ``"raw"`` (:class:`~npoptim.golden.codec.CsrGrad`). For a case with an ``objective``
@@ -324,15 +392,17 @@ def replay(case, make_step, grad_format="csr"):
             grads = [_grad_as(g, grad_format, case.params[i].shape)
                      for i, g in enumerate(step.grads)]
         out = step_fn(grads, step.lr)
-        state = None
-        if isinstance(out, tuple) and len(out) == 2 and not isinstance(out[0], np.ndarray):
-            out, state = out
+        state = own = None
+        if isinstance(out, tuple) and len(out) in (2, 3) and not isinstance(out[0], np.ndarray):
+            out, state, own = out if len(out) == 3 else (*out, None)
         current = params if out is None else list(out)
         entry = {"params": [codec.encode_array(np.asarray(p)) for p in current]}
         if state is not None:
             state = dict(enumerate(state)) if isinstance(state, (list, tuple)) else state
             entry["state"] = codec.encode_state(
                 {i: s for i, s in state.items() if s is not None}, len(current))
+        if own:
+            entry["wrapper_state"] = {k: codec.encode_state_value(v) for k, v in own.items()}
         steps.append(entry)
     return {"id": case.id, "steps": steps}
 
@@ -351,5 +421,7 @@ def results_file(results, implementation="npoptim"):
     """A ``"results"`` golden file from :func:`replay` entries."""
     half = any(p.get("dtype") in codec.HALF_DTYPES for r in results
                for s in r.get("steps", ()) for p in s["params"])
-    return {"schema": SCHEMA_NAME, "schema_version": 3 if half else 2, "kind": "results",
+    wrapper = any(s.get("wrapper_state") for r in results for s in r.get("steps", ()))
+    return {"schema": SCHEMA_NAME, "schema_version": 4 if wrapper else 3 if half else 2,
+            "kind": "results",
             "implementation": implementation, "cases": list(results)}

@@ -25,7 +25,15 @@ mode (id part, flag)      ``precision``; what runs
 (``quantized-state``)     (``4bit``, ``Fp8``), torchao 0.18's CPU result bit for bit. The
                           state (codes, scales, maps under torchao's names) is stored at the
                           last step only, to keep the 4096-element cases small.
+``bnb-8bit``              ``quantization "bnb-8bit"``: ``npoptim.precision.Bnb<Opt>8bit``,
+(``quantized-state``)     bitsandbytes 0.50.2's CPU Adam8bit/AdamW8bit (codes and absmax bit
+                          for bit, params within a few float32 ulps), state under its names
+                          (``state1``, ``qmap1``, ``absmax1``, ...), stored at the last step
 ========================  ====================================================================
+
+A quantized row may set ``active``: the params' and grads' elements from that flat index on
+are zero (they stay zero: whole blocks of zero moments, the scale's floor), so that a
+4096-element torchao case, the least torchao quantizes, stores in few bytes.
 
 Every parameter's size is a multiple of 32, so torch's CPU kernels never reach their scalar
 remainder loop (:mod:`npoptim.precision.adam`): the cases are torch's CPU results bit for bit
@@ -53,7 +61,9 @@ MODES = {
 }
 #: quantized-state mode (the ``precision`` object's ``quantization``) -> the suffix of its
 #: npoptim.precision class (``AdamW`` + ``8bit``: torchao's ``AdamW8bit``)
-QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8")))
+QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8", "8bit")))
+#: the prefix of a quantized mode's class name, when it has one (``BnbAdamW8bit``)
+QUANTIZATION_PREFIXES = {"bnb-8bit": "Bnb"}
 MODES.update({q: ("quantized-state", dict(rounding="fused", master_weights=None, kahan=False,
                                           quantization=q)) for q in QUANTIZATIONS})
 #: a quantized-state case's single parameter: torchao's smallest quantized size, 4096
@@ -79,16 +89,21 @@ TOLERANCE_REASON = (
     "float32 state) by rtol {rtol:g} of their scale, as float32 cases.")
 
 SHAPES = ((4, 8), (32,))
+#: one 32-element parameter: the size budget of the later per-op families' cases
+TINY_SHAPES = ((4, 8),)
 HALF = ("bfloat16", "float16")
 
 
-def quantized_tolerance(rtol):
+def quantized_tolerance(rtol, mode="torchao-8bit"):
     """The tolerance of a quantized-state (float32) case."""
+    agreement = ("bitsandbytes 0.50.2's CPU result with codes and absmax bit for bit and params "
+                 "within a few float32 ulps (torch's vectorized sqrt)" if mode == "bnb-8bit"
+                 else "torchao 0.18's CPU result bit for bit")
     return {"rtol": rtol, "atol": 0.0, "lre": round(-math.log10(rtol), 3),
             "scale": "max |expected| of each array",
             "reason": f"float32 params and scales by rtol {rtol:g} of their scale, as float32 "
                       "cases; codes (integers) exactly (a code is 1 unit of 255 apart). npoptim "
-                      "is torchao 0.18's CPU result bit for bit "
+                      f"is {agreement} "
                       "(tests/test_precision_golden.py); one moment landing on the other side "
                       "of a code's midpoint changes its code and the next steps' parameters."}
 
@@ -96,21 +111,24 @@ def quantized_tolerance(rtol):
 @dataclass(frozen=True)
 class PrecisionRow:
     """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
-    shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`)."""
+    shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`);
+    ``active``: the flat index from which a quantized case's inputs are zero (module
+    docstring), or None."""
 
     mode: str
     row: table.Row
+    active: int = None
 
     @property
     def optimizer(self):
         return self.row.optimizer
 
 
-def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, **options):
+def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, active=None, **options):
     return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper,
                                         shapes=options.pop("shapes", SHAPES),
                                         dtypes=dtypes, steps=options.pop("steps", 10),
-                                        **options))
+                                        **options), active)
 
 
 def _modes(optimizer, name, comment, hyper, modes, **options):
@@ -127,7 +145,13 @@ TABLE = {
              dict(lr=1e-2, amsgrad=True), ("per-op",), grads="dense-none-zero")
     + _modes("Adam", "eps-dominated", "Gradients of 1e-6 and eps 1e-6: torch's per-op "
              "denom.add_(eps) rounds eps to the 16-bit type first (a float32 eps fails).",
-             dict(lr=1e-2, eps=1e-6), ("per-op",), grad_scale=1e-6, flags=("eps-dominated",)),
+             dict(lr=1e-2, eps=1e-6), ("per-op",), grad_scale=1e-6, flags=("eps-dominated",))
+    + _modes("Adam", "weight-decay", "torchao's Adam4bit (L2 decay) on one float32 parameter "
+             "of 4096 elements, blocks of 128: the first 256 elements (2 blocks) are live, the "
+             "rest zero (zero blocks: the scale's floor 1e-12, the unsigned 4-bit map has no "
+             "zero); beta1 0.3 takes lerp's second form.",
+             dict(lr=1e-2, betas=(0.3, 0.99), weight_decay=0.05), ("torchao-4bit",),
+             dtypes=("float32",), shapes=QUANTIZED_SHAPES, active=256),
     "AdamW": _modes("AdamW", "defaults", "torch's AdamW defaults on 16-bit params.",
                     dict(lr=1e-2), ("per-op", "fused", "master-weights"))
     + _modes("AdamW", "weight-decay", "Decoupled weight decay 0.1.",
@@ -137,9 +161,20 @@ TABLE = {
              "bfloat16 loses.", dict(lr=1e-3), ("kahan",))
     + _modes("AdamW", "weight-decay", "torchao's AdamW8bit on one float32 parameter of 4096 "
              "elements (16 blocks of 256): moments stored as 8-bit codes of the dynamic map "
-             "and a scale per block; the state is stored at the last step.",
+             "and a scale per block; the first 1024 elements (4 blocks) are live, the rest "
+             "zero; the state is stored at the last step.",
              dict(lr=1e-2, weight_decay=0.1), ("torchao-8bit",), dtypes=("float32",),
-             shapes=QUANTIZED_SHAPES),
+             shapes=QUANTIZED_SHAPES, active=1024)
+    + _modes("AdamW", "amsgrad", "torchao's AdamWFp8 with amsgrad on one float32 parameter of "
+             "4096 elements: float8 e4m3fn moments and max_exp_avg_sq, a scale per block of "
+             "256; the first 512 elements (2 blocks) are live, the rest zero; beta2 0.5, so "
+             "that v falls below its maximum within the 10 steps.",
+             dict(lr=1e-2, betas=(0.9, 0.5), weight_decay=0.1, amsgrad=True), ("torchao-fp8",),
+             dtypes=("float32",), shapes=QUANTIZED_SHAPES, active=512)
+    + _modes("AdamW", "weight-decay", "bitsandbytes' CPU AdamW8bit with min_8bit_size 256 on "
+             "one parameter of 352 elements: a block of 256 and a short one of 96; codes from "
+             "its 65536-bin table.", dict(lr=1e-2, weight_decay=0.1, min_8bit_size=256),
+             ("bnb-8bit",), dtypes=("float32",), shapes=((352,),)),
     "SGD": _modes("SGD", "nesterov-weight-decay", "Nesterov momentum with L2 weight decay.",
                   dict(lr=1e-2, momentum=0.9, nesterov=True, weight_decay=0.01),
                   ("per-op", "master-weights"))
@@ -156,6 +191,21 @@ TABLE = {
     "Lion": _modes("Lion", "optimi", "torch-optimi's Lion (decoupled decay 1 - lr*wd) with "
                    "Kahan compensation.", dict(lr=1e-3, weight_decay=0.1), ("kahan",),
                    dtypes=("bfloat16",)),
+    "NAdam": _modes("NAdam", "decoupled-momentum-decay", "Decoupled weight decay and "
+                    "momentum_decay 0.01; mu_product a float32 0-d state, as torch keeps it.",
+                    dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True,
+                         momentum_decay=0.01), ("per-op",), shapes=TINY_SHAPES),
+    "RAdam": _modes("RAdam", "weight-decay", "L2 weight decay (R(weight_decay)); steps 1-5 "
+                    "unrectified (rho_t <= 5), then rectified.",
+                    dict(lr=1e-2, weight_decay=0.1), ("per-op",), shapes=TINY_SHAPES),
+    "ASGD": _modes("ASGD", "averaging", "Averaging from step 4 (t0=3), lambd 0.01, alpha 0.5, "
+                   "L2 weight decay; eta and mu float32 0-d states, as torch keeps them.",
+                   dict(lr=1e-2, t0=3, lambd=0.01, alpha=0.5, weight_decay=0.1),
+                   ("per-op",), shapes=TINY_SHAPES),
+    "Rprop": _modes("Rprop", "etas-step-sizes", "etas (0.3, 1.3) and step sizes (1e-3, 0.05): "
+                    "the factors and bounds are R(.) of the 16-bit type (R(0.3) != 0.3).",
+                    dict(lr=1e-2, etas=(0.3, 1.3), step_sizes=(1e-3, 0.05)), ("per-op",),
+                    shapes=TINY_SHAPES),
 }
 
 
@@ -198,15 +248,21 @@ def make_optimizer(name, params, hyper, precision):
             raise ValueError(f"npoptim.precision has no Kahan-compensated {name}")
         return cls(params, **hyper), None
     if mode in QUANTIZATIONS:
-        cls = getattr(lowp, name + QUANTIZATIONS[mode], None)
-        if cls is None:
-            raise ValueError(f"npoptim.precision has no {mode} {name}")
-        return cls(params, **hyper), None
+        return quantized_class(name, mode)(params, **hyper), None
     cls = getattr(lowp, name, None)
     if cls is None:
         raise ValueError(f"npoptim.precision has no 16-bit {name}")
     seed = {"seed": precision["seed"]} if mode == "stochastic" else {}
     return cls(params, rounding=precision["rounding"], **seed, **hyper), None
+
+
+def quantized_class(name, mode):
+    """The npoptim.precision class of ``name`` (Adam, AdamW) with a quantized ``mode``."""
+    import npoptim.precision as lowp
+    cls = getattr(lowp, QUANTIZATION_PREFIXES.get(mode, "") + name + QUANTIZATIONS[mode], None)
+    if cls is None:
+        raise ValueError(f"npoptim.precision has no {mode} {name}")
+    return cls
 
 
 def npoptim_make_step(name, precision):
@@ -277,6 +333,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
               for s, kind in zip(row.shapes, inits)]
     grads = [[convert(g) for g in step] for step in inputs.PATTERNS[row.grads](
         rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
+    if prow.active is not None:
+        for array in params + [g for step in grads for g in step if g is not None]:
+            array.reshape(-1)[prow.active:] = 0
     hyper = hyperparameters(row.optimizer, mode, dtype, row.hyper)
     live = [p.copy() for p in params]
     step_fn = npoptim_make_step(row.optimizer, precision)(live, generate.from_json_hyper(hyper))
@@ -313,6 +372,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "kahan": [f"optimi.{row.optimizer}(kahan_sum=True) (torch-optimi 0.3.3, CPU)"],
         **{q: [f"torchao.optim.{row.optimizer}{QUANTIZATIONS[q]} (torchao 0.18, CPU, "
                "torch.compile)"] for q in QUANTIZATIONS},
+        "bnb-8bit": [f"bitsandbytes.optim.{row.optimizer}8bit (bitsandbytes 0.50.2, CPU)"],
     }[mode]
     rtol = table.DEFAULT_RTOL["float32"]
     return {
@@ -333,7 +393,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "hyperparameters": hyper,
         "lr_schedule": None,
         "flags": sorted(flags),
-        "tolerance": quantized_tolerance(rtol) if quantized else {
+        "tolerance": quantized_tolerance(rtol, mode) if quantized else {
             "rtol": rtol, "atol": 0.0, "ulp": ULP_TOLERANCE, "lre": round(-math.log10(rtol), 3),
             "scale": "ulp of the 16-bit type; float arrays: max |expected| of each array",
             "reason": TOLERANCE_REASON.format(ulp=ULP_TOLERANCE, rtol=rtol)},

@@ -1,4 +1,4 @@
-"""The golden-file schema (version 3; versions 1 and 2 are read too): loading with precise
+"""The golden-file schema (version 4; versions 1 to 3 are read too): loading with precise
 errors, and the JSON Schema.
 
 A golden file is one JSON object with ``"schema": "npoptim-golden"``, ``"schema_version"``
@@ -32,11 +32,22 @@ case's ``precision`` object (required with a 16-bit dtype: ``rounding`` ``"per-o
 16-bit arrays pass when every element is within ``ulp`` units in the last place of the 16-bit
 type (float arrays of the same case, such as master weights' float32 state, by ``rtol`` and
 ``atol`` as before). A float32 case may have a ``precision`` object too when it holds the
-optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp8"``; null or
-absent otherwise): blockwise-quantized moments, stored as torchao names them
-(``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``), with flag
+optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp8"``,
+``"bnb-8bit"``; null or absent otherwise): blockwise-quantized moments, stored as the library
+names them (torchao's ``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``;
+bitsandbytes' ``state1``, ``qmap1``, ``absmax1``, ...), with flag
 ``quantized-state``. npoptim writes a file in the lowest version it needs: a file without a
 16-bit case is version 2, byte for byte as before.
+
+Version 4 adds the optimizer wrappers (:data:`npoptim.registry.WRAPPERS`: Lookahead, SAM,
+Mechanic): a case whose ``optimizer`` is a wrapper, with its ``hyperparameters``, has a
+``wrapped`` object ``{"optimizer": name, "hyperparameters": {...}}``, the optimizer it wraps
+(built on the case's parameters, then wrapped); each step's ``expected.state`` is the wrapped
+optimizer's per-parameter state, and ``expected.wrapper_state`` (an object: name -> array or
+list of arrays, one per parameter) the wrapper's own (Lookahead's ``slow_params``,
+Mechanic's ``m``, ``v``, ``r``, ``s`` and ``x0``; none for SAM). A result step may carry
+``wrapper_state`` too (compared when it does). Only files with a wrapper case are version 4;
+a reader of versions 1 to 3 refuses them, rather than replaying the inner optimizer alone.
 """
 import json
 import math
@@ -50,22 +61,24 @@ import numpy as np
 from npoptim.golden import codec
 
 SCHEMA_NAME = "npoptim-golden"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The versions this npoptim reads (it writes the lowest one a file needs, see
 #: :func:`version_needed`).
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 KINDS = ("cases", "results")
 #: the keys of a case's ``precision`` object (version 3) and their allowed values
 ROUNDINGS = ("per-op", "fused", "stochastic")
 MASTER_DTYPES = ("float32",)
 #: a ``precision`` object's optional ``quantization`` (version 3): blockwise-quantized moments
 #: of a float32 case (:mod:`npoptim.precision.quantized_adam`), or null
-QUANTIZATIONS = ("torchao-8bit", "torchao-4bit", "torchao-fp8")
+QUANTIZATIONS = ("torchao-8bit", "torchao-4bit", "torchao-fp8", "bnb-8bit")
 
 
 def version_needed(cases):
-    """The schema version a file of these (JSON-ready) cases needs: 3 with a 16-bit dtype or
-    a ``precision`` object, else 2."""
+    """The schema version a file of these (JSON-ready) cases needs: 4 with a wrapper case
+    (``wrapped``), 3 with a 16-bit dtype or a ``precision`` object, else 2."""
+    if any(c.get("wrapped") is not None for c in cases):
+        return 4
     return 3 if any(c.get("precision") is not None or c.get("dtype") in codec.HALF_DTYPES
                     for c in cases) else 2
 
@@ -108,6 +121,7 @@ class Step:
     grads: list                      # None | np.ndarray | codec.CsrGrad, one per parameter
     expected_params: list            # np.ndarray per parameter
     expected_state: Optional[list]   # per parameter: None | {name: array | [arrays] | None}
+    expected_wrapper_state: Optional[dict] = None   # v4: {name: array | [arrays]} or None
 
 
 @dataclass
@@ -131,6 +145,7 @@ class Case:
     objective: Optional[dict] = None
     source: str = ""
     precision: Optional[dict] = None  # version 3: rounding, seed, master_weights, kahan
+    wrapped: Optional[dict] = None    # version 4: {"optimizer": name, "hyperparameters": {}}
     raw: dict = field(default_factory=dict, repr=False)
 
     def __str__(self):
@@ -141,6 +156,7 @@ class Case:
 class ResultStep:
     params: list
     state: Optional[list]
+    wrapper_state: Optional[dict] = None   # version 4: {name: array | [arrays]}
 
 
 @dataclass
@@ -337,6 +353,15 @@ class _Checker:
                         for name, v in entry.items()})
         return out
 
+    def wrapper_state(self, value, where):
+        """A step's ``wrapper_state`` (version 4): an object, name -> array or list of
+        arrays (or null)."""
+        if self.version < 4:
+            self.fail(where, f"is a schema_version 4 field; the file says version "
+                             f"{self.version}")
+        self.obj(value, where)
+        return {name: self.state_value(v, f"{where}.{name}") for name, v in value.items()}
+
     def params(self, value, where, shapes_of=None, dtype=None):
         self.list_(value, where, min_len=1)
         if shapes_of is not None and len(value) != len(shapes_of):
@@ -440,7 +465,7 @@ def parse(doc, path="<memory>", kind=None):
 def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
     c = _Checker(path, raw["id"], version)
     for since, names in ((2, ("flavor", "framework_hyperparameters", "tags")),
-                         (3, ("precision",))):
+                         (3, ("precision",)), (4, ("wrapped",))):
         for name in names:
             if version < since and name in raw:
                 c.fail(name, f"is a schema_version {since} field; the file says version "
@@ -453,6 +478,7 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
         c.fail("dtype", f"expected one of {list(c.float_dtypes())}, got {dtype!r}")
     precision = _parse_precision(c, raw.get("precision"), dtype)
     hyper = c.obj(raw["hyperparameters"], "hyperparameters")
+    wrapped = _parse_wrapped(c, raw.get("wrapped"), raw["optimizer"])
     params = c.params(raw["params"], "params", dtype=dtype)
     objective = _parse_objective(c, raw.get("objective"), params, dtype)
     steps = []
@@ -480,7 +506,14 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
         exp_state = None
         if expected.get("state") is not None:
             exp_state = c.state(expected["state"], f"{where}.expected.state", len(params))
-        steps.append(Step(float(lr), grads, exp_params, exp_state))
+        exp_wrapper_state = None
+        if expected.get("wrapper_state") is not None:
+            if wrapped is None:
+                c.fail(f"{where}.expected.wrapper_state", "only a wrapper case (with "
+                                                           "\"wrapped\") has one")
+            exp_wrapper_state = c.wrapper_state(expected["wrapper_state"],
+                                                f"{where}.expected.wrapper_state")
+        steps.append(Step(float(lr), grads, exp_params, exp_state, exp_wrapper_state))
     flags = c.list_(raw["flags"], "flags")
     for i, flag in enumerate(flags):
         c.string(flag, f"flags[{i}]")
@@ -518,7 +551,27 @@ def _parse_case(raw, path, notes, version=SCHEMA_VERSION):
                 flavor=c.string(raw.get("flavor", "torch"), "flavor"),
                 framework_hyperparameters=framework_hyper, tags=list(tags),
                 matches=list(matches), lr_schedule=schedule, objective=objective,
-                source=path, precision=precision, raw=raw)
+                source=path, precision=precision, wrapped=wrapped, raw=raw)
+
+
+def _parse_wrapped(c, raw, optimizer):
+    """A wrapper case's ``wrapped`` object (version 4): the optimizer the case's
+    ``optimizer`` wraps, with its hyperparameters."""
+    if raw is None:
+        return None
+    c.obj(raw, "wrapped", ("optimizer", "hyperparameters"))
+    extra = set(raw) - {"optimizer", "hyperparameters"}
+    if extra:
+        c.fail(f"wrapped.{sorted(extra)[0]}", "unknown field of a wrapped object (it has "
+                                               "\"optimizer\" and \"hyperparameters\")")
+    name = c.string(raw["optimizer"], "wrapped.optimizer")
+    if not name:
+        c.fail("wrapped.optimizer", "must name the wrapped optimizer")
+    if name == optimizer:
+        c.fail("wrapped.optimizer", f"is the case's optimizer {optimizer!r} itself (a "
+                                    "wrapper wraps another optimizer)")
+    c.obj(raw["hyperparameters"], "wrapped.hyperparameters")
+    return {"optimizer": name, "hyperparameters": dict(raw["hyperparameters"])}
 
 
 def _parse_precision(c, raw, dtype):
@@ -597,7 +650,10 @@ def _parse_result(raw, path, version=SCHEMA_VERSION):
         state = None
         if step.get("state") is not None:
             state = c.state(step["state"], f"{where}.state", len(params))
-        steps.append(ResultStep(params, state))
+        wrapper_state = None
+        if step.get("wrapper_state") is not None:
+            wrapper_state = c.wrapper_state(step["wrapper_state"], f"{where}.wrapper_state")
+        steps.append(ResultStep(params, state, wrapper_state))
     return ResultCase(raw["id"], steps, path, raw=raw)
 
 
@@ -649,8 +705,8 @@ _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 JSON_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "npoptim-golden-v3.schema.json",
-    "title": "npoptim golden optimizer cases and results, schema version 3 (reads 1 and 2)",
+    "$id": "npoptim-golden-v4.schema.json",
+    "title": "npoptim golden optimizer cases and results, schema version 4 (reads 1 to 3)",
     "description": "See reference_results/README.md. Arrays are flattened in row-major order; "
                    "floats are the shortest round-trip decimal of the float64 value (float32, "
                    "bfloat16 and float16 values stored as the float64 number equal to them); "
@@ -731,6 +787,14 @@ JSON_SCHEMA = {
                            "master_weights": {"enum": list(MASTER_DTYPES) + [None]},
                            "kahan": {"type": "boolean"},
                            "quantization": {"enum": list(QUANTIZATIONS) + [None]}}},
+        "wrapped": {
+            "type": "object", "required": ["optimizer", "hyperparameters"],
+            "additionalProperties": False,
+            "properties": {"optimizer": {"type": "string", "minLength": 1},
+                           "hyperparameters": {"type": "object"}}},
+        "wrapper_state": {"oneOf": [{"type": "null"},
+                                    {"type": "object",
+                                     "additionalProperties": {"$ref": "#/$defs/state_value"}}]},
         "case": {
             "type": "object",
             "required": ["id", "optimizer", "dtype", "hyperparameters", "params", "steps",
@@ -754,6 +818,7 @@ JSON_SCHEMA = {
                 "sparse_kind": {"type": "string"},
                 "seed": {"type": "integer"},
                 "hyperparameters": {"type": "object"},
+                "wrapped": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/wrapped"}]},
                 "lr_schedule": {"oneOf": [{"type": "null"},
                                           {"type": "object", "required": ["kind"]}]},
                 "flags": {"type": "array", "items": {"type": "string"}},
@@ -780,7 +845,8 @@ JSON_SCHEMA = {
                                 "params": {"type": "array",
                                            "items": {"$ref": "#/$defs/float_array"}},
                                 "state": {"oneOf": [{"type": "null"},
-                                                    {"$ref": "#/$defs/state"}]}}}}}}}},
+                                                    {"$ref": "#/$defs/state"}]},
+                                "wrapper_state": {"$ref": "#/$defs/wrapper_state"}}}}}}}},
         "result_case": {
             "type": "object", "required": ["id"],
             "oneOf": [{"required": ["steps"]},
@@ -794,6 +860,7 @@ JSON_SCHEMA = {
                         "params": {"type": "array", "minItems": 1,
                                    "items": {"$ref": "#/$defs/float_array"}},
                         "state": {"oneOf": [{"type": "null"},
-                                            {"$ref": "#/$defs/state"}]}}}}}},
+                                            {"$ref": "#/$defs/state"}]},
+                        "wrapper_state": {"$ref": "#/$defs/wrapper_state"}}}}}},
     },
 }

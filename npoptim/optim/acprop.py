@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
@@ -76,6 +77,7 @@ class ACProp(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-16, eps_root=1e-16,
                  weight_decay=0.0, *, maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, eps_root=eps_root,

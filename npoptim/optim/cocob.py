@@ -24,6 +24,7 @@ gradients only (a zero gradient still moves the parameter to the bet of the curr
 """
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma, maximum
@@ -70,6 +71,7 @@ class COCOB(Optimizer):
     sparse_kind = "dense-only"
     step_in_state_dict = None
 
+    @flavored
     def __init__(self, params, lr=1.0, alpha=100.0, eps=1e-8, weight_decay=0.0, *,
                  maximize=False):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,

@@ -47,6 +47,7 @@ and :math:`G` per param group, where optax and npoptim share them across groups.
 import math
 from typing import NamedTuple
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
@@ -177,6 +178,7 @@ class DoG(_DistanceOverGradients):
 
     GLOBAL = ("eps", "init_step")
 
+    @flavored
     def __init__(self, params, lr=1.0, init_step=("heuristic", 1e-6), eps=1e-8,
                  weight_decay=0.0, *, maximize=False):
         super().__init__(params, dict(lr=lr, init_step=init_step, eps=eps,
@@ -216,6 +218,7 @@ class DoWG(_DistanceOverGradients):
 
     GLOBAL = ("eps", "init_estim_sq_dist")
 
+    @flavored
     def __init__(self, params, lr=1.0, init_estim_sq_dist=None, eps=1e-4, weight_decay=0.0, *,
                  maximize=False):
         start = eps if init_estim_sq_dist is None else init_estim_sq_dist

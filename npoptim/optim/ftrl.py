@@ -39,10 +39,15 @@ without a gradient are *not* recomputed and *not* shrunk (Keras: "when input is 
 shrinkage will only happen on the active weights"). An explicitly stored zero is updated (as
 TF updates every row it is given). Duplicate entries are summed first, as Keras sums
 ``IndexedSlices`` duplicates before calling the kernel (TF's kernel alone would apply them in
-sequence). Without l2-shrinkage a zero gradient changes only :math:`\theta`, to the value
-:math:`z` and :math:`n` imply, so there the lazy result differs from the dense one only on
-entries whose :math:`\theta` is not yet that value (before their first update); with
-l2-shrinkage every dense step moves every :math:`z`, so the two differ everywhere.
+sequence). TF's kernel updates every element of the rows it is given, so a CSR gradient that
+stores whole rows is its ``IndexedSlices`` of those rows, and one that stores part of a row is
+its slices of the table viewed as a vector, one per stored entry (how
+examples/framework_replay/tf_kernels.py replays the CSR cases through
+``ResourceSparseApplyFtrl(V2)``). Without l2-shrinkage a zero gradient changes only
+:math:`\theta`, to the value :math:`z` and :math:`n` imply, so there the lazy result differs
+from the dense one only on entries whose :math:`\theta` is not yet that value (before their
+first update); with l2-shrinkage every dense step moves every :math:`z`, so the two differ
+everywhere.
 
 No step counter. Hyperparameters as Keras checks them: ``lr > 0`` (TF's kernel requires it;
 :math:`\gamma` divides), ``learning_rate_power <= 0``, the rest ``>= 0``. With

@@ -44,7 +44,9 @@ galore-torch as published (float32 SVD, its build's signs) with one refresh, at 
 float32 SVD moves the projector by ~1e-7 of its scale, carried by every later step).
 optax's ``optax.contrib.galore`` differs: it projects the *larger* side (:math:`U^\top G` for
 :math:`m \ge n`) and runs optax's Adam (:math:`\epsilon` outside the bias-corrected
-:math:`\sqrt{\hat v}`); that form is not implemented here. Dense gradients only.
+:math:`\sqrt{\hat v}`), and its SVD is float32 under x64 too (singular vectors of an 8x5
+matrix 1.6e-6 from the float64 ones); that form is not implemented here
+(``npoptim.flavors.OPTAX.not_reproduced``). Dense gradients only.
 """
 import math
 import numbers

@@ -22,10 +22,13 @@ slow weights under ``cached_params``) computes the same sync as
 :math:`\alpha\theta + (1-\alpha)\phi`; its ``pullback_momentum`` options are not implemented.
 Defaults: ``k=5`` and ``alpha=0.5``, the paper's experiments.
 
-Lookahead is a wrapper, not an optimizer over parameters, so it is not in
-:data:`npoptim.registry.OPTIMIZERS` (``npoptim list``, the golden cases and the generic
-checkpoint format are written for those); its ``state_dict()`` holds the fast optimizer's
-``state_dict()`` and the slow weights.
+Lookahead is a wrapper, not an optimizer over parameters, so it is in
+:data:`npoptim.registry.WRAPPERS`, not :data:`~npoptim.registry.OPTIMIZERS` (the generic
+checkpoint format is written for those); its golden cases name the fast optimizer in their
+``wrapped`` field (reference_results/README.md). Its ``state_dict()`` holds the fast
+optimizer's ``state_dict()`` and the slow weights. Its sparse kind is the wrapped
+optimizer's (``"wrapped"``): a CSR gradient goes to the fast optimizer, and the
+synchronization moves every element whatever the gradient.
 """
 import numbers
 from typing import NamedTuple
@@ -60,6 +63,8 @@ def _lookahead_sync(param, fast, states, hyper):
 
 class Lookahead(OptimizerWrapper):
     """Lookahead around ``optimizer`` (an npoptim optimizer); see the module docstring."""
+
+    sparse_kind = "wrapped"
 
     def __init__(self, optimizer, k=5, alpha=0.5, *, reset_state=False):
         super().__init__(optimizer)

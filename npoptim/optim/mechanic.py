@@ -119,6 +119,7 @@ class Mechanic(OptimizerWrapper):
     ``closure()`` returning ``(loss, grads)``."""
 
     _SCALARS = ("m", "v", "r", "s")
+    sparse_kind = "dense-only"
 
     def __init__(self, optimizer, weight_decay=1e-2, eps=1e-8, s_init=1e-6, num_betas=None, *,
                  betas=None):

@@ -69,6 +69,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
@@ -307,6 +308,7 @@ class Momo(_MomoBase):
     KERNELS = (_momo_moments, _momo_norm, _momo_update)
     GLOBAL = _MomoBase.GLOBAL + ("beta", "bias_correction")
 
+    @flavored
     def __init__(self, params, lr=1.0, beta=0.9, lower_bound=0.0, weight_decay=0.0,
                  adapt_lower_bound=False, bias_correction=False, *, maximize=False,
                  weight_decay_form=VARIANT_DEFAULT, variant="paper"):
@@ -344,6 +346,7 @@ class MomoAdam(_MomoBase):
     GLOBAL = _MomoBase.GLOBAL + ("betas", "eps")
     DECAY_FORMS = ("divide", "multiply", "optax")
 
+    @flavored
     def __init__(self, params, lr=1e-2, betas=(0.9, 0.999), eps=1e-8, lower_bound=0.0,
                  weight_decay=0.0, adapt_lower_bound=False, *, maximize=False,
                  weight_decay_form=VARIANT_DEFAULT, variant="paper"):

@@ -67,6 +67,29 @@ optax's weight decay is ``add_decayed_weights`` before ``scale_by_learning_rate`
 reproduced: optax's other ``preconditioning`` modes, per-iteration coefficient lists (the
 "dion" preset), ``mu_dtype``, and non-2-D parameters (optax sends them to AdamW; npoptim's
 Muon refuses them, as torch's does).
+
+**Keras** (``flavor="keras"``: ``keras.optimizers.Muon`` 3.15, keras-team/keras
+keras/src/optimizers/muon.py, for the 2-D variables it orthogonalizes) sets ``ns_dtype="param"``
+and ``ns_eps_mode="added"`` as optax (Keras's Newton–Schulz eps is a literal 1e-7; its
+``epsilon`` is its AdamW's), and two switches of its own:
+
+* ``momentum_form="sum"``: SGD's undampened momentum :math:`M \leftarrow \mu M + G`,
+  :math:`U = G + \mu M` with Nesterov (torch's ``"lerp"`` is :math:`(1-\mu)` times it; the
+  orthogonalization is scale-free but for eps, so the two differ by about eps/‖U‖).
+* ``adjust_lr_fn="match_rms_adamw"`` with ``rms_rate`` (Keras's, default 0.2 = torch's
+  constant): :math:`\gamma' = \mathrm{rms\_rate}\,\gamma\sqrt{\max(A, B)}`;
+  ``rms_rate=None`` (Keras: off) leaves :math:`\gamma' = \gamma`.
+
+Keras transposes tall matrices as torch does; its weight decay is :math:`\theta - \gamma\lambda
+\theta` before the step (torch's, default 0.004); it has no bias correction. Keras's other
+variables (not 2-D, ``exclude_layers``, ``exclude_embeddings``) get an AdamW step:
+:func:`keras_adamw_part` builds it as npoptim's ``AdamW(flavor="keras")``; the Keras
+constructor (``npoptim.flavors.from_framework("keras", "Muon", ...)``) accepts the AdamW
+keywords for it and refuses ``exclude_layers`` (npoptim's parameters have no names).
+Keras 3.15 on the JAX backend computes ``ops.norm`` of a float64 matrix in float32 (its JAX
+dtype promotion maps float64 to float32), so its float64 Muon differs from this one by 1e-10
+to 2e-8 of the scale over 10 to 24 steps (``tests/data/framework_known_bugs.json``); with the
+norm in float64 (as its TensorFlow backend's promotion keeps it) the two agree to about 1e-15.
 """
 import math
 import numbers
@@ -84,6 +107,8 @@ DEFAULT_A = 3.4445
 DEFAULT_B = -4.7750
 DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
+#: "match_rms_adamw"'s factor: torch's constant, Keras's ``rms_rate`` (Liu et al., 2025)
+MATCH_RMS_RATE = 0.2
 
 
 # ------------------------------------------------------------------------------- bfloat16
@@ -235,18 +260,43 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
     return x.T if transposed else x
 
 
-def adjust_lr(lr, adjust_lr_fn, shape, weight_layout="out_in"):
-    """The learning rate scaled for the matrix's shape (see the module docstring)."""
+def adjust_lr(lr, adjust_lr_fn, shape, weight_layout="out_in", rms_rate=MATCH_RMS_RATE):
+    """The learning rate scaled for the matrix's shape (see the module docstring);
+    "match_rms_adamw" scales by ``rms_rate * sqrt(max(A, B))``, not at all if ``rms_rate`` is
+    None (Keras's ``rms_rate=None``)."""
     rows, cols = shape[:2]
     if weight_layout == "in_out":  # (fan_in, fan_out): optax's sqrt(max(1, fan_out/fan_in))
         rows, cols = cols, rows
     if adjust_lr_fn is None or adjust_lr_fn == "original":
         ratio = math.sqrt(max(1, rows / cols))
     elif adjust_lr_fn == "match_rms_adamw":
-        ratio = 0.2 * math.sqrt(max(rows, cols))
+        ratio = 1.0 if rms_rate is None else rms_rate * math.sqrt(max(rows, cols))
     else:
         ratio = 1.0
     return lr * ratio
+
+
+def momentum_direction(param, grad, flat_buf, state, group):
+    """Step the momentum buffer (in place) and return the matrix Newton–Schulz orthogonalizes:
+    torch's lerp (optax's, bias-corrected with ``bias_correction``) or, with
+    ``momentum_form="sum"``, Keras's :math:`M \\leftarrow \\mu M + G`, :math:`U = G + \\mu M`."""
+    momentum = group["momentum"]
+    if group["momentum_form"] == "sum":
+        mu = typed(param, momentum)[0]
+        flat_buf *= mu
+        flat_buf += grad
+        return grad + mu * flat_buf if group["nesterov"] else flat_buf
+    flat_buf[...] = lerp_arrays(flat_buf, grad, 1 - momentum)
+    if not group["bias_correction"]:
+        return lerp_arrays(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
+    state["count"][...] += 1
+    t = int(state["count"])
+    if not group["nesterov"]:
+        return flat_buf / typed(param, 1 - momentum ** t)[0]
+    # optax: mu m / (1 - mu^(t+1)) + (1 - mu) g / (1 - mu^t)
+    grad_scale, buf_scale = typed(param, (1 - momentum) / (1 - momentum ** t),
+                                  momentum / (1 - momentum ** (t + 1)))
+    return buf_scale * flat_buf + grad_scale * grad
 
 
 class Muon(Optimizer):
@@ -255,21 +305,24 @@ class Muon(Optimizer):
     step_in_state_dict = None
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`), and
     #: optax's ``adaptive``, which torch lacks (off): left out of torch-form state_dicts.
+    #: Keras's ``momentum_form`` and ``rms_rate`` (torch's fixed 0.2) are left out likewise.
     torch_conventions = {"bias_correction": False, "ns_dtype": "bfloat16",
-                         "ns_eps_mode": "clamp", "weight_layout": "out_in", "adaptive": False}
+                         "ns_eps_mode": "clamp", "weight_layout": "out_in", "adaptive": False,
+                         "momentum_form": "lerp", "rms_rate": MATCH_RMS_RATE}
 
     @flavored
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
                  ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None, *, adaptive=False,
                  bias_correction=False, ns_dtype="bfloat16", ns_eps_mode="clamp",
-                 weight_layout="out_in"):
+                 weight_layout="out_in", momentum_form="lerp", rms_rate=MATCH_RMS_RATE):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
                                       nesterov=nesterov, ns_coefficients=ns_coefficients,
                                       eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn,
                                       adaptive=adaptive, bias_correction=bias_correction,
                                       ns_dtype=ns_dtype, ns_eps_mode=ns_eps_mode,
-                                      weight_layout=weight_layout))
+                                      weight_layout=weight_layout, momentum_form=momentum_form,
+                                      rms_rate=rms_rate))
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
@@ -277,7 +330,9 @@ class Muon(Optimizer):
             if p.ndim != 2:
                 self.param_groups.pop()
                 raise ValueError("Muon only supports 2D parameters whereas we found a "
-                                 f"parameter with size: {p.shape}")
+                                 f"parameter with size: {p.shape} (optax and Keras give "
+                                 "the others AdamW: npoptim.AdamW, for Keras's form "
+                                 "npoptim.optim.muon.keras_adamw_part)")
 
     def _check_group(self, group):
         if not 0.0 <= group["lr"]:
@@ -302,6 +357,13 @@ class Muon(Optimizer):
         check_choice(group, "ns_dtype", ("bfloat16", "param"))
         check_choice(group, "ns_eps_mode", ("clamp", "added"))
         check_choice(group, "weight_layout", ("out_in", "in_out"))
+        check_choice(group, "momentum_form", ("lerp", "sum"))
+        rate = group["rms_rate"]
+        if rate is not None and not (isinstance(rate, numbers.Real) and 0.0 <= rate < math.inf):
+            raise ValueError(f"rms_rate must be None or a finite number >= 0, got {rate!r}")
+        if group["momentum_form"] == "sum" and group["bias_correction"]:
+            raise ValueError("bias_correction corrects the lerp momentum (optax's): it needs "
+                             "momentum_form='lerp'")
         if group["bias_correction"] and not group["momentum"] < 1:
             raise ValueError("bias_correction needs momentum < 1 (1 - momentum**t is 0)")
 
@@ -319,19 +381,7 @@ class Muon(Optimizer):
         buf = state["momentum_buffer"]
         shape = buf.shape
         flat_buf = buf.reshape(-1)
-        momentum = group["momentum"]
-        flat_buf[...] = lerp_arrays(flat_buf, grad, 1 - momentum)
-        if group["bias_correction"]:
-            state["count"][...] += 1
-            t = int(state["count"])
-            grad_scale, buf_scale = typed(param, (1 - momentum) / (1 - momentum ** t),
-                                          momentum / (1 - momentum ** (t + 1)))
-            if group["nesterov"]:  # optax: mu m / (1 - mu^(t+1)) + (1 - mu) g / (1 - mu^t)
-                update = buf_scale * flat_buf + grad_scale * grad
-            else:
-                update = flat_buf / typed(param, 1 - momentum ** t)[0]
-        else:
-            update = lerp_arrays(grad, flat_buf, momentum) if group["nesterov"] else flat_buf
+        update = momentum_direction(param, grad, flat_buf, state, group)
         ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
                                            group["ns_steps"], group["eps"], group["ns_dtype"],
                                            group["ns_eps_mode"])
@@ -340,6 +390,37 @@ class Muon(Optimizer):
         lr = group["lr"]
         decay, neg_lr = typed(param, 1 - lr * group["weight_decay"],
                               -adjust_lr(lr, group["adjust_lr_fn"], shape,
-                                         group["weight_layout"]))
+                                         group["weight_layout"], group["rms_rate"]))
         param *= decay
         param += neg_lr * ortho.reshape(-1).astype(param.dtype)
+
+
+def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2=0.999,
+                     adam_weight_decay=0.004, epsilon=1e-7, adam_lr_ratio=1, **muon_keywords):
+    """The AdamW step ``keras.optimizers.Muon`` gives the variables it does not orthogonalize
+    (those not 2-D, those whose path matches ``exclude_layers``, embeddings with
+    ``exclude_embeddings``), as npoptim's ``AdamW(flavor="keras")``: Keras's Adam
+    (eps-hat, global step count) at ``learning_rate * adam_lr_ratio``, decayed decoupled by
+    ``learning_rate * adam_weight_decay`` (Keras's own learning rate, not the ratio's).
+
+    Takes keras Muon's keywords (the Muon-only ones are accepted and not used), so one Keras
+    call splits in two: ``Muon(matrices, flavor="keras", ...)`` (or
+    ``from_framework("keras", "Muon", matrices, **kw)``) and ``keras_adamw_part(others,
+    **kw)``, stepped together. Under a schedule set this optimizer's lr to
+    ``lr * adam_lr_ratio``.
+    """
+    from npoptim import flavors
+    from npoptim.optim.adam import AdamW
+    entry = flavors.get("keras").constructors["Muon"]
+    unknown = sorted(set(muon_keywords) - set(entry.defaults) - set(flavors.NOT_CONVENTIONS))
+    if unknown:
+        raise TypeError(f"keras Muon has no argument(s) {', '.join(unknown)}")
+    # refuses what the Muon part refuses, but exclude_layers (which chose these parameters)
+    flavors.translate(entry, {k: v for k, v in muon_keywords.items() if k != "exclude_layers"},
+                      "keras")
+    if not (isinstance(adam_lr_ratio, numbers.Real) and adam_lr_ratio > 0):
+        raise ValueError(f"adam_lr_ratio must be > 0 (npoptim's AdamW decays by lr * "
+                         f"weight_decay), got {adam_lr_ratio!r}")
+    decay = 0.0 if adam_weight_decay is None else adam_weight_decay / adam_lr_ratio
+    return AdamW(params, lr=learning_rate * adam_lr_ratio, betas=(adam_beta_1, adam_beta_2),
+                 eps=epsilon, weight_decay=decay, flavor="keras")

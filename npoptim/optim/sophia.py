@@ -24,9 +24,42 @@ the update). This is google-deepmind/optax ``optax/contrib/_sophia.py``: ``scale
 Hessian update under ``count % update_interval == 0``), ``add_decayed_weights``,
 ``scale_by_learning_rate``. The state is kept under the authors' PyTorch names
 (Liu-Hong/Sophia ``sophia.py``, ``SophiaG``): ``exp_avg`` (optax's ``mu``) and ``hessian``
-(``nu``). The authors' SophiaG itself computes another step (no bias correction,
-``sign(m) min(|m| / (rho bs h + 1e-15), 1)``, decay applied to the parameter first); it is
-not implemented here.
+(``nu``).
+
+Where the sources differ (``variant``; each switch can also be set on its own):
+
+=================  ===================  ============  ==================
+``variant``        ``bias_correction``  ``eps_mode``  ``hessian_update``
+=================  ===================  ============  ==================
+``"optax"``        True                 ``"max"``     ``"after"``
+``"paper"``        False                ``"max"``     ``"before"``
+``"sophiag"``      False                ``"added"``   ``"after-kth"``
+=================  ===================  ============  ==================
+
+``"optax"`` is the default.
+
+* ``bias_correction=False``: :math:`b_1 = 1` (the paper's Algorithm 3 and the authors' code
+  divide by nothing).
+* ``eps_mode="added"``: the denominator is :math:`\gamma h + \epsilon` in place of
+  :math:`\max(\gamma h, \epsilon)`.
+* ``hessian_update``: when :math:`h` takes the estimate. ``"after"``: at steps
+  :math:`t = 1, k+1, 2k+1, \dots`, after this step's :math:`u` (optax). ``"before"``: at the
+  same steps, before :math:`u` (the paper's Algorithm 3, "if :math:`t \bmod k = 1`", then
+  :math:`h_t` in the step). ``"after-kth"``: at :math:`t = k, 2k, \dots`, after :math:`u`: the
+  authors' training loop calls ``update_hessian()`` after ``step()`` when
+  ``iter_num % hess_interval == hess_interval - 1`` (``iter_num`` from 0), so their first
+  :math:`k` steps run with :math:`h = 0`.
+
+``"sophiag"`` (aliases ``"authors"``, ``"sophia_opt"``) is the authors' ``SophiaG``
+(Liuhong99/Sophia ``sophia.py``; PyPI ``sophia-opt`` 0.2.2 packages it unchanged):
+:math:`\theta \leftarrow \theta(1 - \lr\lambda) - \lr\,\operatorname{sign}(m)
+\min(|m| / (\rho\, bs\, h + 10^{-15}), 1)`, which is the rule above with
+:math:`\gamma = \rho\cdot bs` (their ``rho`` 0.04 times the ``bs`` argument of their
+``step``, 5120: 204.8), :math:`\epsilon = 10^{-15}` and :math:`c = 1` (for :math:`h \ge 0`,
+which their Gauss-Newton-Bartlett estimate :math:`\hat g \odot \hat g` always is; pass it as
+``hessian=``). Their defaults are ``lr=1e-4``, ``weight_decay=0.1``: the variant sets the
+switches, not these. The paper's form (``"paper"``) is the same with :math:`\max(\gamma h,
+\epsilon)` and the estimate taken at the step's start.
 
 Where :math:`\hat h` comes from, at a step that updates :math:`h` (exactly one of):
 
@@ -56,15 +89,26 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.noisy_sgd import check_noise, check_seed
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice
+from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                    resolve_variant)
 
 _ESTIMATES = ("caller", "squared-gradient")
+_EPS_MODES = ("max", "added")
+_HESSIAN_UPDATES = ("after", "before", "after-kth")
+#: The switches each variant sets (see the module docstring).
+VARIANTS = {"optax": dict(bias_correction=True, eps_mode="max", hessian_update="after"),
+            "paper": dict(bias_correction=False, eps_mode="max", hessian_update="before"),
+            "sophiag": dict(bias_correction=False, eps_mode="added",
+                            hessian_update="after-kth")}
+#: Other names of the variants.
+ALIASES = {"authors": "sophiag", "sophia_opt": "sophiag"}
 
 
 class SophiaHyper(NamedTuple):
@@ -72,13 +116,15 @@ class SophiaHyper(NamedTuple):
 
     beta1: float
     one_minus_beta1: float
-    bias_correction1: float   # 1 - β1^t
+    bias_correction1: float   # 1 - β1^t (1 without bias correction)
     gamma: float
     eps: float
+    eps_added: float          # 1: γh + ε; 0: max(γh, ε)
     clip: float               # c (inf without clipping)
     weight_decay: float
     neg_lr: float             # -γ
     update_hessian: float     # 1 at a Hessian-update step, else 0
+    hessian_first: float      # 1: h takes the estimate before u (hessian_update="before")
     beta2: float
     one_minus_beta2: float
 
@@ -88,8 +134,14 @@ def sophia_rule(p, g, s, h):
     """One element of Sophia; ``s = (exp_avg, hessian, estimate)`` (the estimate read only)."""
     m, hess, estimate = s
     m = h.one_minus_beta1 * g + h.beta1 * m
+    zero = constant(0.0, p)
+    takes_estimate = h.update_hessian != zero
+    if takes_estimate and h.hessian_first != zero:
+        hess = h.one_minus_beta2 * estimate + h.beta2 * hess
     denom = h.gamma * hess
-    if denom < h.eps:   # jnp.maximum(gamma h, eps)
+    if h.eps_added != zero:
+        denom = denom + h.eps
+    elif denom < h.eps:   # jnp.maximum(gamma h, eps)
         denom = h.eps
     u = (m / h.bias_correction1) / denom
     if u > h.clip:
@@ -97,7 +149,7 @@ def sophia_rule(p, g, s, h):
     elif u < -h.clip:
         u = -h.clip
     u = u + h.weight_decay * p
-    if h.update_hessian != constant(0.0, p):
+    if takes_estimate and h.hessian_first == zero:
         hess = h.one_minus_beta2 * estimate + h.beta2 * hess
     return p + h.neg_lr * u, (m, hess, estimate)
 
@@ -109,21 +161,31 @@ def _sophia_dense(param, grad, states, hyper):
 
 class Sophia(Optimizer):
     """Sophia (see the module docstring): ``lr``, ``betas``, ``eps``, ``weight_decay``,
-    ``gamma``, ``clip_threshold``, ``update_interval``, ``seed``;
+    ``gamma``, ``clip_threshold``, ``update_interval``, ``seed``, ``hessian_estimate``,
+    ``bias_correction``, ``eps_mode``, ``hessian_update``, ``variant``;
     ``step(grads, hessian=None, hvp=None, probes=None)``."""
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.965, 0.99), eps=1e-8, weight_decay=1e-4, *,
                  gamma=0.01, clip_threshold=1.0, update_interval=10, seed=0,
-                 hessian_estimate="caller"):
+                 hessian_estimate="caller", bias_correction=VARIANT_DEFAULT,
+                 eps_mode=VARIANT_DEFAULT, hessian_update=VARIANT_DEFAULT, variant="optax"):
         self._estimates = self._source = None
+        self.variant, switches = resolve_variant(
+            VARIANTS, ALIASES, variant, dict(bias_correction=bias_correction, eps_mode=eps_mode,
+                                             hessian_update=hessian_update))
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       gamma=gamma, clip_threshold=clip_threshold,
                                       update_interval=update_interval, seed=seed,
-                                      hessian_estimate=hessian_estimate))
+                                      hessian_estimate=hessian_estimate, **switches))
 
     def _check_group(self, group):
+        check_no_variant(group)
+        check_flag(group, "bias_correction")
+        check_choice(group, "eps_mode", _EPS_MODES)
+        check_choice(group, "hessian_update", _HESSIAN_UPDATES)
         check_nonnegative(group, "lr", "eps", "weight_decay", "gamma")
         check_betas(group["betas"])
         clip = group["clip_threshold"]
@@ -161,7 +223,7 @@ class Sophia(Optimizer):
     def _due(self, index, group):
         """Whether parameter ``index``'s next step updates its Hessian EMA."""
         done = self.state[index]["step"] if index in self.state else 0
-        return done % group["update_interval"] == 0
+        return _takes_estimate(done + 1, group)
 
     def _prepare(self, grads):
         prepared = super()._prepare(grads)
@@ -215,17 +277,29 @@ class Sophia(Optimizer):
         return vectors
 
     def _update(self, param, grad, state, group):
-        due = state["step"] % group["update_interval"] == 0
         state["step"] += 1
         step = state["step"]
+        due = _takes_estimate(step, group)
         beta1, beta2 = group["betas"]
         clip = group["clip_threshold"]
         estimate = (np.ascontiguousarray(self._estimates[self._current_index]).reshape(-1)
                     .copy() if due else np.zeros_like(param))
         hyper = typed_record(SophiaHyper, param, beta1=beta1, one_minus_beta1=1 - beta1,
-                             bias_correction1=1 - beta1 ** step, gamma=group["gamma"],
-                             eps=group["eps"], clip=math.inf if clip is None else clip,
+                             bias_correction1=(1 - beta1 ** step if group["bias_correction"]
+                                               else 1.0),
+                             gamma=group["gamma"], eps=group["eps"],
+                             eps_added=1.0 if group["eps_mode"] == "added" else 0.0,
+                             clip=math.inf if clip is None else clip,
                              weight_decay=group["weight_decay"], neg_lr=-group["lr"],
-                             update_hessian=1.0 if due else 0.0, beta2=beta2,
-                             one_minus_beta2=1 - beta2)
+                             update_hessian=1.0 if due else 0.0,
+                             hessian_first=1.0 if group["hessian_update"] == "before" else 0.0,
+                             beta2=beta2, one_minus_beta2=1 - beta2)
         _sophia_dense(param, grad, self._flat_states(state, group) + (estimate,), hyper)
+
+
+def _takes_estimate(t, group):
+    """Whether step ``t`` (from 1) of a parameter in ``group`` updates its Hessian EMA."""
+    k = group["update_interval"]
+    if group["hessian_update"] == "after-kth":
+        return t % k == 0
+    return t % k == 1 % k

@@ -19,3 +19,9 @@ __all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "
            "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
            "BnbAdam8bit", "BnbAdamW8bit"]
+# 16-bit NAdam, RAdam, ASGD and Rprop (torch's single-tensor rounding)
+from npoptim.precision.asgd import ASGD  # noqa: E402
+from npoptim.precision.nadam import NAdam, RAdam  # noqa: E402
+from npoptim.precision.rprop import Rprop  # noqa: E402
+
+__all__ += ["NAdam", "RAdam", "ASGD", "Rprop"]

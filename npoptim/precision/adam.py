@@ -73,7 +73,9 @@ class Adam16Hyper(NamedTuple):
 
 # ------------------------------------------------------------------------------- per-op
 @kernel
-def _per_op_moments(p, g, m, v, h, tail):
+def per_op_moments(p, g, m, v, h, tail):
+    """Weight decay and the two moments, every op rounded (shared by NAdam and RAdam):
+    the decayed parameter, the gradient after ``maximize`` and L2 decay, ``m`` and ``v``."""
     if h.maximize != 0:
         g = -g
     p = round_to(p * h.decay_factor, h.code)
@@ -82,7 +84,7 @@ def _per_op_moments(p, g, m, v, h, tail):
     m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
     v = round_to(v * h.beta2, h.code)
     v = round_to(fma(h.one_minus_beta2 * g, g, v), h.code)
-    return p, m, v
+    return p, g, m, v
 
 
 @kernel
@@ -98,7 +100,7 @@ def adam_per_op_rule(p, g, s, h, i):
     """One element of Adam/AdamW, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
     tail = i >= h.tail_start
     exp_avg, exp_avg_sq = s
-    p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
+    p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     return _per_op_param(p, m, v, h), (m, v)
 
 
@@ -107,7 +109,7 @@ def amsgrad_per_op_rule(p, g, s, h, i):
     """As :func:`adam_per_op_rule` with ``max_exp_avg_sq`` (a maximum: no rounding)."""
     tail = i >= h.tail_start
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
-    p, m, v = _per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
+    p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     v_hat = maximum(max_exp_avg_sq, v)
     return _per_op_param(p, m, v_hat, h), (m, v, v_hat)
 

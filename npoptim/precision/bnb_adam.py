@@ -25,6 +25,14 @@ State under bitsandbytes' names: ``step`` (an int), ``state1``, ``state2`` (``ui
 the parameter's shape), ``qmap1`` (the signed dynamic map), ``qmap2`` (the unsigned one),
 ``absmax1``, ``absmax2`` (float32, one per block).
 
+bfloat16 parameters (``ml_dtypes.bfloat16``, grads of the same dtype), as bitsandbytes' CPU
+backend takes them in both paths: ``p.float()``, ``g.float()`` (exact), the float32 update
+above, ``p.copy_(p_fp32)`` (one rounding to nearest even); the state is the float32 path's
+(8-bit codes, or float32 ``state1``/``state2`` below ``min_8bit_size``). Measured over 20
+steps (tests/test_precision_quantized.py): codes, absmax and float32 moments bit for bit, the
+bfloat16 params bit for bit in every element (a float32 ulp of ``sqrt`` rarely crosses a
+bfloat16 rounding midpoint; the test allows 1 bfloat16 ulp).
+
 Agreement: codes and absmax bit for bit with bitsandbytes' CPU path (the moments never read
 the parameter); parameters within a few float32 ulps of the update, since torch's vectorized
 CPU ``sqrt`` is not always correctly rounded (1 ulp in about a sixth of the elements) and
@@ -50,6 +58,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.precision.quantized import BNB8, bnb_lut, dynamic_map
 from npoptim.precision.drivers import apply_blockwise
+from npoptim.precision.formats import BFLOAT16, from_float32_array, to_float32_array
 from npoptim.precision.quantized_adam import BlockwiseStateOptimizer
 
 #: bitsandbytes' CPU block size (fixed in its CPU kernel)
@@ -83,8 +92,9 @@ def _moments(g, m, v, h):
 
 
 @kernel
-def bnb_adam8bit_rule(p, g, s, h):
-    """One element of bitsandbytes' 8-bit CPU Adam from dequantized ``s = (state1, state2)``."""
+def bnb_adam8bit_rule(p, g, s, h, i):
+    """One element of bitsandbytes' 8-bit CPU Adam from dequantized ``s = (state1, state2)``
+    (the blockwise driver's shape; ``i`` unused)."""
     m, v = _moments(g, s[0], s[1], h)
     denom = np.sqrt(v) / h.correction2 + h.eps
     if h.decay != 0:
@@ -103,7 +113,7 @@ def bnb_adam32bit_rule(p, g, s, h):
 
 @kernel
 def _bnb8_dense(param, grad, first, second, hyper):
-    apply_blockwise(bnb_adam8bit_rule, param, grad, first, second, BnbAdamHyper(*hyper))
+    apply_blockwise(bnb_adam8bit_rule, param, grad, (first, second), BnbAdamHyper(*hyper))
 
 
 @kernel
@@ -115,8 +125,9 @@ _STATES = (("state1", "qmap1", "absmax1", True), ("state2", "qmap2", "absmax2", 
 
 
 class BnbAdam8bit(BlockwiseStateOptimizer):
-    """bitsandbytes' ``Adam8bit`` on CPU (see the module docstring), float32 parameters.
-    ``amsgrad``, ``optim_bits != 8``, ``percentile_clipping`` and paging are refused."""
+    """bitsandbytes' ``Adam8bit`` on CPU (see the module docstring), float32 or bfloat16
+    parameters. ``amsgrad``, ``optim_bits != 8``, ``percentile_clipping`` and paging are
+    refused."""
 
     step_in_state_dict = "int"
 
@@ -136,6 +147,8 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
+        if group["amsgrad"]:
+            raise ValueError(f"amsgrad=True is not implemented for {type(self).__name__}")
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
 
@@ -143,7 +156,7 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
         """Whether ``param`` gets 8-bit state (``param.size >= min_8bit_size``)."""
         return param.size >= self.min_8bit_size
 
-    def _layout(self, param):
+    def _layout(self, param, group):
         if not self.quantized(param):
             return {"state1": (param.shape, np.dtype(np.float32)),
                     "state2": (param.shape, np.dtype(np.float32))}
@@ -155,19 +168,19 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
             layout[absmax] = ((blocks,), np.dtype(np.float32))
         return layout
 
-    def _maps(self, param):
+    def _maps(self, param, group):
         if not self.quantized(param):
             return {}
         return {qmap: dynamic_map(signed) for _, qmap, _, signed in _STATES}
 
-    def _hyper(self, group, step):
+    def _hyper(self, group, step, code=-1):
         f32 = np.float32
         beta1, beta2 = group["betas"]
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         c1 = 1.0 - beta1 ** step
         c2 = (1.0 - beta2 ** step) ** 0.5
         return BnbAdamHyper(
-            codec=np.int64(BNB8), block_size=np.int64(BNB_BLOCK_SIZE), code=np.int64(-1),
+            codec=np.int64(BNB8), block_size=np.int64(BNB_BLOCK_SIZE), code=np.int64(code),
             decay=np.int64(wd > 0),
             decay_factor=f32(1.0 - lr * wd), beta1=f32(beta1), one_minus_beta1=f32(1.0 - beta1),
             beta2=f32(beta2), one_minus_beta2=f32(1.0 - beta2), correction2=f32(c2),
@@ -176,11 +189,22 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
 
     def _update(self, param, grad, state, group):
         state["step"] += 1
-        hyper = tuple(self._hyper(group, state["step"]))
+        bfloat16 = param.dtype.name == "bfloat16"
         if not self.quantized(param):
-            _bnb32_dense(param, grad, (state["state1"].reshape(-1),
-                                       state["state2"].reshape(-1)), hyper)
+            moments = (state["state1"].reshape(-1), state["state2"].reshape(-1))
+            hyper = tuple(self._hyper(group, state["step"]))
+            if not bfloat16:
+                _bnb32_dense(param, grad, moments, hyper)
+                return
+            # p.float(), g.float(), the float32 update, p.copy_(p_float): one rounding
+            wide = to_float32_array(param.view(np.uint16), "bfloat16")
+            _bnb32_dense(wide, to_float32_array(grad.view(np.uint16), "bfloat16"), moments,
+                         hyper)
+            param.view(np.uint16)[...] = from_float32_array(wide, "bfloat16")
             return
+        hyper = tuple(self._hyper(group, state["step"], BFLOAT16 if bfloat16 else -1))
+        if bfloat16:
+            param, grad = param.view(np.uint16), grad.view(np.uint16)
         first, second = ((state[codes].reshape(-1), state[absmax], state[qmap],
                           _lut(state[qmap])) for codes, qmap, absmax, _ in _STATES)
         _bnb8_dense(param, grad, first, second, hyper)

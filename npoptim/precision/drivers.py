@@ -91,44 +91,84 @@ def apply_dense16(rule, param, grad, states, hyper):
             _update16(rule, param, grad, states, hyper, i)
 
 
+def state_columns(states):
+    """``(codes, scales, qmaps, luts)``, each a tuple over the quantized ``states`` (a parallel
+    loop takes tuples of arrays, not tuples of tuples)."""
+    return tuple(tuple(s[k] for s in states) for k in range(4))
+
+
+@overload(state_columns, jit_options=JIT_OPTIONS)
+def _state_columns_jit(states):
+    n = len(states)
+    if n == 2:
+        return lambda states: ((states[0][0], states[1][0]), (states[0][1], states[1][1]),
+                               (states[0][2], states[1][2]), (states[0][3], states[1][3]))
+    if n == 3:
+        return lambda states: ((states[0][0], states[1][0], states[2][0]),
+                               (states[0][1], states[1][1], states[2][1]),
+                               (states[0][2], states[1][2], states[2][2]),
+                               (states[0][3], states[1][3], states[2][3]))
+
+
+def decode_states(codes, scales, qmaps, i, block_size, codec):
+    """``(decode(codes[0], i, ...), ...)``: element ``i``'s float32 value in each quantized
+    state."""
+    return tuple([decode(c, i, q, s, block_size, codec)
+                  for c, s, q in zip(codes, scales, qmaps)])
+
+
+@overload(decode_states, jit_options=JIT_OPTIONS)
+def _decode_states_jit(codes, scales, qmaps, i, block_size, codec):
+    n = len(codes)
+    if n == 2:
+        return lambda codes, scales, qmaps, i, block_size, codec: (
+            decode(codes[0], i, qmaps[0], scales[0], block_size, codec),
+            decode(codes[1], i, qmaps[1], scales[1], block_size, codec))
+    if n == 3:
+        return lambda codes, scales, qmaps, i, block_size, codec: (
+            decode(codes[0], i, qmaps[0], scales[0], block_size, codec),
+            decode(codes[1], i, qmaps[1], scales[1], block_size, codec),
+            decode(codes[2], i, qmaps[2], scales[2], block_size, codec))
+
+
 @driver
-def _update_block(rule, param, grad, first, second, hyper, block):
+def _update_block(rule, param, grad, codes, scales, qmaps, luts, hyper, block):
     size = hyper.block_size
     start = block * size
     count = min(size, param.size - start)
-    codes1, scale1, qmap1, _ = first
-    codes2, scale2, qmap2, _ = second
-    new1 = np.empty(count, np.float32)
-    new2 = np.empty(count, np.float32)
+    new = np.empty((len(codes), count), np.float32)
     for j in range(count):
         i = start + j
-        s = (decode(codes1, i, qmap1, scale1, size, hyper.codec),
-             decode(codes2, i, qmap2, scale2, size, hyper.codec))
+        s = decode_states(codes, scales, qmaps, i, size, hyper.codec)
         if hyper.code >= 0:  # 16-bit params and grads (uint16 bits of the format hyper.code)
-            p, (m, v) = rule(to_float32(param[i], hyper.code), to_float32(grad[i], hyper.code),
-                             s, hyper)
+            p, values = rule(to_float32(param[i], hyper.code),
+                             to_float32(grad[i], hyper.code), s, hyper, i)
             param[i] = from_float32(p, hyper.code)
-        else:
-            p, (m, v) = rule(param[i], grad[i], s, hyper)
+        else:  # (np.float32: the branch is typed for uint16 arrays too, never run there)
+            p, values = rule(np.float32(param[i]), np.float32(grad[i]), s, hyper, i)
             param[i] = p
-        new1[j] = m
-        new2[j] = v
-    encode_state_block(new1, first, start, count, block, hyper.codec)
-    encode_state_block(new2, second, start, count, block, hyper.codec)
+        for k in range(len(codes)):
+            new[k, j] = values[k]
+    for k in range(len(codes)):
+        encode_state_block(new[k], (codes[k], scales[k], qmaps[k], luts[k]), start, count,
+                           block, hyper.codec)
 
 
 @driver(parallel=True)
-def apply_blockwise(rule, param, grad, first, second, hyper):
-    """Apply ``rule`` (``rule(p, g, (s1, s2), h) -> (p, (s1, s2))``) to every element, its two
-    states dequantized from ``first = (codes, scale, qmap, lut)`` and ``second`` (``lut``:
-    bitsandbytes' table, for ``h.codec == BNB8``), and quantize the new states a block at a
-    time (the last block may be short). ``param`` and ``grad`` are float32, or (``h.code``
-    >= 0) ``uint16`` bits of that 16-bit format, the new parameter rounded to nearest. Blocks are independent: the same at any thread
+def apply_blockwise(rule, param, grad, states, hyper):
+    """Apply ``rule`` (the 16-bit rules' shape, ``rule(p, g, s, h, i) -> (p, s)``, on float32
+    values) to every element, its states dequantized from ``states``, a tuple of 2 or 3
+    quantized states ``(codes, scale, qmap, lut)`` (``lut``: bitsandbytes' table, for
+    ``h.codec == BNB8``), and quantize the new states a block at a time (the last block may
+    be short). ``param`` and ``grad`` are float32, or (``h.code >= 0``) ``uint16`` bits of
+    that 16-bit format, the new parameter rounded to nearest (a rule rounding stochastically
+    returns a value of the format: exact). Blocks are independent: the same at any thread
     count."""
     blocks = -(-param.size // hyper.block_size)
+    codes, scales, qmaps, luts = state_columns(states)
     if param.size >= parallel_threshold():
         for b in prange(blocks):
-            _update_block(rule, param, grad, first, second, hyper, b)
+            _update_block(rule, param, grad, codes, scales, qmaps, luts, hyper, b)
     else:
         for b in range(blocks):
-            _update_block(rule, param, grad, first, second, hyper, b)
+            _update_block(rule, param, grad, codes, scales, qmaps, luts, hyper, b)

@@ -59,6 +59,10 @@ class LowPrecision:
 
     sparse_kind = "dense-only"
     roundings = ("per-op", "fused")
+    #: 0-d states torch keeps as float32 tensors (NAdam's ``mu_product``, ASGD's ``eta`` and
+    #: ``mu``): float32 0-d arrays, or of the param's dtype after a ``load_state_dict``, which
+    #: casts them as torch's does (see :func:`scalar_state` and :func:`set_scalar_state`)
+    scalar_states = ()
 
     def _check_param(self, param, where):
         if type(param) is not np.ndarray:
@@ -110,6 +114,12 @@ class LowPrecision:
         return super()._prepare_grad(grad, param, group, where)
 
     def _check_state(self, state, param, group, where):
+        for name in self.scalar_states:
+            value = state.get(name)
+            if (type(value) is not np.ndarray or value.shape != ()
+                    or value.dtype not in (np.float32, param.dtype)):
+                raise ValueError(f"{where}['{name}'] must be a 0-d float32 or {param.dtype} "
+                                 "array")
         for name in self._state_names(group):
             value = state.get(name)
             if value is None:
@@ -127,7 +137,7 @@ class LowPrecision:
         whose values the format holds exactly (torch's 16-bit state widened to float32)."""
         if not isinstance(entry, dict):
             raise ValueError(f"{where} must be a dict")
-        expected = set(self._state_names(group))
+        expected = set(self._state_names(group)) | set(self.scalar_states)
         if self.step_in_state_dict is not None:
             expected.add("step")
         if set(entry) != expected and not (self.creates_missing_state
@@ -141,6 +151,9 @@ class LowPrecision:
                 out[name] = _as_step(value, f"{where}['step']")
                 continue
             arr = np.asarray(value)
+            if name in self.scalar_states:
+                out[name] = _loaded_scalar(arr, param, name_of_format, f"{where}['{name}']")
+                continue
             if arr.shape != param.shape:
                 raise ValueError(f"{where}['{name}'] has shape {arr.shape}, expected "
                                  f"{param.shape}")
@@ -209,3 +222,32 @@ def record16(record, param, group, key=None, **values):
     return record(code=np.int64(LowPrecision._code(param, group)),
                   tail_start=np.int64(tail_start(param, group)), **extra,
                   **{name: np.float32(value) for name, value in values.items()})
+
+
+def _loaded_scalar(arr, param, format, where):
+    """A loaded 0-d scalar state cast to the param's dtype, as torch's ``load_state_dict``
+    casts every floating-point state but ``step`` (rounded to nearest: float32, then the
+    format)."""
+    if arr.shape != () or (arr.dtype.kind != "f" and arr.dtype != param.dtype):
+        raise ValueError(f"{where} must be a 0-d float array, got shape {arr.shape} and dtype "
+                         f"{arr.dtype}")
+    if arr.dtype == param.dtype:
+        return np.array(arr)
+    bits = from_float32_array(arr.astype(np.float32), format)
+    return np.array(bits if param.dtype == np.uint16 else bits.view(param.dtype))
+
+
+def scalar_state(value, format):
+    """The float32 value of a 0-d scalar state (float32, or 16-bit bits of ``format``)."""
+    if value.dtype == np.float32:
+        return np.float32(value)
+    return np.float32(to_float32_array(value, format))
+
+
+def set_scalar_state(target, value, format):
+    """Store the float32 ``value`` in the 0-d scalar state ``target``, rounded to its dtype
+    (torch's ``copy_`` or in-place op on a float32 or 16-bit 0-d tensor)."""
+    if target.dtype == np.float32:
+        target[...] = np.float32(value)
+    else:
+        bits_of(target)[...] = from_float32_array(np.float32(value), format)
