@@ -335,7 +335,7 @@ OPTAX = Flavor(
         "PolyakSGD": {},
         "Muon": dict(bias_correction=True, ns_dtype="param", ns_eps_mode="added",
                      weight_layout="in_out"),
-        "LBFGS": dict(first_step_norm="l2", curvature_condition=False),
+        "LBFGS": dict(first_step_norm="l2", curvature_condition=False, measured_step=True),
         "RAdam": dict(eps_mode="bias_corrected", rectify_threshold_inclusive=True),
         "NAdam": dict(momentum_schedule="none", state_dtype="param"),
         # torch's math; optax 0.2.8's rprop has a bug (tests/data/framework_known_bugs.json)
@@ -544,16 +544,21 @@ OPTAX = Flavor(
                                                              "scaling is implemented"),
                          "muon_weight_dimension_numbers": ((None,), "npoptim's Muon takes "
                                                                     "2-D parameters only")}),
-        # optax.lbfgs without its line search: one iteration per update, no tolerance tests
+        # optax.lbfgs: one iteration per update, no tolerance tests; linesearch "zoom" (its
+        # default) is scale_by_zoom_linesearch with the keywords below (npoptim's zoom), None
+        # the fixed step
         "lbfgs": FrameworkOptimizer(
             "LBFGS", {"learning_rate": ("lr", "none_is_one"), "memory_size": "history_size",
-                      "scale_init_precond": "scale_init_precond"},
-            dict(learning_rate=None, memory_size=10, scale_init_precond=True, linesearch=None),
-            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf,
-                       line_search_fn=None),
-            unsupported={"linesearch": ((None,), "optax's zoom line search (its default, "
-                                                 "scale_by_zoom_linesearch) is not "
-                                                 "implemented: pass linesearch=None")}),
+                      "scale_init_precond": "scale_init_precond",
+                      "linesearch": ("line_search_fn", "optax_linesearch"),
+                      **{k: k for k in ("max_linesearch_steps", "max_learning_rate",
+                                        "increase_factor", "slope_rtol", "curv_rtol",
+                                        "approx_dec_rtol", "stepsize_precision",
+                                        "initial_guess_strategy")},
+                      "tol": "linesearch_tol"},
+            dict(learning_rate=None, memory_size=10, scale_init_precond=True,
+                 linesearch="zoom", max_linesearch_steps=20),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf)),
         "radam": FrameworkOptimizer(
             "RAdam", _OPTAX_ADAM_NAMES,
             dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
@@ -686,9 +691,9 @@ OPTAX = Flavor(
                              "npoptim.flavors._no_warmup); no r",
         "PolyakSGD": "npoptim's math (optax's code: the scaling, npoptim's lr, divides the "
                      "Polyak ratio); the loss is update's value=",
-        "LBFGS": "linesearch=None only (optax's default zoom line search is not implemented); "
-                 "one iteration per step; first step min(1, 1/|g|_2) lr (torch: |g|_1); every "
-                 "pair stored (torch: only if y.s > 1e-10); history 10",
+        "LBFGS": "optax's zoom line search (line_search_fn='zoom', its default; linesearch="
+                 "None: the fixed step); one iteration per step; first step min(1, 1/|g|_2) lr "
+                 "(torch: |g|_1); every pair stored (torch: only if y.s > 1e-10); history 10",
         "Muon": "bias-corrected momentum (count state); Newton-Schulz in the parameter's dtype "
                 "(torch: bfloat16) with X/(|X|+eps); the shape scale sqrt(max(1, fan_out/"
                 "fan_in)) of a (fan_in, fan_out) matrix; eps 1e-8, weight_decay 0",
@@ -1035,6 +1040,7 @@ def _consistent_rms_to_adjust_lr_fn(value):
 #: Names whose framework value is a function of npoptim's: (to npoptim, to the framework).
 _CONVERSIONS = {
     "none_is_one": (lambda v: 1.0 if v is None else v, lambda v: v),  # optax lbfgs's lr
+    "optax_linesearch": (lambda v: _optax_linesearch(v), lambda v: v),  # optax lbfgs's
     "none_is_zero": (lambda v: 0.0 if v is None else v, lambda v: v),  # TF FtrlOptimizer beta
     "consistent_rms": (_consistent_rms_to_adjust_lr_fn,
                        lambda v: 0.2 if v == "match_rms_adamw" else None),
@@ -1055,7 +1061,8 @@ _CONVERSIONS = {
 }
 
 #: Conversions whose framework None is a value (not "take the default").
-_NONE_IS_A_VALUE = {"nullable", "none_is_inf", "momentum_dtype"}
+_NONE_IS_A_VALUE = {"nullable", "none_is_inf", "momentum_dtype",
+                    "optax_linesearch"}  # (optax lbfgs's linesearch=None: no line search)
 
 
 def _momentum_dtype(dtype):
@@ -1068,6 +1075,15 @@ def _momentum_dtype(dtype):
         return "float32"
     raise ValueError(f"optax adafactor dtype_momentum={dtype!r}: float32 or None (the "
                      "parameter's dtype) are implemented")
+
+
+def _optax_linesearch(value):
+    """optax lbfgs's ``linesearch``: ``"zoom"`` (its default, ``scale_by_zoom_linesearch``;
+    npoptim ``line_search_fn="zoom"``) or None (no line search)."""
+    if value in (None, "zoom"):
+        return value
+    raise ValueError(f"optax: linesearch={value!r}: 'zoom' (optax's scale_by_zoom_linesearch, "
+                     "its keywords given to from_framework) or None are implemented")
 
 
 def _no_warmup(steps):

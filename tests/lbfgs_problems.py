@@ -47,6 +47,15 @@ def rosenbrock(params, k):
     return float(loss), split(g, params)
 
 
+def wavy(params, k):
+    """0.05 |x|^2 + 0.3 sum sin(2 x_i + i): nonconvex, so fixed steps meet pairs with
+    y.s < 0, which optax keeps and torch drops (the optax flavor's tests)."""
+    x = flat(params)
+    i = np.arange(x.size)
+    loss = 0.05 * np.sum(x * x) + 0.3 * np.sum(np.sin(2 * x + i))
+    return float(loss), split(0.1 * x + 0.6 * np.cos(2 * x + i), params)
+
+
 def split(flat_grad, params):
     out, offset = [], 0
     for p in params:

@@ -153,11 +153,70 @@ OPTAX_NAMED = {"hessian_diagonal_fn": {"squared-gradient": optax_squared_gradien
 OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval")}
 
 
+#: optax.lbfgs's default line search (alias.py): the zoom keywords of a case complete it.
+OPTAX_LBFGS_ZOOM = dict(max_linesearch_steps=20, initial_guess_strategy="one")
+
+
+def optax_lbfgs_make_step(kwargs):
+    """optax.lbfgs as its users run it on an objective (alias.py's example): ``tx.update(grads,
+    state, params, value=loss, grad=grads, value_fn=f)``, then ``optax.apply_updates``. The
+    case's ``linesearch`` is ``"zoom"`` (``scale_by_zoom_linesearch`` with the case's zoom
+    keywords over optax.lbfgs's defaults), None, or for a torch case ``"strong_wolfe"``: optax's
+    strong-Wolfe search is its zoom. ``f`` is the case objective through the replay's closure
+    (``optax_compare.numpy_value_fn``: the objective's float64 formula as the case defines it,
+    not XLA's sums); the lr is constant in these cases."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from optax_compare import numpy_value_fn
+    jax.config.update("jax_enable_x64", True)
+    kwargs = dict(kwargs)
+    linesearch = kwargs.pop("linesearch", "zoom")
+    zoom = {k: kwargs.pop(k) for k in list(kwargs) if k in set(inspect.signature(
+        optax.scale_by_zoom_linesearch).parameters)}
+    lr = kwargs.get("learning_rate")
+
+    def make_step(params, _hyper):
+        search = None if linesearch is None else optax.scale_by_zoom_linesearch(
+            **dict(OPTAX_LBFGS_ZOOM, **zoom))
+        tx = optax.lbfgs(**kwargs, linesearch=search)
+        state = {"params": [jnp.asarray(p) for p in params]}
+        state["opt"] = tx.init(state["params"])
+        closure = []
+
+        def at(xs, _k):  # the replay's closure evaluates at ``params``: move them there
+            saved = [p.copy() for p in params]
+            for p, x in zip(params, xs):
+                p[...] = x
+            try:
+                return closure[0]()
+            finally:
+                for p, s in zip(params, saved):
+                    p[...] = s
+        value_fn = numpy_value_fn(at, params)
+
+        def step(objective, step_lr):
+            assert lr is None or step_lr == lr, "optax.lbfgs replays a constant lr"
+            closure[:] = [objective]
+            value, grads = objective()
+            grads = [jnp.asarray(g) for g in grads]
+            extra = {} if search is None else dict(grad=grads, value_fn=value_fn,
+                                                   k=jnp.asarray(0.0))
+            updates, state["opt"] = tx.update(grads, state["opt"], state["params"],
+                                              value=jnp.asarray(value), **extra)
+            state["params"] = optax.apply_updates(state["params"], updates)
+            params[:] = [np.array(x) for x in state["params"]]  # (what the closure reads)
+        return step
+    return make_step
+
+
 def optax_make_step(name, kwargs):
     import jax
     import jax.numpy as jnp
     import optax
     jax.config.update("jax_enable_x64", True)
+    if name == "lbfgs":  # a closure-driven case: the zoom line search needs value_fn
+        return optax_lbfgs_make_step(kwargs)
     kwargs = {k: OPTAX_NAMED[k][v]() if k in OPTAX_NAMED else v for k, v in kwargs.items()}
 
     # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step

@@ -34,8 +34,8 @@ import npoptim
 import optax_contrib
 from npoptim import flavors
 from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
-                            order_sensitivity_failures, rosenbrock, split, start_params,
-                            torch_trajectory, trajectory)
+                            order_sensitivity_failures, rosenbrock, start_params,
+                            torch_trajectory, trajectory, wavy)
 from torch_compare import needs_torch, rel_error, torch, torch_state_dict
 
 STEPS = 20
@@ -314,15 +314,6 @@ OPTAX_CONFIGS = {
 }
 
 
-def wavy(params, k):
-    """0.05 |x|^2 + 0.3 sum sin(2 x_i + i): nonconvex, so fixed steps meet pairs with
-    y.s < 0, which optax keeps and torch drops."""
-    x = flat(params)
-    i = np.arange(x.size)
-    loss = 0.05 * np.sum(x * x) + 0.3 * np.sum(np.sin(2 * x + i))
-    return float(loss), split(0.1 * x + 0.6 * np.cos(2 * x + i), params)
-
-
 # without a line search L-BFGS on the drifting target is chaotic (its pairs mix different
 # objectives; XLA's and MKL's dot orders drift apart to 1e-1 within 20 steps): a fixed one
 OPTAX_OBJECTIVES = {"quartic": lambda params, k: drifting_quartic(params, 0),
@@ -370,8 +361,9 @@ def test_optax_flavor_switches_and_refusals():
     assert opt.defaults["tolerance_grad"] == -np.inf and opt.defaults["lr"] == 1.0
     assert "curvature_condition" not in npoptim.LBFGS([np.zeros(3)]).state_dict()[
         "param_groups"][0]
-    with pytest.raises(ValueError, match="zoom line search"):
-        flavors.from_framework("optax", "lbfgs", [np.zeros(3)], linesearch="zoom")
+    # linesearch: optax's zoom (its default) or None; tests/test_lbfgs_zoom.py has the zoom
+    with pytest.raises(ValueError, match="'zoom'"):
+        flavors.from_framework("optax", "lbfgs", [np.zeros(3)], linesearch="backtracking")
     with pytest.raises(ValueError, match="first_step_norm must be one of"):
         npoptim.LBFGS([np.zeros(3)], first_step_norm="l3")
     # the first step: min(1, 1/|g|_2) lr (torch: |g|_1)

@@ -36,7 +36,10 @@ from npoptim.golden.inputs import case_seed
 GENERATED = ("keras", "optax", "onnx", "tfjs")
 
 #: Rows of a flavor that no torch row has, for a hyperparameter torch lacks; their cases have
-#: no torch counterpart. Names as in the torch table (``<flavor>/`` is prefixed).
+#: no torch counterpart, except a row named as a torch row of its optimizer: that row's *twin*
+#: (its inputs, seed and objective; the torch case must fail it), for a framework that computes
+#: the row's problem in its own way (optax.lbfgs: one iteration per update, its zoom line
+#: search). Names as in the torch table (``<flavor>/`` is prefixed).
 FLAVOR_ROWS = {
     "onnx": {"Adam": (table.Row(
         "Adam", "post-weight-decay", "ONNX Adam's norm_coefficient_post (npoptim "
@@ -84,7 +87,25 @@ FLAVOR_ROWS = {
                   "dimensions (axes 0 and 2).",
                   dict(lr=1e-2, parameter_scale=False, d=1.5, beta2_decay=-0.5,
                        decay_offset=-2, min_dim_size_to_factor=3),
-                  shapes=((4, 3, 5), (3, 4)), steps=10, flavor="optax"),)},
+                  shapes=((4, 3, 5), (3, 4)), steps=10, flavor="optax"),),
+        "LBFGS": (
+        table.Row("LBFGS", "strong-wolfe", "optax.lbfgs(memory_size=5) on the strong-wolfe "
+                  "row's problem: one L-BFGS iteration per update with optax's zoom line search "
+                  "(scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="
+                  "'one'), npoptim line_search_fn='zoom').",
+                  dict(lr=1.0, history_size=5), shapes=((3, 5), (4,)),
+                  objective="separable-quartic", dtypes=("float64",),
+                  tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
+        table.Row("LBFGS", "short-history", "optax.lbfgs(learning_rate=0.5, memory_size=2) on "
+                  "the short-history row's problem, the zoom line search with its Wolfe "
+                  "constants changed (slope_rtol 0.3, curv_rtol 0.1: the zoom interpolates) and "
+                  "at most 3 steps (max_linesearch_steps: some searches end on the fallback).",
+                  dict(lr=0.5, history_size=2, slope_rtol=0.3, curv_rtol=0.1,
+                       max_linesearch_steps=3), shapes=((6,),), objective="separable-quartic",
+                  dtypes=("float64",), tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
+    )},
 }
 
 
@@ -115,10 +136,7 @@ NOT_GENERATED = {
     "optax": {"Muon": "the replay of flavor cases runs optax eagerly, where optax.contrib.muon's "
                       "Newton-Schulz iterations take about 30 s a case (measured: 2 cases in 63 "
                       "s; with the torch twins about 6 minutes of CI); tests/test_muon.py checks "
-                      "the optax flavor against optax.contrib.muon jitted, float64, 24 steps",
-              "LBFGS": "the replay of flavor cases steps optimizers with gradients, not "
-                       "closures; the optax flavor is checked against optax.lbfgs in "
-                       "tests/test_lbfgs.py"},
+                      "the optax flavor against optax.contrib.muon jitted, float64, 24 steps"},
 }
 
 
@@ -173,7 +191,8 @@ def candidate_rows(flavor, optimizer):
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=(), tolerance=FLAVOR_TOLERANCE.get(
                                             (flavor, optimizer), row.tolerance)), row))
-    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
+    twins = {row.name: row for row in table.TABLE[optimizer]}
+    out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), twins.get(row.name))
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
 

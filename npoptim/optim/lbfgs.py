@@ -20,7 +20,18 @@ Each iteration:
    refined by a line search satisfying the *strong Wolfe* conditions
    (``"strong_wolfe"``: sufficient decrease :math:`f(x+td) \le f + c_1 t\,g^\top d` and
    curvature :math:`|g(x+td)^\top d| \le c_2 |g^\top d|`, :math:`c_1=10^{-4}, c_2=0.9`),
-   by bracketing and cubic interpolation (:func:`strong_wolfe`).
+   by bracketing and cubic interpolation (:func:`strong_wolfe`). ``"zoom"`` (not torch's) is
+   optax's zoom line search (:mod:`npoptim.optim.zoom_linesearch`) along :math:`u = t d`, from
+   a step of 1 (``initial_guess_strategy="one"``; ``"keep"``: the last step found), with
+   optax's hyperparameters under optax's names and defaults: ``max_linesearch_steps`` 20,
+   ``max_learning_rate`` None, ``linesearch_tol`` (optax's ``tol``) 0, ``increase_factor``
+   2, ``slope_rtol`` 1e-4, ``curv_rtol`` 0.9, ``approx_dec_rtol`` 1e-6 (approximate Wolfe),
+   ``stepsize_precision`` 1e-5; the step is then :math:`x \leftarrow x + \eta u` and the
+   state keeps :math:`u` as ``d``, :math:`\eta` as ``t`` and as ``stepsize`` (optax's
+   ``learning_rate`` state). Its evaluations are bounded by ``max_linesearch_steps``, not by
+   ``max_eval`` (they count towards ``func_evals``). The trial points are
+   :math:`x + \eta u` with one rounding (as XLA fuses them in optax's loop), the step
+   :math:`x + (\eta u)` with two (as ``optax.apply_updates`` adds the update).
 3. :math:`x \leftarrow x + t d`; stop when ``max_iter`` or ``max_eval`` is reached, the
    gradient's largest entry is within ``tolerance_grad``, or the step or the change of loss
    is within ``tolerance_change``.
@@ -57,8 +68,9 @@ test suite finds out which by a probe (``tests/cpu_probe.py``) and keeps torch's
 recorded on each kind of CPU (``tests/data/torch_cpu_records.json``).
 
 **Convention switches** (see :mod:`npoptim.flavors`). ``flavor="optax"`` is ``optax.lbfgs``
-0.2.8 with ``linesearch=None`` (google-deepmind/optax optax/_src/alias.py ``lbfgs`` and
-optax/_src/transform.py ``scale_by_lbfgs``): one iteration per step (``max_iter=1``, no
+0.2.8 (google-deepmind/optax optax/_src/alias.py ``lbfgs``, optax/_src/transform.py
+``scale_by_lbfgs`` and optax/_src/linesearch.py ``scale_by_zoom_linesearch``): one iteration
+per step (``max_iter=1``, no
 tolerance tests: ``tolerance_grad = tolerance_change = -inf``), ``history_size`` 10, lr 1, and
 
 * ``first_step_norm="l2"``: the first step is :math:`\min(1, 1/\|g\|_2)\,\mathrm{lr}` (torch:
@@ -67,11 +79,17 @@ tolerance tests: ``tolerance_grad = tolerance_change = -inf``), ``history_size``
   :math:`y^\top s > 10^{-10}`), with :math:`\rho = 0` where :math:`y^\top s = 0`, and
   :math:`H_0 = y^\top s / y^\top y` of the newest pair (1 where :math:`y^\top y = 0`);
 * ``scale_init_precond=False`` (optax's option; torch always scales): :math:`H_0 = 1` and the
-  first step is ``lr``.
-
-Not reproduced: optax's default line search, ``scale_by_zoom_linesearch`` (a zoom search
-with its own initial guess and curvature test, not torch's ``strong_wolfe``): the optax
-flavor is the fixed-step form and refuses any other ``linesearch``.
+  first step is ``lr``;
+* ``measured_step=True``: the pair's :math:`s` is the parameters' change as rounded,
+  :math:`x_{k+1} - x_k` (optax's ``diff_params``; torch: :math:`t d`); they differ by the
+  rounding of the addition, which is large relative to a tiny step (a line search that
+  ended far below 1), and the pairs carry it;
+* ``line_search_fn="zoom"``: optax.lbfgs's default line search,
+  ``scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="one")``
+  (``from_framework("optax", "lbfgs", params, linesearch=None)`` is the fixed step; the zoom's
+  keywords, e.g. ``curv_rtol=0.1``, are ``from_framework`` keywords too, ``tol`` as
+  ``linesearch_tol``). The closure gives what optax's ``value_fn`` gives: the loss (and the
+  gradient) at each trial point.
 
 A step is atomic: if the closure raises or returns an invalid gradient, the parameters and
 the state are restored to what they were before the step, and the error propagates.
@@ -86,6 +104,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, _check_param, flat_view, step_arguments
 from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.zoom_linesearch import zoom_linesearch
 
 
 # ------------------------------------------------------------- torch's vector arithmetic
@@ -326,11 +345,19 @@ def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
 
 
+#: The zoom line search's hyperparameters and their defaults (optax.lbfgs's
+#: ``scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="one")``;
+#: ``linesearch_tol`` is optax's ``tol``).
+ZOOM_DEFAULTS = {"max_linesearch_steps": 20, "max_learning_rate": None, "linesearch_tol": 0.0,
+                 "increase_factor": 2.0, "slope_rtol": 1e-4, "curv_rtol": 0.9,
+                 "approx_dec_rtol": 1e-6, "stepsize_precision": 1e-5,
+                 "initial_guess_strategy": "one"}
+
 # state entries holding flat vectors, lists of them, and lists of scalars
 _VECTORS = ("d", "prev_flat_grad")
 _VECTOR_LISTS = ("old_dirs", "old_stps")
 _SCALAR_LISTS = ("ro", "al")
-_SCALARS = ("t", "H_diag", "prev_loss")
+_SCALARS = ("t", "H_diag", "prev_loss", "stepsize")
 _COUNTERS = ("func_evals", "n_iter")
 _STATE_KEYS = _COUNTERS + _VECTORS + _VECTOR_LISTS + _SCALAR_LISTS + _SCALARS
 
@@ -346,14 +373,19 @@ class LBFGS(Optimizer):
 
     step_in_state_dict = None
 
-    #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
+    #: The convention switches and their torch values (see :mod:`npoptim.flavors`); the zoom
+    #: line search's hyperparameters (optax's names and defaults) are left out of torch's
+    #: groups the same way at their defaults, which leave torch's math alone.
     torch_conventions = {"first_step_norm": "l1", "curvature_condition": True,
-                         "scale_init_precond": True}
+                         "scale_init_precond": True, "measured_step": False, **ZOOM_DEFAULTS}
 
     @flavored
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None, *,
-                 first_step_norm="l1", curvature_condition=True, scale_init_precond=True):
+                 first_step_norm="l1", curvature_condition=True, scale_init_precond=True,
+                 measured_step=False, max_linesearch_steps=20, max_learning_rate=None,
+                 linesearch_tol=0.0, increase_factor=2.0, slope_rtol=1e-4, curv_rtol=0.9,
+                 approx_dec_rtol=1e-6, stepsize_precision=1e-5, initial_guess_strategy="one"):
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
@@ -363,7 +395,15 @@ class LBFGS(Optimizer):
                                       line_search_fn=line_search_fn,
                                       first_step_norm=first_step_norm,
                                       curvature_condition=curvature_condition,
-                                      scale_init_precond=scale_init_precond))
+                                      scale_init_precond=scale_init_precond,
+                                      measured_step=measured_step,
+                                      max_linesearch_steps=max_linesearch_steps,
+                                      max_learning_rate=max_learning_rate,
+                                      linesearch_tol=linesearch_tol,
+                                      increase_factor=increase_factor, slope_rtol=slope_rtol,
+                                      curv_rtol=curv_rtol, approx_dec_rtol=approx_dec_rtol,
+                                      stepsize_precision=stepsize_precision,
+                                      initial_guess_strategy=initial_guess_strategy))
 
     def add_param_group(self, param_group):
         if self.param_groups:
@@ -375,7 +415,19 @@ class LBFGS(Optimizer):
         if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         check_choice(group, "first_step_norm", ("l1", "l2"))
-        check_flag(group, "curvature_condition", "scale_init_precond")
+        check_flag(group, "curvature_condition", "scale_init_precond", "measured_step")
+        check_choice(group, "initial_guess_strategy", ("one", "keep"))
+        steps = group["max_linesearch_steps"]
+        if not isinstance(steps, numbers.Integral) or isinstance(steps, bool) or steps < 1:
+            raise ValueError(f"max_linesearch_steps must be an int >= 1, got {steps!r}")
+        for name in ("linesearch_tol", "slope_rtol", "curv_rtol", "stepsize_precision",
+                     "increase_factor", "approx_dec_rtol", "max_learning_rate"):
+            value = group[name]
+            if value is None and name in ("approx_dec_rtol", "max_learning_rate"):
+                continue
+            if (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                    or not value >= 0 or (name == "max_learning_rate" and value == 0)):
+                raise ValueError(f"Invalid {name}: {value!r}")
 
     # ------------------------------------------------------------------- flat vectors
     @property
@@ -423,6 +475,10 @@ class LBFGS(Optimizer):
                     flat.dtype, copy=False))
             offset += p.size
 
+    def _flat_params(self):
+        return np.concatenate([p.reshape(-1) for p in self.param_groups[0]["params"]]).astype(
+            self._dtype, copy=False)
+
     def _clone_param(self):
         return [p.copy() for p in self.param_groups[0]["params"]]
 
@@ -449,8 +505,9 @@ class LBFGS(Optimizer):
                             "returning (loss, grads); it evaluates the loss several times")
         group = self.param_groups[0]
         self._check_group(group)
-        if group["line_search_fn"] is not None and group["line_search_fn"] != "strong_wolfe":
-            raise RuntimeError("only 'strong_wolfe' is supported")
+        if group["line_search_fn"] not in (None, "strong_wolfe", "zoom"):
+            raise RuntimeError("only 'strong_wolfe' is supported (and npoptim's 'zoom', "
+                               "optax's zoom line search)")
         for i, p in enumerate(group["params"]):
             _check_param(p, f"params[{i}]")
         saved = self._clone_param()
@@ -492,6 +549,7 @@ class LBFGS(Optimizer):
         H_diag = state.get("H_diag")
         prev_flat_grad = state.get("prev_flat_grad")
         prev_loss = state.get("prev_loss")
+        stepsize = state.get("stepsize")  # the zoom line search's last step (optax's state)
 
         n_iter = 0
         while n_iter < max_iter:
@@ -540,10 +598,12 @@ class LBFGS(Optimizer):
             prev_loss = loss
 
             # ---- step length
+            first_scale = None
             if total_iter == 1 and scale_init_precond:
                 norm = (torch_sum(np.abs(flat_grad)) if group["first_step_norm"] == "l1"
                         else np.sqrt(dot(flat_grad, flat_grad)))
-                t = min(1.0, 1.0 / norm) * lr
+                first_scale = min(1.0, 1.0 / norm)
+                t = first_scale * lr
             else:
                 t = lr
             gtd = dot(flat_grad, d)
@@ -551,7 +611,20 @@ class LBFGS(Optimizer):
                 break
 
             ls_func_evals = 0
-            if line_search_fn is not None:
+            x_before = self._flat_params() if group["measured_step"] else None
+            if line_search_fn == "zoom":
+                # optax's order: the direction scaled (first step), times lr, then searched
+                # from a step of 1 (or the last step, initial_guess_strategy="keep")
+                if first_scale is not None:
+                    d = d * dtype(first_scale)
+                d = d * dtype(lr)
+                guess = (1.0 if group["initial_guess_strategy"] == "one" or stepsize is None
+                         else stepsize)
+                t, loss, flat_grad, ls_func_evals = self._zoom(closure, group, d, loss,
+                                                               flat_grad, guess)
+                stepsize = t
+                opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+            elif line_search_fn is not None:
                 x_init = self._clone_param()
 
                 def obj_func(x, t, d):
@@ -573,6 +646,8 @@ class LBFGS(Optimizer):
 
             current_evals += ls_func_evals
             func_evals += ls_func_evals
+            if x_before is not None:  # the step as the parameters moved (optax's diff_params)
+                d, t = self._flat_params() - x_before, 1.0
 
             # ---- stopping conditions
             if n_iter == max_iter:
@@ -591,8 +666,35 @@ class LBFGS(Optimizer):
             new_state["al"] = al
         new_state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag,
                          prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        if stepsize is not None:
+            new_state["stepsize"] = stepsize
         self.state[0] = new_state
         return orig_loss
+
+    def _zoom(self, closure, group, direction, loss, flat_grad, guess):
+        """optax's zoom line search along ``direction`` (:func:`zoom_linesearch`); moves the
+        parameters by the step found, as ``optax.apply_updates`` adds ``eta * direction``.
+        Returns ``(eta, loss, flat_grad, evaluations)`` (loss and gradient at the step)."""
+        x_init = self._clone_param()
+
+        def phi(eta):
+            value, grad = self._directional_evaluate(closure, x_init, eta, direction)
+            return value, dot(grad, direction), grad
+
+        eta, loss, flat_grad, evaluations = zoom_linesearch(
+            phi, loss, dot(flat_grad, direction), flat_grad, guess,
+            max_linesearch_steps=group["max_linesearch_steps"],
+            max_learning_rate=group["max_learning_rate"], tol=group["linesearch_tol"],
+            increase_factor=group["increase_factor"], slope_rtol=group["slope_rtol"],
+            curv_rtol=group["curv_rtol"], approx_dec_rtol=group["approx_dec_rtol"],
+            stepsize_precision=group["stepsize_precision"])
+        update = direction * self._dtype.type(eta)  # x + (eta u), rounded twice as in optax
+        offset = 0
+        for p in self.param_groups[0]["params"]:
+            with flat_view(p) as flat:
+                flat += update[offset:offset + p.size].astype(flat.dtype, copy=False)
+            offset += p.size
+        return eta, loss, flat_grad, evaluations
 
     def _update(self, param, grad, state, group):
         raise TypeError("LBFGS updates all parameters together: use step(closure)")
