@@ -128,16 +128,12 @@ def expressible(flavor, optimizer):
 
 #: (flavor, optimizer) -> the tolerance of its cases from torch rows, where the flavor takes
 #: away the reason for the rows' own: Keras's Muon orthogonalizes in the parameter's dtype
-#: (``ns_dtype="param"``), not in torch's bfloat16 (``cases.MUON_TOLERANCE``), so the defaults.
-FLAVOR_TOLERANCE = {("keras", "Muon"): None}
+#: (``ns_dtype="param"``), not in torch's bfloat16 (``cases.MUON_TOLERANCE``), so the defaults;
+#: so does optax.contrib.muon.
+FLAVOR_TOLERANCE = {("keras", "Muon"): None, ("optax", "Muon"): None}
 
 #: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
-NOT_GENERATED = {
-    "optax": {"Muon": "the replay of flavor cases runs optax eagerly, where optax.contrib.muon's "
-                      "Newton-Schulz iterations take about 30 s a case (measured: 2 cases in 63 "
-                      "s; with the torch twins about 6 minutes of CI); tests/test_muon.py checks "
-                      "the optax flavor against optax.contrib.muon jitted, float64, 24 steps"},
-}
+NOT_GENERATED = {}
 
 
 def optimizers(flavor):
