@@ -17,9 +17,10 @@ from npoptim.precision.rmsprop import RMSprop
 from npoptim.precision.rprop import Rprop
 from npoptim.precision.scaler import GradScaler
 from npoptim.precision.sgd import SGD
+from npoptim.precision.sparse_adam import SparseAdam
 
 __all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "NAdam", "RAdam",
            "ASGD", "Rprop", "KahanAdamW",
            "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
-           "BnbAdam8bit", "BnbAdamW8bit"]
+           "BnbAdam8bit", "BnbAdamW8bit", "SparseAdam"]

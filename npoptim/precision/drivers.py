@@ -69,9 +69,10 @@ def _encode_each_jit(values, code):
 
 
 @driver
-def _update16(rule, param, grad, states, hyper, i):
+def _update16(rule, param, g, states, hyper, i):
+    """Element ``i`` updated with the gradient bits ``g``."""
     code = hyper.code
-    p, values = rule(to_float32(param[i], code), to_float32(grad[i], code),
+    p, values = rule(to_float32(param[i], code), to_float32(g, code),
                      decode_each(load_state(states, i), code), hyper, i)
     param[i] = from_float32(p, code)
     store_state(states, i, encode_each(values, code))
@@ -85,10 +86,34 @@ def apply_dense16(rule, param, grad, states, hyper):
     n = param.size
     if n >= parallel_threshold():
         for i in prange(n):
-            _update16(rule, param, grad, states, hyper, i)
+            _update16(rule, param, grad[i], states, hyper, i)
     else:
         for i in range(n):
-            _update16(rule, param, grad, states, hyper, i)
+            _update16(rule, param, grad[i], states, hyper, i)
+
+
+@driver
+def _update_row16(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, j):
+    base = rows[j] * ncols
+    for k in range(row_ptr[j], row_ptr[j + 1]):
+        _update16(rule, param, data[k], states, hyper, base + indices[k])
+
+
+@driver(parallel=True)
+def apply_rows16(rule, param, ncols, rows, row_ptr, indices, data, states, hyper):
+    """Apply the float32 ``rule`` to the stored entries of a canonical CSR gradient, the
+    ``uint16`` arrays ``param``, ``data`` and ``states`` as :func:`apply_dense16` takes them,
+    the gradient's touched rows as :func:`npoptim.kernels.drivers.apply_rows` takes them.
+    Touched rows are distinct and element-wise: the same at any thread count."""
+    n = rows.size
+    if n == 0:
+        return
+    if row_ptr[n] >= parallel_threshold():
+        for j in prange(n):
+            _update_row16(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, j)
+    else:
+        for j in range(n):
+            _update_row16(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, j)
 
 
 def state_columns(states):

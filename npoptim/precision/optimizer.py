@@ -216,8 +216,9 @@ def rounded_scalar(value, code):
 
 
 def tail_start(param, group):
-    """The first element of torch's scalar remainder loop (``param.size`` without one)."""
-    lanes = group["torch_cpu_lanes"]
+    """The first element of torch's scalar remainder loop (``param.size`` without one, or
+    for an optimizer without the option)."""
+    lanes = group.get("torch_cpu_lanes")
     return param.size if lanes is None else param.size - param.size % lanes
 
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.drivers import prefetch, prefetch_span
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import driver, kernel
 from npoptim.sparse.csrscan import scan_canonical
 
 
@@ -90,29 +90,58 @@ def _csr_check(indptr, indices, ncols, stored):
 
 
 @kernel
-def _coalesce_rows(indptr, indices, data):
-    """Sort each row's columns and sum duplicate entries in their stored order."""
+def coalesce_order(indptr, indices):
+    """The canonical ``(indptr, indices)`` of a valid CSR gradient and where its entries go:
+    stored entry ``order[t]`` is summed into canonical entry ``slot[t]`` (row by row, columns
+    sorted stably: a slot's entries in their stored order; ``slot`` never decreases)."""
     nrows = indptr.size - 1
     nnz = indptr[nrows]
     out_indptr = np.zeros(nrows + 1, np.int64)
     out_indices = np.empty(nnz, np.int64)
-    out_data = np.empty(nnz, data.dtype)
+    order = np.empty(nnz, np.int64)
+    slot = np.empty(nnz, np.int64)
     n = 0
+    t = 0
     for row in range(nrows):
         start = indptr[row]
-        order = np.argsort(indices[start:indptr[row + 1]], kind="mergesort")
         previous = -1
-        for offset in order:
+        for offset in np.argsort(indices[start:indptr[row + 1]], kind="mergesort"):
             k = start + offset
-            if indices[k] == previous:
-                out_data[n - 1] += data[k]
-            else:
+            if indices[k] != previous:
                 previous = indices[k]
                 out_indices[n] = previous
-                out_data[n] = data[k]
                 n += 1
+            order[t] = k
+            slot[t] = n - 1
+            t += 1
         out_indptr[row + 1] = n
-    return out_indptr, out_indices[:n], out_data[:n]
+    return out_indptr, out_indices[:n], order, slot
+
+
+@driver
+def sum_by_slot(add, data, order, slot, out, code):
+    """``out[slot[t]]``: the first of its entries ``data[order[t]]``, then
+    ``add(out[slot[t]], data[order[t]], code)`` of each other in turn (see
+    :func:`coalesce_order`)."""
+    for t in range(order.size):
+        if t == 0 or slot[t] != slot[t - 1]:
+            out[slot[t]] = data[order[t]]
+        else:
+            out[slot[t]] = add(out[slot[t]], data[order[t]], code)
+
+
+@kernel
+def _add(a, b, code):
+    return a + b
+
+
+@kernel
+def _coalesce_rows(indptr, indices, data):
+    """Sort each row's columns and sum duplicate entries in their stored order."""
+    out_indptr, out_indices, order, slot = coalesce_order(indptr, indices)
+    out_data = np.empty(out_indices.size, data.dtype)
+    sum_by_slot(_add, data, order, slot, out_data, 0)
+    return out_indptr, out_indices, out_data
 
 
 @kernel
@@ -150,11 +179,13 @@ def is_csr(grad):
     return is_sparse(grad) and grad.format == "csr"
 
 
-def as_row_gradient(grad, param_shape, dtype, where="grad"):
+def as_row_gradient(grad, param_shape, dtype, where="grad", coalesce=None):
     """Validate a CSR gradient for a parameter and return it as a canonical :class:`RowGradient`.
 
     Raises ``TypeError`` or ``ValueError`` naming ``where`` and the defect. The caller's arrays
-    are never modified; a copy is made only when entries must be sorted or summed.
+    are never modified; a copy is made only when entries must be sorted or summed, by
+    ``coalesce(indptr, indices, data) -> (indptr, indices, data)`` of the checked arrays
+    (default: sums in ``dtype``'s arithmetic; 16-bit formats pass their own).
     """
     if not is_csr(grad):
         kind = getattr(grad, "format", type(grad).__name__)
@@ -205,7 +236,7 @@ def as_row_gradient(grad, param_shape, dtype, where="grad"):
         raise ValueError(f"{where}: CSR column index {indices[at]} at position {at} is out of "
                          f"range [0, {expected[1]})")
     if code == _UNSORTED:
-        indptr, indices, data = _coalesce_rows(indptr, indices, data)
+        indptr, indices, data = (coalesce or _coalesce_rows)(indptr, indices, data)
     else:
         nnz = int(indptr[-1])
         indices, data = indices[:nnz], data[:nnz]
