@@ -136,7 +136,7 @@ def _wrong_make_step(case, **override):
     ("SAM/sgd-momentum/float32", dict(rho=0.12), 1, "params[0]"),
     ("SAM/adam-two-ascents/float64", dict(adversarial_steps=1), 1, "params[0]"),
     ("SAM/asam-per-parameter/float64", dict(adaptive=(True, True)), 1, "params[0]"),
-    ("SAM/asam-per-parameter/float32", dict(adaptive=(False, False)), 1, "params[0]"),
+    ("SAM/asam-per-parameter/float32", dict(adaptive=(False, False), eta=0.0), 1, "params[0]"),
     ("SAM/asam-per-parameter/float32", dict(eta=0.0), 1, "params[0]"),
     ("Mechanic/adam-num-betas-decay/float32", dict(weight_decay=0.0), 3, "params[0]"),
     ("Mechanic/adam-num-betas-decay/float32", dict(betas=(0.9, 0.99, 0.999, 0.9999)), 3,
