@@ -487,7 +487,10 @@ class Optimizer:
         """The ``variant`` after loading ``new_groups``: the loaded switches set the math, not
         the constructor's ``variant=``. Unchanged if they equal the current ones; else the
         variant whose switches they hold, or None when they match none."""
-        variants = getattr(sys.modules[type(self).__module__], "VARIANTS", {})
+        # the table of the class that defines the variants (a subclass may live elsewhere)
+        variants = next((module.VARIANTS for module in (sys.modules.get(cls.__module__)
+                                                         for cls in type(self).__mro__)
+                         if hasattr(module, "VARIANTS")), {})
         keys = {k for switches in variants.values() for k in switches}
         if all(old.get(k) == new.get(k) for old, new in zip(self.param_groups, new_groups)
                for k in keys):

@@ -92,21 +92,16 @@ class LowPrecision:
             # these two options: the subclass's __init__ set them aside
             group.update(self._low_precision_defaults)
         check_rounding(group, self.roundings)
-        for name, off in (("decoupled_weight_decay", False), ("post_weight_decay", 0.0),
-                          ("decay_after_update", False), ("bias_correction", True)):
-            # the float optimizers' decay outside the rule is not rounded as these kernels round
-            # (and these kernels always bias-correct)
-            if (name != "decoupled_weight_decay" or self.decouples_weight_decay) and group.get(
-                    name, off) != off:
-                raise ValueError(f"{name}={group[name]!r} is not implemented for 16-bit "
-                                 "parameters")
-        # the 16-bit kernels compute torch's form only: another framework's convention switch
-        # would do nothing here
+        # the 16-bit kernels compute torch's form only (another framework's convention switch
+        # would do nothing here; the float optimizers' decay outside the rule is not rounded as
+        # these kernels round)
         conventions = getattr(self, "torch_conventions", {})
-        if any(group.get(key, value) != value for key, value in conventions.items()):
-            raise ValueError(f"npoptim.precision.{type(self).__name__} has torch's conventions "
-                             "only (" + ", ".join(f"{k}={v!r}" for k, v in conventions.items())
-                             + ")")
+        for name, value in conventions.items():
+            if group.get(name, value) != value:
+                raise ValueError(
+                    f"{name}={group[name]!r} is not implemented for 16-bit parameters: "
+                    f"npoptim.precision.{type(self).__name__} has torch's conventions only ("
+                    + ", ".join(f"{k}={v!r}" for k, v in conventions.items()) + ")")
         super()._check_group(group)
 
     def _apply(self, prepared):
