@@ -193,6 +193,9 @@ def test_flavor_defaults_names_and_refusals():
                 dict(initial_guess_strategy="last"), dict(approx_dec_rtol="1e-6")):
         with pytest.raises(ValueError):
             npoptim.LBFGS([np.zeros(3)], line_search_fn="zoom", **bad)
+    for search in (None, "strong_wolfe"):   # the zoom's options do nothing there: refused
+        with pytest.raises(ValueError, match="curv_rtol: the zoom line search's options"):
+            npoptim.LBFGS([np.zeros(3)], line_search_fn=search, curv_rtol=0.1)
 
 
 def test_a_failing_closure_inside_the_zoom_changes_nothing():

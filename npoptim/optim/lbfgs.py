@@ -428,6 +428,11 @@ class LBFGS(Optimizer):
             if (not isinstance(value, numbers.Real) or isinstance(value, bool)
                     or not value >= 0 or (name == "max_learning_rate" and value == 0)):
                 raise ValueError(f"Invalid {name}: {value!r}")
+        if group["line_search_fn"] != "zoom":
+            unused = [k for k, v in ZOOM_DEFAULTS.items() if group[k] != v]
+            if unused:
+                raise ValueError(f"{', '.join(unused)}: the zoom line search's options, which "
+                                 f"line_search_fn={group['line_search_fn']!r} does not read")
 
     # ------------------------------------------------------------------- flat vectors
     @property
