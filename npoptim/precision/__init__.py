@@ -4,6 +4,7 @@ loss scaling, blockwise-quantized (8-bit, 4-bit, float8) Adam state;
 :mod:`npoptim.precision.formats` has the 16-bit conversions, :mod:`npoptim.precision.quantized`
 the quantization maps and codecs."""
 from npoptim.precision.adadelta import Adadelta, Adamax
+from npoptim.precision.adafactor import Adafactor
 from npoptim.precision.adagrad import Adagrad
 from npoptim.precision.adam import Adam, AdamW
 from npoptim.precision.asgd import ASGD
@@ -23,4 +24,4 @@ __all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "
            "ASGD", "Rprop", "KahanAdamW",
            "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
-           "BnbAdam8bit", "BnbAdamW8bit", "SparseAdam"]
+           "BnbAdam8bit", "BnbAdamW8bit", "SparseAdam", "Adafactor"]

@@ -122,24 +122,31 @@ class LowPrecision:
                     or value.dtype not in (np.float32, param.dtype)):
                 raise ValueError(f"{where}['{name}'] must be a 0-d float32 or {param.dtype} "
                                  "array")
-        for name in self._state_names(group):
+        for name, shape in self._array_state_shapes(param, group).items():
             value = state.get(name)
             if value is None:
                 if self.creates_missing_state:
                     continue
                 raise ValueError(f"{where} has no '{name}': the param group's options changed "
                                  "after this parameter's state was created")
-            if (type(value) is not np.ndarray or value.shape != param.shape
+            if (type(value) is not np.ndarray or value.shape != tuple(shape)
                     or not value.flags.c_contiguous or value.dtype != param.dtype):
                 raise ValueError(f"{where}['{name}'] must be a C-contiguous array of shape "
-                                 f"{param.shape} and dtype {param.dtype}")
+                                 f"{tuple(shape)} and dtype {param.dtype}")
+
+    def _array_state_shapes(self, param, group):
+        """``{name: shape}`` of the array states (the parameter's shape, or Adafactor's
+        factors), the 0-d :attr:`scalar_states` left out."""
+        return {name: shape for name, shape in self._state_shapes(param, group).items()
+                if name not in self.scalar_states}
 
     def _load_param_state(self, entry, param, group, where):
         """A parameter's state from a state_dict: arrays of the param's dtype, or float arrays
         whose values the format holds exactly (torch's 16-bit state widened to float32)."""
         if not isinstance(entry, dict):
             raise ValueError(f"{where} must be a dict")
-        expected = set(self._state_names(group)) | set(self.scalar_states)
+        shapes = self._array_state_shapes(param, group)
+        expected = set(shapes) | set(self.scalar_states)
         if self.step_in_state_dict is not None:
             expected.add("step")
         if set(entry) != expected and not (self.creates_missing_state
@@ -156,9 +163,9 @@ class LowPrecision:
             if name in self.scalar_states:
                 out[name] = _loaded_scalar(arr, param, name_of_format, f"{where}['{name}']")
                 continue
-            if arr.shape != param.shape:
+            if arr.shape != tuple(shapes[name]):
                 raise ValueError(f"{where}['{name}'] has shape {arr.shape}, expected "
-                                 f"{param.shape}")
+                                 f"{tuple(shapes[name])}")
             if arr.dtype != param.dtype:
                 if arr.dtype.kind != "f":
                     raise ValueError(f"{where}['{name}'] must be {param.dtype} or float "
