@@ -30,8 +30,9 @@ torch's CPU order, which is not one order for all (measured on an AVX-512 machin
   kernel, compiled for AVX2 also on AVX-512 CPUs: 16 values at a time into 8 float32 lanes (the
   first 8 then the next 8), the lanes added left to right, then the ``n % 16`` remaining
   squares one by one (:func:`norm_lanes`);
-* float16, and every column norm :math:`N_{\text{col}}`: one running float32 sum of the
-  squares in index order (torch's generic reduction, :func:`norm_sequential`);
+* float16, and the column norms :math:`N_{\text{col}}` of a matrix of more than one column:
+  one running float32 sum of the squares in index order (torch's generic reduction,
+  :func:`norm_sequential`; a single column is contiguous, a last-dimension norm to torch);
 * the row mean :math:`S(r)/R_{\text{rows}}` (torch's ``mean`` of a 16-bit tensor: a float32
   ``sum``, divided, rounded): ATen's cascade sum (:func:`npoptim.optim.lbfgs.torch_sum`).
 
@@ -40,8 +41,9 @@ splits a reduction between threads only above 32768 elements (compare with
 ``torch.set_num_threads(1)`` beyond). ``r c`` (torch's ``row_var @ col_var``) is one float32
 product per element, rounded. In torch's scalar tail (``torch_cpu_lanes``, see
 :mod:`npoptim.precision.adam`) the final ``add(.., alpha)`` rounds the product first, and
-``rsqrt`` rounds the square root before dividing. The update reads the whole parameter, so it is written in NumPy on float32 values (element-wise
-pieces through the 16-bit kernels); the new parameter and state are written once computed.
+``rsqrt`` rounds the square root before dividing. The update reads the whole parameter, so it
+is written in NumPy on float32 values (element-wise pieces through the 16-bit kernels); the
+new parameter and state are written once computed.
 The float class's convention switches (optax's and Keras's forms) are torch's values only here.
 """
 import numpy as np
@@ -172,7 +174,10 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
                                  np.float32).reshape(row_var.shape)
             col_norms = np.empty(col_var.shape, np.float32)
             for matrix, out in zip(g.reshape(-1, nrows, ncols), col_norms.reshape(-1, ncols)):
-                _column_norms(matrix, out)
+                if ncols == 1:  # a contiguous column: torch's last-dim kernel
+                    out[0] = self._norm(matrix, fmt)
+                else:
+                    _column_norms(matrix, out)
             row_mean = rounded(rounded(rounded(row_norms) ** 2) / np.float32(ncols))
             row_var = rounded(lerp_arrays(row_var, row_mean, weight))
             col_mean = rounded(rounded(rounded(col_norms) ** 2) / np.float32(nrows))
