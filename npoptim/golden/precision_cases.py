@@ -206,6 +206,13 @@ TABLE = {
                     "the factors and bounds are R(.) of the 16-bit type (R(0.3) != 0.3).",
                     dict(lr=1e-2, etas=(0.3, 1.3), step_sizes=(1e-3, 0.05)), ("per-op",),
                     shapes=TINY_SHAPES),
+    "Adafactor": _modes("Adafactor", "weight-decay-maximize", "torch's defaults (eps1 the "
+                        "format's machine epsilon) with decoupled weight decay and maximize "
+                        "on a factored 4x8 (row and column factors 4x1 and 1x8): the row and "
+                        "column norms, the row mean and the RMS terms accumulate in float32 "
+                        "in torch's CPU orders, then round to the 16-bit type.",
+                        dict(weight_decay=0.1, maximize=True), ("per-op",),
+                        shapes=((4, 8),), steps=20),
 }
 
 
