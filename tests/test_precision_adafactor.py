@@ -14,7 +14,8 @@ import pytest
 import npoptim.precision as precision
 from npoptim.precision.adafactor import Adafactor, norm_lanes, norm_sequential
 from npoptim.precision.formats import from_float32_array, to_float32_array
-from test_precision_torch import as_torch, bits, numpy_dtype, torch_lanes
+from test_precision_torch import (as_torch, bits, np_run, numpy_dtype, torch_lanes,
+                                  torch_run)
 from test_precision_variants import assert_same_run
 from torch_compare import needs_torch, to_numpy, torch
 
@@ -43,32 +44,16 @@ def problem(format, seed=0, scale=1.0):
     return params, grads
 
 
-def groups(params, group1):
-    if group1 is None:
-        return params
-    return [{"params": params[:2]}, {"params": params[2:], **group1}]
+def groups(params):
+    return [{"params": params[:2]}, {"params": params[2:], **GROUP1}]
 
 
 def run_torch(kwargs, params, grads, format, group1=GROUP1):
-    ps = [as_torch(p, format).requires_grad_() for p in params]
-    opt = torch.optim.Adafactor(groups(ps, group1), foreach=False, **kwargs)
-    trajectory = []
-    for step in grads:
-        for p, g in zip(ps, step):
-            p.grad = None if g is None else as_torch(g, format)
-        opt.step()
-        trajectory.append([bits(p).copy() for p in ps])
-    return trajectory, opt
+    return torch_run("Adafactor", kwargs, group1, params, grads, format, foreach=False)
 
 
 def run_npoptim(kwargs, params, grads, group1=GROUP1):
-    ps = [p.copy() for p in params]
-    opt = precision.Adafactor(groups(ps, group1), torch_cpu_lanes=torch_lanes(), **kwargs)
-    trajectory = []
-    for step in grads:
-        opt.step(step)
-        trajectory.append([bits(p).copy() for p in ps])
-    return trajectory, opt
+    return np_run("Adafactor", kwargs, group1, params, grads, "per-op")
 
 
 # ------------------------------------------------------------------------ the order probe
@@ -194,8 +179,8 @@ def test_gradients_whose_norms_sit_on_rounding_midpoints_match_torch(format):
     rng = np.random.default_rng(11)
     params = [rng.standard_normal(grad.shape).astype(np.float32).astype(grad.dtype)]
     grads = [[grad]] * 3
-    ours, opt = run_npoptim({}, params, grads, group1=None)
-    theirs, topt = run_torch({}, params, grads, format, group1=None)
+    ours, opt = run_npoptim({}, params, grads, group1={})
+    theirs, topt = run_torch({}, params, grads, format, group1={})
     assert_agrees(ours, opt, theirs, topt, format, "midpoints")
 
 
@@ -256,7 +241,7 @@ def test_loading_torchs_state_dict_continues_as_torch_does(format):
     saved = to_numpy(topt.state_dict())
     theirs, _ = run_torch_from(topt, start, grads[10:], format)
     ps = [p.copy() for p in start]
-    opt = precision.Adafactor(groups(ps, GROUP1), torch_cpu_lanes=torch_lanes())
+    opt = precision.Adafactor(groups(ps), torch_cpu_lanes=torch_lanes())
     opt.load_state_dict(saved)
     assert opt.state[0]["row_var"].shape == (32, 1) and opt.state[0]["col_var"].shape == (1, 64)
     for t, step in enumerate(grads[10:]):
@@ -266,7 +251,7 @@ def test_loading_torchs_state_dict_continues_as_torch_does(format):
 
 def run_torch_from(topt, start, grads, format):
     ps = [as_torch(p, format).requires_grad_() for p in start]
-    resumed = torch.optim.Adafactor(groups(ps, GROUP1), foreach=False)
+    resumed = torch.optim.Adafactor(groups(ps), foreach=False)
     resumed.load_state_dict(topt.state_dict())
     trajectory = []
     for step in grads:
@@ -280,7 +265,7 @@ def run_torch_from(topt, start, grads, format):
 def _stepped(format="bfloat16"):
     params, grads = problem(format)
     ps = [p.copy() for p in params]
-    opt = Adafactor(groups(ps, GROUP1))
+    opt = Adafactor(groups(ps))
     opt.step(grads[0])
     before = ([p.tobytes() for p in ps],
               {i: {n: np.asarray(v).tobytes() for n, v in s.items()} for i, s in opt.state.items()})
