@@ -30,8 +30,9 @@ CASES = [
     dict(lr=0.1, beta2_decay=-0.5, eps=(1e-3, 1e-2), d=2.0, weight_decay=0.01),
 ]
 GROUP1 = dict(lr=3e-2, weight_decay=0.05)
-#: torch capabilities whose norm orders were measured (both run torch's AVX2 reductions)
-MEASURED_CAPABILITIES = ("AVX512", "AVX2")
+#: torch capabilities whose norm orders were measured (AVX-512: torch runs its AVX2 reduction
+#: kernels there; an AVX2 machine presumably runs the same ones, not measured yet)
+MEASURED_CAPABILITIES = ("AVX512",)
 
 
 def problem(format, seed=0, scale=1.0):
@@ -156,8 +157,8 @@ def test_the_probe_rows_tell_the_orders_apart(format):
 @needs_torch
 @pytest.mark.parametrize("format", FORMATS)
 def test_the_norm_probe_finds_torchs_order_here(format):
-    """Records which order this CPU's torch uses (an AVX-512 and an AVX2 machine both take
-    torch's AVX2 reduction kernel); skips where it is not npoptim's, after saying so."""
+    """On a CPU kind whose orders were measured (:data:`MEASURED_CAPABILITIES`) the probe must
+    find npoptim's order; elsewhere it skips, saying so, where torch adds in another."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability in MEASURED_CAPABILITIES:
         assert norm_order_is_torchs(format)
