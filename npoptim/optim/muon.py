@@ -231,10 +231,13 @@ def float_addmm(c, a, b, beta, alpha):
 
 
 def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="bfloat16",
-                               ns_eps_mode="clamp"):
+                               ns_eps_mode="clamp", normalized=None):
     """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values
     (``ns_dtype="param"``: computed in ``grad``'s dtype; ``ns_eps_mode="added"``: divided by
-    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``)."""
+    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``). ``normalized``, an array
+    of ``grad``'s shape, receives ``grad`` divided by its norm, the iteration's start (what
+    torch's in-place ``div_`` leaves in a ``grad`` that is already bfloat16, whose
+    ``.bfloat16()`` is no copy)."""
     a, b, c = ns_coefficients
     if ns_dtype == "bfloat16":
         cast, round_, addmm = to_bfloat16, round_to_bfloat16, bf16_addmm
@@ -253,6 +256,8 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
         x = round_(x / np.maximum(frob, cast(eps)))
     else:
         x = round_(x / round_(frob + cast(eps)))
+    if normalized is not None:
+        normalized[...] = x.T if transposed else x
     for _ in range(ns_steps):
         gram = addmm(None, x, x.T, 0.0, 1.0)
         gram_update = addmm(gram, gram, gram, b, c)

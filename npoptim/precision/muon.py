@@ -46,7 +46,8 @@ import numpy as np
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim import muon
-from npoptim.precision.formats import BFLOAT16, from_float32, round_to, to_float32
+from npoptim.precision.formats import (BFLOAT16, bits_of, from_float32, from_float32_array,
+                                      round_to, to_float32)
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 
 
@@ -128,7 +129,14 @@ class Muon(LowPrecision, muon.Muon):
         update = np.empty(param.size, np.float32)
         _momentum16(grad.view(np.uint16), state["momentum_buffer"].reshape(-1).view(np.uint16),
                     update, hyper)
+        # without nesterov torch orthogonalizes the buffer itself: a bfloat16 one's
+        # .bfloat16() is no copy, and the iteration's in-place div_ normalizes the buffer
+        aliased = code == BFLOAT16 and not group["nesterov"]
+        normalized = np.empty(shape, np.float32) if aliased else None
         ortho = muon.zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
-                                                group["ns_steps"], group["eps"])
+                                                group["ns_steps"], group["eps"],
+                                                normalized=normalized)
+        if aliased:
+            bits_of(state["momentum_buffer"])[...] = from_float32_array(normalized, "bfloat16")
         _param16(param.view(np.uint16), np.ascontiguousarray(ortho, np.float32).reshape(-1),
                  hyper)
