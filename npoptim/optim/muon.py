@@ -38,7 +38,10 @@ matrices up to 512 in each dimension. Not reproduced: oneDNN splits longer sums 
 dimension above 512) into chunks whose length depends on its blocking heuristics, and on a
 CPU where oneDNN uses other instructions (AMX, no native bfloat16, ARM) the order differs
 too; there an element of the orthogonalized update may differ from torch's by one bfloat16
-unit (a relative 2**-8 of that element). Bfloat16 values
+unit (a relative 2**-8 of that element). Nor is torch's own loop's dependence on layout: for
+``X @ X.T`` with an inner dimension of 16 or more it sums in 16 float32 lanes, tree-reduced,
+then the rest in order (measured with tests/cpu_probe.py-style cancelling inputs), so a sum
+near a bfloat16 midpoint rounds the other way now and then there too. Bfloat16 values
 are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
 
 **Convention switches** (see :mod:`npoptim.flavors`; ``flavor="optax"`` sets all four, as

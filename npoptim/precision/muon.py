@@ -31,7 +31,17 @@ a bfloat16 matrix for a float16 parameter too, and the last op differs by format
   scalar loop too (measured).
 
 Checked bit for bit against torch 2.13 on an AVX-512 CPU (params, momentum, every step) for
-wide, tall, square and odd shapes (``tests/test_precision_muon.py``). As in
+wide, tall, square and odd shapes (``tests/test_precision_muon.py``). Not reproduced: in
+torch's own product loop the summation order depends on the operands' layout, and for ``X @
+X.T`` with an inner dimension of 16 or more (below oneDNN's size) torch sums in 16 float32
+lanes, not in npoptim's four partial sums; a sum near a bfloat16 midpoint then rounds the
+other way now and then (measured on a tall 24x8 float16 matrix: 5 elements one float16 unit
+off at step 19 of 20).
+
+Without nesterov torch orthogonalizes the momentum buffer itself, and a bfloat16 buffer's
+``.bfloat16()`` is no copy: the iteration's in-place ``div_`` leaves the buffer divided by its
+(bfloat16) Frobenius norm, the next step's momentum starting from that. npoptim does the same
+(a float16 buffer is copied by the conversion and keeps its value). As in
 :mod:`npoptim.precision.adam`, above 32768 elements torch splits each element-wise op between
 its threads, each part with its own scalar tail: npoptim matches torch with
 ``torch.set_num_threads(1)`` there.
