@@ -3,11 +3,12 @@
 
 20 steps, two param groups: a wide (32, 64) matrix, whose bfloat16 products torch computes with
 oneDNN (above 16*16*16 multiply-adds), a tall (12, 8) one (orthogonalized through its
-transpose, products in torch's own loop, inner dimensions below 16: see below) and a (5, 13) one whose 65 elements reach torch's
-scalar remainder loop. torch's own loop adds in an order fixed by its source; oneDNN's order
-depends on the CPU, so the wide matrix is compared bit for bit where tests/cpu_probe.py finds
-the order npoptim emulates, and elsewhere held to :func:`assert_within_order_bound` (the
-momentum buffers, which no product touches, bit for bit everywhere).
+transpose, products in torch's own loop, inner dimensions below 16: see below) and a (5, 13)
+one whose 65 elements reach torch's scalar remainder loop. torch's own loop adds in an order
+fixed by its source; oneDNN's order depends on the CPU, so the wide matrix is compared bit for
+bit where tests/cpu_probe.py finds the order npoptim emulates, and elsewhere held to
+:func:`assert_within_order_bound` (the momentum buffers, which no product touches, bit for bit
+everywhere).
 
 The bound was measured here by running npoptim with other summation orders (torch's own loop,
 or float64 sums, at every size) against torch over 20 steps on (32, 64), (64, 32) and (48, 48)
@@ -20,12 +21,12 @@ measurement honest on every machine whose order is emulated.
 
 Not emulated (found here, a limit of :mod:`npoptim.optim.muon`'s product emulation, float
 params' too): in torch's own loop (up to 16*16*16 multiply-adds) the order depends on the
-operands' layout; for ``X @ X.T`` with an inner dimension of 16 or more torch sums in 16
-float32 lanes, tree-reduced, then the rest in order (measured bit for bit on inputs built to
-expose the order), not in npoptim's four interleaved partial sums, and a float32 sum near a
-bfloat16 midpoint rounds the other way now and then (a tall (24, 8) float16 matrix: 2 gram
-entries in one of 100 iterations, 5 of its 192 elements one float16 unit off at step 19). The
-shapes here keep torch's own loop to inner dimensions below 16, where the orders agree.
+operands' layout (see npoptim.optim.muon); ``X @ X.T`` sums in float32 vector lanes, not in
+npoptim's four interleaved partial sums, once its inner dimension reaches 16, and a float32 sum
+near a bfloat16 midpoint rounds the other way now and then (a tall (24, 8) float16 matrix: 2
+gram entries in one of 100 iterations, 5 of its 192 elements one float16 unit off at step 19).
+The shapes here keep torch's own loop to inner dimensions below 16 (there ``X @ X.T`` is one
+running sum against npoptim's four partial sums, no difference seen in these runs).
 """
 import numpy as np
 import pytest

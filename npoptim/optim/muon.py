@@ -38,11 +38,15 @@ matrices up to 512 in each dimension. Not reproduced: oneDNN splits longer sums 
 dimension above 512) into chunks whose length depends on its blocking heuristics, and on a
 CPU where oneDNN uses other instructions (AMX, no native bfloat16, ARM) the order differs
 too; there an element of the orthogonalized update may differ from torch's by one bfloat16
-unit (a relative 2**-8 of that element). Nor is torch's own loop's dependence on layout: for
-``X @ X.T`` with an inner dimension of 16 or more it sums in 16 float32 lanes, tree-reduced,
-then the rest in order (measured with tests/cpu_probe.py-style cancelling inputs), so a sum
-near a bfloat16 midpoint rounds the other way now and then there too. Bfloat16 values
-are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
+unit (a relative 2**-8 of that element). Nor is the layout dependence of torch's own loop: its
+summation order depends on the operands' layouts (measured with cancelling inputs as
+tests/cpu_probe.py builds them, k from 5 to 64): row-major times row-major, and column-major
+times column-major, add in four interleaved partial sums (npoptim's order); column-major times
+row-major in one running sum; row-major times column-major, ``X @ X.T``, in float32 vector
+lanes whose width depends on the inner dimension (one running sum below 16); npoptim sums in
+four partial sums throughout, so a float32 sum near a bfloat16 midpoint rounds the other way
+now and then (rarely: a few elements of a 20-step run, when at all). Bfloat16 values are held
+in float32 arrays; the parameter update itself is done in the parameter's dtype.
 
 **Convention switches** (see :mod:`npoptim.flavors`; ``flavor="optax"`` sets all four, as
 ``optax.contrib.muon`` 0.2.8 computes, google-deepmind/optax optax/contrib/_muon.py, for 2-D

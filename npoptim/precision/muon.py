@@ -32,11 +32,14 @@ a bfloat16 matrix for a float16 parameter too, and the last op differs by format
 
 Checked bit for bit against torch 2.13 on an AVX-512 CPU (params, momentum, every step) for
 wide, tall, square and odd shapes (``tests/test_precision_muon.py``). Not reproduced: in
-torch's own product loop the summation order depends on the operands' layout, and for ``X @
-X.T`` with an inner dimension of 16 or more (below oneDNN's size) torch sums in 16 float32
-lanes, not in npoptim's four partial sums; a sum near a bfloat16 midpoint then rounds the
-other way now and then (measured on a tall 24x8 float16 matrix: 5 elements one float16 unit
-off at step 19 of 20).
+torch's own product loop the summation order depends on the operands' layouts (measured with
+cancelling inputs as tests/cpu_probe.py builds them, k from 5 to 64): row-major times
+row-major, and column-major times column-major, add in four interleaved partial sums (npoptim's
+order); column-major times row-major in one running sum; row-major times column-major, ``X @
+X.T``, in float32 vector lanes whose width depends on the inner dimension (one running sum
+below 16); npoptim uses the four partial sums throughout, so a float32 sum near a bfloat16
+midpoint rounds the other way now and then (measured on a tall 24x8 float16 matrix: 5 elements
+one float16 unit off at step 19 of 20).
 
 Without nesterov torch orthogonalizes the momentum buffer itself, and a bfloat16 buffer's
 ``.bfloat16()`` is no copy: the iteration's in-place ``div_`` leaves the buffer divided by its
