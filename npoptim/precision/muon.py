@@ -24,7 +24,8 @@ a bfloat16 matrix for a float16 parameter too, and the last op differs by format
   torch's vector loop; its scalar loop rounds the product first, :math:`R(\theta +
   R(\alpha O))`. torch runs the scalar loop on the last ``n % lanes`` elements
   (``torch_cpu_lanes``), and on all of them for a tall parameter (:math:`A > B`), whose
-  ``O`` is a transposed, non-contiguous view that torch's vector loop does not take.
+  ``O`` is a transposed, non-contiguous view that torch's vector loop does not take (both
+  with ``torch_cpu_lanes`` given; without it, as on a GPU, neither).
 * float16: a float16 tensor plus a bfloat16 one computes in float32 (torch's type promotion):
   :math:`\alpha` is a float32, the fused multiply-add is rounded to float32 and that to
   float16 (two roundings, as torch's float32 temporary copied into the parameter), in the
