@@ -94,6 +94,8 @@ def torch_make_step(case, library):
             opt = getattr(library, case.optimizer)(tparams, kahan_sum=True, **hyper)
         else:
             path = {"fused": dict(fused=True), "per-op": dict(foreach=False)}.get(mode, {})
+            if case.optimizer in precision_cases.SINGLE_TENSOR_ONLY:
+                path = {}  # (torch's Muon has no foreach option: one path)
             opt = getattr(torch.optim, case.torch_name)(tparams, **hyper, **path)
 
         def step(grads, lr):

@@ -58,14 +58,14 @@ def torch_lanes():
     return lanes
 
 
-def problem(format, seed=0):
+def problem(format, seed=0, shapes=SHAPES, steps=STEPS):
     """float32 params and gradients, rounded to the format (some gradients None)."""
     rng = np.random.default_rng(seed)
     dtype = numpy_dtype(format)
-    params = [rng.standard_normal(s).astype(np.float32).astype(dtype) for s in SHAPES]
+    params = [rng.standard_normal(s).astype(np.float32).astype(dtype) for s in shapes]
     grads = [[None if (t + i) % 5 == 3 else
               rng.standard_normal(s).astype(np.float32).astype(dtype)
-              for i, s in enumerate(SHAPES)] for t in range(STEPS)]
+              for i, s in enumerate(shapes)] for t in range(steps)]
     return params, grads
 
 

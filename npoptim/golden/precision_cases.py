@@ -74,6 +74,8 @@ QUANTIZED_GRID = 64
 #: options of the 16-bit classes that the case's ``precision`` object holds instead of its
 #: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
 PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
+#: torch optimizers with their single-tensor path only (no ``foreach`` option to name)
+SINGLE_TENSOR_ONLY = ("Muon",)
 #: the seed of stochastic rounding's stream in the suite's cases
 STOCHASTIC_SEED = 2026
 #: allowed distance of a 16-bit array, in units in the last place of the 16-bit type
@@ -213,6 +215,12 @@ TABLE = {
                         "in torch's CPU orders, then round to the 16-bit type.",
                         dict(weight_decay=0.1, maximize=True), ("per-op",),
                         shapes=((4, 8),), steps=20),
+    "Muon": _modes("Muon", "nesterov", "A wide 4x8 matrix, lr 0.02, 20 steps: the momentum "
+                   "lerps rounded to the 16-bit type, the Newton-Schulz iteration in bfloat16 "
+                   "whatever the format (products in torch's own loop at this size: the same "
+                   "order on every CPU), the update added in bfloat16 (alpha R(-lr')) or, for "
+                   "float16, in float32 then float16.", dict(lr=0.02), ("per-op",),
+                   shapes=TINY_SHAPES, steps=20),
 }
 
 
@@ -292,7 +300,8 @@ def hyperparameters(name, mode, dtype, hyper):
     """Every hyperparameter of the case (resolved from the class's defaults) without the
     :data:`PRECISION_OPTIONS`."""
     from npoptim.golden.generate import hyperparameters as resolved
-    probe = [np.zeros(32, codec.numpy_dtype(dtype))]  # (no quantized state: any dtype)
+    # (no quantized state: any dtype; 2-D: Muon takes matrices only)
+    probe = [np.zeros((1, 32), codec.numpy_dtype(dtype))]
     opt, inner = make_optimizer(name, probe, dict(hyper), precision_object(mode))
     return {k: v for k, v in resolved(inner or opt).items() if k not in PRECISION_OPTIONS}
 
@@ -368,8 +377,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     if unknown:
         raise ValueError(f"{case_id}: flags {sorted(unknown)} have no note in golden.flags.FLAGS")
     matches = {
-        "per-op": [f"torch.optim.{torch_name}(foreach=False) on {dtype} tensors (torch 2.13 "
-                   "CPU)"],
+        "per-op": [f"torch.optim.{torch_name}"
+                   f"{'' if row.optimizer in SINGLE_TENSOR_ONLY else '(foreach=False)'} on "
+                   f"{dtype} tensors (torch 2.13 CPU)"],
         "fused": [f"torch.optim.{torch_name}(fused=True) on {dtype} tensors (torch 2.13 CPU)"],
         "stochastic": ["npoptim.precision.stochastic (counter-based stream; bfloat16: "
                        "statistically torchao's _AdamW(bf16_stochastic_round=True); float16: "

@@ -38,8 +38,15 @@ matrices up to 512 in each dimension. Not reproduced: oneDNN splits longer sums 
 dimension above 512) into chunks whose length depends on its blocking heuristics, and on a
 CPU where oneDNN uses other instructions (AMX, no native bfloat16, ARM) the order differs
 too; there an element of the orthogonalized update may differ from torch's by one bfloat16
-unit (a relative 2**-8 of that element). Bfloat16 values
-are held in float32 arrays; the parameter update itself is done in the parameter's dtype.
+unit (a relative 2**-8 of that element). Nor is the layout dependence of torch's own loop: its
+summation order depends on the operands' layouts (measured with cancelling inputs as
+tests/cpu_probe.py builds them, k from 5 to 64): row-major times row-major, and column-major
+times column-major, add in four interleaved partial sums (npoptim's order); column-major times
+row-major in one running sum; row-major times column-major, ``X @ X.T``, in float32 vector
+lanes whose width depends on the inner dimension (one running sum below 16); npoptim sums in
+four partial sums throughout, so a float32 sum near a bfloat16 midpoint rounds the other way
+now and then (rarely: a few elements of a 20-step run, when at all). Bfloat16 values are held
+in float32 arrays; the parameter update itself is done in the parameter's dtype.
 
 **Convention switches** (see :mod:`npoptim.flavors`; ``flavor="optax"`` sets all four, as
 ``optax.contrib.muon`` 0.2.8 computes, google-deepmind/optax optax/contrib/_muon.py, for 2-D
@@ -231,10 +238,13 @@ def float_addmm(c, a, b, beta, alpha):
 
 
 def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="bfloat16",
-                               ns_eps_mode="clamp"):
+                               ns_eps_mode="clamp", normalized=None):
     """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values
     (``ns_dtype="param"``: computed in ``grad``'s dtype; ``ns_eps_mode="added"``: divided by
-    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``)."""
+    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``). ``normalized``, an array
+    of ``grad``'s shape, receives ``grad`` divided by its norm, the iteration's start (what
+    torch's in-place ``div_`` leaves in a ``grad`` that is already bfloat16, whose
+    ``.bfloat16()`` is no copy)."""
     a, b, c = ns_coefficients
     if ns_dtype == "bfloat16":
         cast, round_, addmm = to_bfloat16, round_to_bfloat16, bf16_addmm
@@ -253,6 +263,8 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
         x = round_(x / np.maximum(frob, cast(eps)))
     else:
         x = round_(x / round_(frob + cast(eps)))
+    if normalized is not None:
+        normalized[...] = x.T if transposed else x
     for _ in range(ns_steps):
         gram = addmm(None, x, x.T, 0.0, 1.0)
         gram_update = addmm(gram, gram, gram, b, c)
