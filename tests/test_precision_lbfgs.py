@@ -199,7 +199,8 @@ def test_scalar_arithmetic_against_torch(format):
 @pytest.mark.parametrize("format", FORMATS)
 def test_raw_uint16_bits_and_state_dict_continue_bit_for_bit(format):
     """Raw uint16 params give the same run; a state_dict taken after 10 steps (vectors of the
-    params' dtype, 0-d tensors as 0-d arrays) continues exactly as the uninterrupted run."""
+    params' dtype, 0-d tensors as 0-d arrays), npoptim's or torch's, continues exactly as the
+    uninterrupted run."""
     name, options = CASES[2]
     whole, _ = np_run(name, options, format)
     raw, _ = np_run(name, options, format, raw=True)
@@ -207,14 +208,22 @@ def test_raw_uint16_bits_and_state_dict_continue_bit_for_bit(format):
     first, opt = np_run(name, options, format, steps=10)
     saved = opt.state_dict()
     assert all(v.dtype == numpy_dtype(format) for v in saved["state"][0]["old_dirs"])
-    params = [p.view(numpy_dtype(format)).copy() for p in np.split(first[-1], np.cumsum(
-        [p.size for p in start_params(np.float32)])[:-1])]
-    params = [p.reshape(s.shape) for p, s in zip(params, start_params(np.float32))]
-    resumed = precision.LBFGS(params, torch_cpu_lanes=torch_lanes(), **options)
-    resumed.load_state_dict(saved)
-    for k in range(10, STEPS):
-        resumed.step(closure_of(name, params, k))
-        assert np.array_equal(flat([bits(p) for p in params]), whole[k]), k
+
+    def resume(state_dict):
+        shapes = [p.shape for p in start_params(np.float32)]
+        params = [p.view(numpy_dtype(format)).reshape(shape).copy() for p, shape in zip(
+            np.split(first[-1], np.cumsum([np.prod(s) for s in shapes])[:-1]), shapes)]
+        resumed = precision.LBFGS(params, torch_cpu_lanes=torch_lanes(), **options)
+        resumed.load_state_dict(state_dict)
+        for k in range(10, STEPS):
+            resumed.step(closure_of(name, params, k))
+            assert np.array_equal(flat([bits(p) for p in params]), whole[k]), k
+
+    resume(saved)
+    needs_torch_order()  # torch's state after 10 steps is npoptim's where the orders agree
+    from torch_compare import to_numpy
+    _, topt = torch_run(name, options, format, steps=10)
+    resume(to_numpy(topt.state_dict()))  # 16-bit tensors widened to float32, 0-d ones too
 
 
 @pytest.mark.parametrize("format", FORMATS)

@@ -375,7 +375,8 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
         return out
 
     def _load_param_state(self, entry, param, group, where):
-        fmt, code = format_of(param, group["format"]), FORMATS[format_of(param, group["format"])]
+        fmt = format_of(param, group["format"])
+        code = FORMATS[fmt]
 
         def widened(value, name):
             if isinstance(value, (list, tuple)):
@@ -386,6 +387,8 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
             arr = np.asarray(value)
             if arr.dtype == param.dtype:
                 return to_float32_array(arr, fmt)
+            if arr.dtype.kind in "biu" and arr.shape == ():  # a count
+                return value
             if arr.dtype.kind != "f":
                 raise ValueError(f"{name} must be {param.dtype} or float values, got "
                                  f"{arr.dtype}")
@@ -404,7 +407,7 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
         def scalar(value):
             return Scalar16(value, code) if isinstance(value, np.float32) else value
 
-        for key in ("t", "H_diag", "prev_loss", "stepsize"):
+        for key in ("t", "H_diag"):
             if key in out:
                 out[key] = scalar(out[key])
         for key in ("ro", "al"):
