@@ -56,7 +56,8 @@ float64 iterates equal torch's bit for bit, except after a line search whose cub
 interpolation takes a square root that torch (MKL's vector math) rounds differently from the
 correctly rounded ``np.sqrt``, about 1% of them. float32 dot products use NumPy's BLAS (MKL's
 ``sdot`` order is not reproduced), so float32 agrees to rounding, then drifts as torch itself
-does when its parameters are listed in another order.
+does when its parameters are listed in another order. bfloat16/float16 parameters, every
+operation rounded as torch rounds it: :mod:`npoptim.precision.lbfgs`.
 
 Which CPUs sum that way: torch's order depends on the kernels MKL and ATen pick for the CPU.
 npoptim's order is fixed (the same results, and golden files, on every machine): it is the one
