@@ -139,6 +139,30 @@ def lbfgs_order_is_torchs():
     return found["dot"] and found["sum"]
 
 
+HALF_LENGTHS = (2, 7, 15, 16, 17, 31, 42, 63, 64, 65, 100, 129, 300, 1000)
+
+
+def half_reduction_order_is_torchs():
+    """True where torch's CPU ``dot`` and ``sum`` of bfloat16 and float16 vectors add in the
+    order ``npoptim.precision.lbfgs`` emulates (ATen's AVX2 float32 kernels; its LBFGS), on
+    vectors whose products span 2**40, so that another order shows after rounding to 16 bits."""
+    import torch
+    from npoptim.precision.lbfgs import dot16, sum16
+    rng = np.random.default_rng(20261202)
+    for dtype in (torch.bfloat16, torch.float16):
+        big = 2.0 ** (12 if dtype == torch.float16 else 20)
+        for n in HALF_LENGTHS:
+            x = rng.standard_normal(n)
+            x[rng.random(n) < 0.2] = big
+            x = torch.tensor(x * np.sign(rng.standard_normal(n))).to(dtype)
+            y = torch.tensor(rng.standard_normal(n)).to(dtype)
+            wide = [v.float().numpy() for v in (x, y)]
+            if (float(x.dot(y)) != float(torch.tensor(float(dot16(*wide))).to(dtype))
+                    or float(x.sum()) != float(torch.tensor(float(sum16(wide[0]))).to(dtype))):
+                return False
+    return True
+
+
 def describe_probe():
     """One line for logs and skip reasons."""
     found, cpu = probe(), cpu_description()

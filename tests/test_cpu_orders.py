@@ -52,8 +52,8 @@ MUTANTS = {
                                      "if ys > 1e-10 and total_iter != 3:"),
     # H_0 = y's / y'y of the pair before the newest
     "H_diag from the step before": mutant(
-        "H_diag = ys / dot(y, y)",
-        "H_diag, self._next_H = getattr(self, '_next_H', H_diag), ys / dot(y, y)"),
+        "H_diag = ys / self._dot(y, y)",
+        "H_diag, self._next_H = getattr(self, '_next_H', H_diag), ys / self._dot(y, y)"),
 }
 
 

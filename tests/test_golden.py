@@ -84,7 +84,7 @@ def test_every_optimizer_has_rows_in_the_case_table():
 # float64 cases of 10 steps or more); the framework flavors 6.1 MB (optax's L-BFGS 0.14 MB, Muon 0.16 MB);
 # the 16-bit and quantized precision cases 4.2 MB (the four quantized-state ones 2.15 MB:
 # torchao's least quantized parameter has 4096 elements; 16-bit Adafactor 0.08 MB, Muon 0.09 MB,
-# 20 steps of 4x8); the wrappers (Lookahead, SAM, Mechanic) 0.4 MB; README, schema
+# 20 steps of 4x8; the bfloat16 LBFGS case 0.02 MB); the wrappers (Lookahead, SAM, Mechanic) 0.4 MB; README, schema
 # and provenance 0.3 MB. 36 MB leaves about 1.2 MB for the next few optimizers and flavor
 # cases; past that, thin the cases (fewer steps, smaller shapes, inputs on a coarse grid as the
 # quantized cases have them) before raising it again.

@@ -95,12 +95,23 @@ def torch_make_step(case, library):
         else:
             path = {"fused": dict(fused=True), "per-op": dict(foreach=False)}.get(mode, {})
             if case.optimizer in precision_cases.SINGLE_TENSOR_ONLY:
-                path = {}  # (torch's Muon has no foreach option: one path)
+                path = {}  # (torch's Muon and LBFGS have no foreach option: one path)
             opt = getattr(torch.optim, case.torch_name)(tparams, **hyper, **path)
 
         def step(grads, lr):
             for group in opt.param_groups:
                 group["lr"] = lr
+            if callable(grads):  # a closure-driven case: the objective at torch's params
+                def closure():
+                    for p, t in zip(params, tparams):
+                        p[...] = _from_torch(torch, t, dtype)
+                    loss, gs = grads()
+                    for t, g in zip(tparams, gs):
+                        t.grad = _as_torch(torch, np.ascontiguousarray(g))
+                    return loss
+                opt.step(closure)
+                return [_from_torch(torch, m, dtype) for m in model], [
+                    _closure_state(torch, opt.state.get(p), dtype) for p in tparams]
             for p, g in zip(tparams, grads):
                 p.grad = None if g is None else _as_torch(torch, g).to(p.dtype)
             opt.step()
@@ -118,6 +129,15 @@ def torch_make_step(case, library):
             return [_from_torch(torch, m, dtype) for m in model], state
         return step
     return make_step
+
+
+def _closure_state(torch, state, dtype):
+    """LBFGS's torch state with its tensors (0-d ones too, in lists) as NumPy arrays."""
+    def convert(v):
+        if isinstance(v, list):
+            return [convert(x) for x in v]
+        return _from_torch(torch, v, dtype) if torch.is_tensor(v) else v
+    return None if not state else {k: convert(v) for k, v in state.items()}
 
 
 @pytest.mark.parametrize("case", _by_mode("per-op", "fused", "master-weights"), ids=str)

@@ -31,6 +31,10 @@ mode (id part, flag)      ``precision``; what runs
                           (``state1``, ``qmap1``, ``absmax1``, ...), stored at the last step
 ========================  ====================================================================
 
+A closure-driven row (LBFGS) stores its ``objective`` (:mod:`npoptim.golden.inputs`, its
+arrays in the 16-bit type, evaluated in it) instead of gradients, and its state, like a
+quantized case's, at the last step only (the size budget).
+
 A quantized row may set ``active``: the params' and grads' elements from that flat index on
 are zero (they stay zero: whole blocks of zero moments, the scale's floor), so that a
 4096-element torchao case, the least torchao quantizes, stores in few bytes.
@@ -75,7 +79,7 @@ QUANTIZED_GRID = 64
 #: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
 PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
 #: torch optimizers with their single-tensor path only (no ``foreach`` option to name)
-SINGLE_TENSOR_ONLY = ("Muon",)
+SINGLE_TENSOR_ONLY = ("Muon", "LBFGS")
 #: the seed of stochastic rounding's stream in the suite's cases
 STOCHASTIC_SEED = 2026
 #: allowed distance of a 16-bit array, in units in the last place of the 16-bit type
@@ -221,6 +225,13 @@ TABLE = {
                    "order on every CPU), the update added in bfloat16 (alpha R(-lr')) or, for "
                    "float16, in float32 then float16.", dict(lr=0.02), ("per-op",),
                    shapes=TINY_SHAPES, steps=20),
+    "LBFGS": _modes("LBFGS", "strong-wolfe", "torch's LBFGS on bfloat16 tensors with the strong "
+                    "Wolfe line search, 3 iterations per step, history 2, on the separable "
+                    "quartic evaluated in bfloat16 (the case stores the objective): dot "
+                    "products in float32 rounded to bfloat16, ro/al/H_diag/t 0-d bfloat16 "
+                    "tensors.", dict(lr=1.0, max_iter=3, line_search_fn="strong_wolfe",
+                                     history_size=2), ("per-op",), dtypes=("bfloat16",),
+                    shapes=TINY_SHAPES, objective="separable-quartic"),
 }
 
 
@@ -289,7 +300,10 @@ def npoptim_make_step(name, precision):
         def step(grads, lr):
             for group in groups:
                 group["lr"] = lr
-            opt.step(list(grads))
+            if callable(grads):  # a closure: the case has an objective (LBFGS)
+                opt.step(closure=grads)
+            else:
+                opt.step(list(grads))
             state = (inner or opt).state_dict()["state"]
             return params, [state.get(i) for i in range(len(params))]
         return step
@@ -347,8 +361,14 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     convert = to_grid if quantized else (lambda values: to_half(values, dtype))
     params = [convert(inputs.init_param(rng, s, kind, "float32"))
               for s, kind in zip(row.shapes, inits)]
-    grads = [[convert(g) for g in step] for step in inputs.PATTERNS[row.grads](
-        rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
+    objective = None
+    if row.objective:  # closure-driven (LBFGS): the objective's arrays in the 16-bit type
+        objective = {k: convert(v) if isinstance(v, np.ndarray) else v for k, v in
+                     inputs.OBJECTIVES[row.objective](rng, row.shapes, "float32").items()}
+        grads = [[None] * len(params) for _ in range(row.steps)]
+    else:
+        grads = [[convert(g) for g in step] for step in inputs.PATTERNS[row.grads](
+            rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
     if prow.active is not None:
         for array in params + [g for step in grads for g in step if g is not None]:
             array.reshape(-1)[prow.active:] = 0
@@ -358,18 +378,21 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     lr = hyper["lr"]
     steps, trajectory = [], []
     for t in range(row.steps):
-        _, state = step_fn(grads[t], lr)
+        _, state = step_fn(grads[t] if objective is None else
+                           (lambda: inputs.evaluate_objective(objective, live)), lr)
         state = {i: s for i, s in enumerate(state) if s is not None}
         after = [p.copy() for p in live]
         trajectory.append([a.astype(np.float32) for a in after])
-        keep_state = not quantized or t + 1 == row.steps
+        keep_state = not (quantized or objective) or t + 1 == row.steps
         steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
                       "expected": {"params": [codec.encode_array(p) for p in after],
                                    "state": codec.encode_state(state, len(params))
                                    if keep_state else None}})
+        if objective is not None:
+            del steps[-1]["grads"]
     flag, _ = MODES[mode]
-    flags = (detect_flags([p.astype(np.float32) for p in params], grads, [lr] * row.steps,
-                          [], "float32") | set(row.flags) | {flag})
+    flags = (detect_flags([p.astype(np.float32) for p in params], [] if objective else grads,
+                          [lr] * row.steps, [], "float32") | set(row.flags) | {flag})
     if any(np.any((np.abs(a) > 0) & (np.abs(a) < np.finfo(np.float16).tiny))
            for arrays in trajectory for a in arrays) and dtype == "float16":
         flags.add("subnormal")
@@ -398,7 +421,8 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "torch_name": None if mode == "kahan" or quantized else torch_name,
         "flavor": "torch",
         "framework_hyperparameters": None,
-        "tags": sorted(set(generate.capability_tags(row, dtype, hyper, grads, None))
+        "tags": sorted(set(generate.capability_tags(row, dtype, hyper,
+                                                    [] if objective else grads, None))
                        | {flag}),
         "variant": None,
         "matches": matches,
@@ -415,7 +439,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
             "scale": "ulp of the 16-bit type; float arrays: max |expected| of each array",
             "reason": TOLERANCE_REASON.format(ulp=ULP_TOLERANCE, rtol=rtol)},
         "params": [codec.encode_array(p) for p in params],
-        "objective": None,
+        "objective": None if objective is None else {
+            k: codec.encode_array(v) if isinstance(v, np.ndarray) else v
+            for k, v in objective.items()},
         "steps": steps,
     }
 

@@ -56,7 +56,8 @@ float64 iterates equal torch's bit for bit, except after a line search whose cub
 interpolation takes a square root that torch (MKL's vector math) rounds differently from the
 correctly rounded ``np.sqrt``, about 1% of them. float32 dot products use NumPy's BLAS (MKL's
 ``sdot`` order is not reproduced), so float32 agrees to rounding, then drifts as torch itself
-does when its parameters are listed in another order.
+does when its parameters are listed in another order. bfloat16/float16 parameters, every
+operation rounded as torch rounds it: :mod:`npoptim.precision.lbfgs`.
 
 Which CPUs sum that way: torch's order depends on the kernels MKL and ATen pick for the CPU.
 npoptim's order is fixed (the same results, and golden files, on every machine): it is the one
@@ -102,7 +103,7 @@ import numpy as np
 from npoptim.flavors import flavored
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, _check_param, flat_view, step_arguments
+from npoptim.optim.optimizer import Optimizer, flat_view, step_arguments
 from npoptim.optim.variants import check_choice, check_flag
 from npoptim.optim.zoom_linesearch import zoom_linesearch
 
@@ -172,7 +173,15 @@ def _cascade_sum(x, width):
     n = x.size
     if n < width:
         width = 1
-    count = n // width
+    return cascade_sum(x, width, n // width)
+
+
+@kernel
+def cascade_sum(x, width, count):
+    """:func:`_cascade_sum` of the ``count`` ``width``-element vectors at the start of ``x``
+    (as ATen loads them), then of the elements after them (the scalar tail; none for width
+    1)."""
+    n = x.size
     nrows = 4
     num_levels = 4
     acc = np.zeros((num_levels, nrows, width), x.dtype)
@@ -249,8 +258,13 @@ def cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     return (xmin_bound + xmax_bound) / 2.0
 
 
+def max_abs(x):
+    """``x.abs().max()``."""
+    return np.max(np.abs(x))
+
+
 def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
-                 max_ls=25):
+                 max_ls=25, *, dot=dot, max_abs=max_abs):
     """Line search along ``d`` from ``x`` for a step satisfying the strong Wolfe conditions.
 
     ``obj_func(x, t, d)`` returns ``(loss, flat_grad)`` at ``x + t d``; ``f``, ``g``,
@@ -258,8 +272,9 @@ def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change
     ``(loss, flat_grad, t, evaluations)``. Phase 1 grows ``t`` until an interval is bracketed
     (or a point already satisfies the conditions); phase 2 ("zoom") shrinks the bracket by
     cubic interpolation, moving trial points away from the ends when progress stalls.
+    ``dot`` and ``max_abs`` are the vector reductions (the 16-bit form passes torch's).
     """
-    d_norm = np.max(np.abs(d))
+    d_norm = max_abs(d)
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     ls_func_evals = 1
@@ -498,6 +513,29 @@ class LBFGS(Optimizer):
         self._set_param(x)
         return loss, flat_grad
 
+    # torch's vector operations on the flat vectors, as methods so that the 16-bit form
+    # (npoptim.precision.lbfgs) can round them as torch does; scalars round as their type does
+    def _dot(self, x, y):
+        return dot(x, y)
+
+    def _axpy(self, x, alpha, y):
+        return axpy(x, alpha, y)
+
+    def _scaled(self, x, scale):
+        """``x.mul(scale)``."""
+        return x * self._dtype.type(scale)
+
+    def _difference(self, x, y):
+        """``x.sub(y)``."""
+        return x - y
+
+    def _abs_sum(self, x):
+        """``x.abs().sum()``."""
+        return torch_sum(np.abs(x))
+
+    def _max_abs(self, x):
+        return max_abs(x)
+
     # ----------------------------------------------------------------------- the step
     def step(self, grads=None, closure=None):
         """Run up to ``max_iter`` iterations; return the closure's first loss.
@@ -514,7 +552,7 @@ class LBFGS(Optimizer):
             raise RuntimeError("only 'strong_wolfe' is supported (and npoptim's 'zoom', "
                                "optax's zoom line search)")
         for i, p in enumerate(group["params"]):
-            _check_param(p, f"params[{i}]")
+            self._check_param(p, f"params[{i}]")
         saved = self._clone_param()
         try:
             return self._step(closure, group)
@@ -541,7 +579,7 @@ class LBFGS(Optimizer):
         loss = float(orig_loss)
         current_evals = 1
         func_evals += 1
-        opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+        opt_cond = self._max_abs(flat_grad) <= tolerance_grad
         if opt_cond:
             self.state[0] = {**state, "func_evals": func_evals, "n_iter": total_iter}
             return orig_loss
@@ -567,9 +605,9 @@ class LBFGS(Optimizer):
                 old_dirs, old_stps, ro = [], [], []
                 H_diag = 1
             else:
-                y = flat_grad - prev_flat_grad
-                s = d * dtype(t)
-                ys = dot(y, s)
+                y = self._difference(flat_grad, prev_flat_grad)
+                s = self._scaled(d, t)
+                ys = self._dot(y, s)
                 if ys > 1e-10 or not curvature_condition:  # store the pair
                     if len(old_dirs) == history_size:
                         old_dirs.pop(0)
@@ -579,9 +617,9 @@ class LBFGS(Optimizer):
                     old_stps.append(s)
                     if curvature_condition:
                         ro.append(1.0 / ys)
-                        H_diag = ys / dot(y, y)
+                        H_diag = ys / self._dot(y, y)
                     else:  # optax: weight 0 where y.s = 0, H0 = 1 where y.y = 0
-                        yy = dot(y, y)
+                        yy = self._dot(y, y)
                         ro.append(1.0 / ys if ys != 0 else dtype(0))
                         H_diag = ys / yy if yy > 0 else dtype(1)
                 if not scale_init_precond:
@@ -592,12 +630,12 @@ class LBFGS(Optimizer):
                 # two-loop recursion
                 q = -flat_grad
                 for i in range(num_old - 1, -1, -1):
-                    al[i] = dot(old_stps[i], q) * ro[i]
-                    q = axpy(q, -al[i], old_dirs[i])
-                d = r = q * dtype(H_diag)
+                    al[i] = self._dot(old_stps[i], q) * ro[i]
+                    q = self._axpy(q, -al[i], old_dirs[i])
+                d = r = self._scaled(q, H_diag)
                 for i in range(num_old):
-                    be_i = dot(old_dirs[i], r) * ro[i]
-                    r[...] = axpy(r, al[i] - be_i, old_stps[i])
+                    be_i = self._dot(old_dirs[i], r) * ro[i]
+                    r[...] = self._axpy(r, al[i] - be_i, old_stps[i])
 
             prev_flat_grad = flat_grad.copy()
             prev_loss = loss
@@ -605,13 +643,13 @@ class LBFGS(Optimizer):
             # ---- step length
             first_scale = None
             if total_iter == 1 and scale_init_precond:
-                norm = (torch_sum(np.abs(flat_grad)) if group["first_step_norm"] == "l1"
-                        else np.sqrt(dot(flat_grad, flat_grad)))
+                norm = (self._abs_sum(flat_grad) if group["first_step_norm"] == "l1"
+                        else np.sqrt(self._dot(flat_grad, flat_grad)))
                 first_scale = min(1.0, 1.0 / norm)
                 t = first_scale * lr
             else:
                 t = lr
-            gtd = dot(flat_grad, d)
+            gtd = self._dot(flat_grad, d)
             if gtd > -tolerance_change:  # not a descent direction (any more)
                 break
 
@@ -628,7 +666,7 @@ class LBFGS(Optimizer):
                 t, loss, flat_grad, ls_func_evals = self._zoom(closure, group, d, loss,
                                                                flat_grad, guess)
                 stepsize = t
-                opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+                opt_cond = self._max_abs(flat_grad) <= tolerance_grad
             elif line_search_fn is not None:
                 x_init = self._clone_param()
 
@@ -637,16 +675,16 @@ class LBFGS(Optimizer):
 
                 loss, flat_grad, t, ls_func_evals = strong_wolfe(
                     obj_func, x_init, t, d, loss, flat_grad, gtd,
-                    max_ls=max_eval - current_evals)
+                    max_ls=max_eval - current_evals, dot=self._dot, max_abs=self._max_abs)
                 self._add_grad(t, d)
-                opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+                opt_cond = self._max_abs(flat_grad) <= tolerance_grad
             else:
                 self._add_grad(t, d)
                 if n_iter != max_iter:
                     # no re-evaluation after the last iteration (torch's choice)
                     loss, flat_grad = self._evaluate(closure)
                     loss = float(loss)
-                    opt_cond = np.max(np.abs(flat_grad)) <= tolerance_grad
+                    opt_cond = self._max_abs(flat_grad) <= tolerance_grad
                     ls_func_evals = 1
 
             current_evals += ls_func_evals
@@ -661,7 +699,7 @@ class LBFGS(Optimizer):
                 break
             if opt_cond:
                 break
-            if np.max(np.abs(d * dtype(t))) <= tolerance_change:
+            if self._max_abs(self._scaled(d, t)) <= tolerance_change:
                 break
             if abs(loss - prev_loss) < tolerance_change:
                 break

@@ -10,6 +10,7 @@ from npoptim.precision.adam import Adam, AdamW
 from npoptim.precision.asgd import ASGD
 from npoptim.precision.bnb_adam import BnbAdam8bit, BnbAdamW8bit
 from npoptim.precision.kahan import KahanAdamW, KahanLion, KahanSGD
+from npoptim.precision.lbfgs import LBFGS
 from npoptim.precision.master import MasterWeights
 from npoptim.precision.muon import Muon
 from npoptim.precision.nadam import NAdam, RAdam
@@ -26,4 +27,4 @@ __all__ = ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "Adadelta", "
            "KahanSGD", "KahanLion", "MasterWeights", "GradScaler",
            "AdamW8bit", "AdamW4bit", "AdamWFp8", "Adam8bit", "Adam4bit", "AdamFp8",
            "BnbAdam8bit", "BnbAdamW8bit", "SparseAdam", "Adafactor",
-           "Muon"]
+           "Muon", "LBFGS"]
