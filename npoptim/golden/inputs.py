@@ -242,6 +242,43 @@ def pattern_csr_duplicates(rng, shapes, dtype, steps, scale, density):
     return out
 
 
+def pattern_csr_duplicate_sums(rng, shapes, dtype, steps, scale, density):
+    """Duplicates whose 16-bit sum is tested, at most 16 stored entries per step for a table of
+    4 columns (torch 2.13's CPU ``coalesce()`` sorts the indices stably only up to 16 entries,
+    so that torch sums duplicates in stored order, as the format defines). Each step looks up
+    2 rows of the first ``rows - 2`` (the last two are never touched), the first of them twice
+    (duplicate entries), its first lookup's columns stored in reverse (unsorted). In step 4 a
+    fresh row holds a duplicate pair that cancels exactly (an explicit zero) next to a normal
+    entry. In steps 2, 7, 12, ... the first row is instead looked up three times: a value, then
+    twice a small one, ``2**-(9 + column % 4)`` times it (times 1 to 1.9), so that in a 16-bit
+    type some columns' sum depends on its order and precision (in stored order a small addend
+    below half an ulp rounds back to the first value; summed in float32 first, the two
+    together round up)."""
+    out = []
+    for t in range(steps):
+        grads = []
+        for s in shapes:
+            rows, cols = _row_shape(s)
+            first, other = (int(r) for r in rng.integers(2, rows - 2))
+            if t % 5 == 1:
+                value = rng.uniform(cols) * scale
+                small = value * 2.0 ** -(9 + np.arange(cols) % 4) * rng.uniform(cols, 1.0, 1.9)
+                entries = ([(first, c, value[c]) for c in range(cols)]
+                           + [(first, c, small[c]) for c in range(cols)] * 2
+                           + _lookups(rng, s, [other], dtype, scale))
+            else:
+                entries = _lookups(rng, s, [first, other, first], dtype, scale)
+                entries = entries[:cols][::-1] + entries[cols:]
+            if t == 3:
+                z = (max(first, other) + 1) % (rows - 2)
+                x = float(rng.uniform(1)[0]) * scale
+                entries = [e for e in entries if e[0] != z]
+                entries += [(z, 0, x), (z, cols - 1, x / 2), (z, 0, -x)]
+            grads.append(csr_from_entries(entries, (rows, cols), dtype))
+        out.append(grads)
+    return out
+
+
 def pattern_csr_zeros(rng, shapes, dtype, steps, scale, density):
     """CSR gradients with explicit zero entries in every step, a whole explicit-zero row in
     steps 3 and 8, and rows where only some columns are stored."""
@@ -334,6 +371,7 @@ PATTERNS = {
     "csr-embedding": pattern_csr_embedding,
     "csr-density": pattern_csr_density,
     "csr-duplicates": pattern_csr_duplicates,
+    "csr-duplicate-sums": pattern_csr_duplicate_sums,
     "csr-zeros": pattern_csr_zeros,
     "csr-empty": pattern_csr_empty,
     "csr-late": pattern_csr_late,
