@@ -220,6 +220,14 @@ def pattern_csr_density(rng, shapes, dtype, steps, scale, density):
     return out
 
 
+def _with_cancelling_pair(rng, entries, row, cols, scale):
+    """``entries`` with those of ``row`` replaced by a duplicate pair that cancels exactly (an
+    explicit zero after summing) next to a normal entry."""
+    x = float(rng.uniform(1)[0]) * scale
+    return ([e for e in entries if e[0] != row]
+            + [(row, 0, x), (row, cols - 1, x / 2), (row, 0, -x)])
+
+
 def pattern_csr_duplicates(rng, shapes, dtype, steps, scale, density):
     """Two of each step's rows are looked up twice (duplicate entries), the first lookup stores
     its columns in reverse order (unsorted), and in step 4 a fresh row holds a duplicate pair
@@ -233,10 +241,8 @@ def pattern_csr_duplicates(rng, shapes, dtype, steps, scale, density):
             entries = _lookups(rng, s, np.concatenate([ids, ids[:2]]), dtype, scale)
             entries = entries[:cols][::-1] + entries[cols:]
             if t == 3:
-                z = (int(ids[0]) + 1) % rows
-                x = float(rng.uniform(1)[0]) * scale
-                entries = [e for e in entries if e[0] != z]
-                entries += [(z, 0, x), (z, cols - 1, x / 2), (z, 0, -x)]
+                entries = _with_cancelling_pair(rng, entries, (int(ids[0]) + 1) % rows, cols,
+                                                scale)
             grads.append(csr_from_entries(entries, (rows, cols), dtype))
         out.append(grads)
     return out
@@ -270,10 +276,8 @@ def pattern_csr_duplicate_sums(rng, shapes, dtype, steps, scale, density):
                 entries = _lookups(rng, s, [first, other, first], dtype, scale)
                 entries = entries[:cols][::-1] + entries[cols:]
             if t == 3:
-                z = (max(first, other) + 1) % (rows - 2)
-                x = float(rng.uniform(1)[0]) * scale
-                entries = [e for e in entries if e[0] != z]
-                entries += [(z, 0, x), (z, cols - 1, x / 2), (z, 0, -x)]
+                fresh = (max(first, other) + 1) % (rows - 2)
+                entries = _with_cancelling_pair(rng, entries, fresh, cols, scale)
             grads.append(csr_from_entries(entries, (rows, cols), dtype))
         out.append(grads)
     return out
