@@ -22,7 +22,10 @@ def test_run_sh_passes_and_catches_the_eps_bug():
     good, _, buggy = text.partition("--bug eps-placement (must fail)")
     assert "OK: all" in good and "FAIL" not in good
     # bfloat16/float16 Adam (schema version 3) in per-op and fused rounding, bit for bit
-    for case in ("Adam/per-op/weight-decay/bfloat16", "Adam/fused/weight-decay/float16"):
+    # and 16-bit SparseAdam with CSR gradients in the 16-bit type (duplicates summed in it)
+    for case in ("Adam/per-op/weight-decay/bfloat16", "Adam/fused/weight-decay/float16",
+                 "SparseAdam/per-op/csr-duplicates/bfloat16",
+                 "SparseAdam/per-op/csr-duplicates/float16"):
         line = next(x for x in good.splitlines() if x.startswith(case + " "))
         assert line.split()[-1] == "ok" and line.split()[4] == "0", line
     assert "FAILED:" in buggy

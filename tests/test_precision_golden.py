@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from npoptim import testing
 from npoptim.golden import codec, compare, precision_cases, regenerate, schema
@@ -78,10 +79,22 @@ def _from_torch(torch, tensor, dtype):
     return tensor.detach().numpy().copy()
 
 
+def _as_torch_grad(torch, grad, param):
+    """A case's gradient as torch's: dense, or (CSR) the uncoalesced sparse COO gradient of
+    the stored entries in stored order, duplicates left for torch's SparseAdam to sum."""
+    if not scipy.sparse.issparse(grad):
+        return _as_torch(torch, grad).to(param.dtype)
+    rows = np.repeat(np.arange(grad.shape[0]), np.diff(grad.indptr))
+    index = np.stack(np.unravel_index(rows * grad.shape[1] + grad.indices, tuple(param.shape)))
+    return torch.sparse_coo_tensor(torch.from_numpy(index), _as_torch(torch, grad.data),
+                                   tuple(param.shape), check_invariants=True)
+
+
 def torch_make_step(case, library):
     """make_step (npoptim.testing's protocol) running the case in torch 2.13 (or optimi)."""
     torch = _torch()
     mode = precision_cases.mode_of(case.precision)
+    sparse = "csr" in case.tags  # SparseAdam: one path, no foreach option
 
     def make_step(params, hyper):
         dtype = params[0].dtype
@@ -96,6 +109,7 @@ def torch_make_step(case, library):
             path = {"fused": dict(fused=True), "per-op": dict(foreach=False)}.get(mode, {})
             if case.optimizer in precision_cases.SINGLE_TENSOR_ONLY:
                 path = {}  # (torch's Muon and LBFGS have no foreach option: one path)
+            path = {} if sparse else path
             opt = getattr(torch.optim, case.torch_name)(tparams, **hyper, **path)
 
         def step(grads, lr):
@@ -113,7 +127,7 @@ def torch_make_step(case, library):
                 return [_from_torch(torch, m, dtype) for m in model], [
                     _closure_state(torch, opt.state.get(p), dtype) for p in tparams]
             for p, g in zip(tparams, grads):
-                p.grad = None if g is None else _as_torch(torch, g).to(p.dtype)
+                p.grad = None if g is None else _as_torch_grad(torch, g, p)
             opt.step()
             if mode == "master-weights":
                 with torch.no_grad():
@@ -156,6 +170,61 @@ def test_optimi_reproduces_the_kahan_case(case):
     optimi = pytest.importorskip("optimi")
     report = testing.assert_case(case, torch_make_step(case, optimi))
     assert report.state_compared and all(s.max_ulp == 0 for s in report.steps), case.id
+
+
+SPARSE = [c for c in CASES if "csr" in c.tags]
+
+
+def test_the_16_bit_csr_cases_hold_what_they_test():
+    """bfloat16 and float16 SparseAdam with CSR gradients in the 16-bit type: duplicates, an
+    unsorted row, an explicit zero, untouched rows, at most 16 entries a step (torch's stored
+    order, below), the state every 5th step; summing the duplicates in float32 first (one
+    rounding) fails the case."""
+    assert {c.dtype for c in SPARSE} == set(precision_cases.HALF)
+    for case in SPARSE:
+        assert case.raw["sparse_kind"] == "lazy" and case.optimizer == "SparseAdam"
+        grads = [s.grads[0] for s in case.steps]
+        assert all(isinstance(g, codec.CsrGrad) and g.data.dtype == case.params[0].dtype
+                   and g.nnz <= 16 for g in grads)
+        assert {"duplicate-rows", "unsorted-columns", "cancelling-duplicates",
+                "untouched-rows"} <= set(case.flags)
+        stored = [t + 1 for t, s in enumerate(case.steps) if s.expected_state is not None]
+        assert stored == [5, 10, 15, 20]
+        last = case.steps[-1].expected_params[0]
+        assert np.array_equal(last[-2:].view(np.uint16), case.params[0][-2:].view(np.uint16))
+        report = compare.compare_case(case, _npoptim_results(case, grads=_float32_sums))
+        assert report.failed, case.id
+
+
+def _float32_sums(grad):
+    """A CSR gradient with its duplicates summed in float32, rounded once to its type."""
+    rows = np.repeat(np.arange(grad.shape[0]), np.diff(grad.indptr))
+    total = np.zeros(grad.shape, np.float32)
+    np.add.at(total, (rows, grad.indices), grad.data.astype(np.float32))
+    stored = np.zeros(grad.shape, bool)
+    stored[rows, grad.indices] = True
+    r, c = np.nonzero(stored)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=grad.shape[0]))])
+    return scipy.sparse.csr_array((total[r, c].astype(grad.dtype), c, indptr),
+                                  shape=grad.shape)
+
+
+def test_torch_sums_duplicates_in_stored_order_only_up_to_16_entries():
+    """Why the 16-bit CSR cases store at most 16 entries a step: torch 2.13's CPU
+    coalesce() sums duplicates in the 16-bit type in the order its sort of the indices leaves
+    them, stable up to 16 entries (stored order, what the format defines), not beyond. The
+    sum -0.392578125 + s + s (s below half a bfloat16 ulp of it, 2s above) is -0.396484375 in
+    stored order and -0.39453125 with the small ones first (measured)."""
+    torch = _torch()
+    a, small = -0.392578125, -0.001434326171875
+
+    def coalesced(others):
+        index = torch.tensor([[0, 0, 0] + list(range(1, others + 1))])
+        values = torch.tensor([a, small, small] + [1.0] * others, dtype=torch.bfloat16)
+        return torch.sparse_coo_tensor(index, values, (others + 1,),
+                                       check_invariants=True).coalesce().values()[0].item()
+    assert coalesced(13) == -0.396484375  # 16 entries: stored order
+    assert coalesced(14) == -0.39453125   # 17 entries, sorted input: another order
 
 
 # ------------------------------------------------------------------------ quantized state
@@ -291,9 +360,17 @@ def test_the_quantized_case_fails_unquantized_moments():
 
 
 # ---------------------------------------------------------------------- the ULP tolerance
-def _npoptim_results(case, precision=None):
+def _npoptim_results(case, precision=None, grads=None):
+    """npoptim's results of ``case`` (in another ``precision`` mode; each gradient passed
+    through ``grads`` first)."""
     from npoptim.golden.generate import replay, results_file
     make = precision_cases.npoptim_make_step(case.optimizer, precision or case.precision)
+    if grads is not None:
+        inner = make
+
+        def make(params, hyper):
+            step = inner(params, hyper)
+            return lambda gs, lr: step([None if g is None else grads(g) for g in gs], lr)
     return schema.parse(results_file([replay(case, make)]), "<r>", "results").cases[0]
 
 

@@ -9,8 +9,9 @@
 // Math.fround, which for + - * / and sqrt gives exactly the IEEE float32 result.
 // bfloat16/float16 Adam cases (schema version 3, cases/precision/Adam.json) are computed as
 // torch does on 16-bit tensors: in float32, each result rounded to the 16-bit type
-// (precision.rounding "per-op") or only the stored values ("fused"); the other precision
-// modes are declared skipped.
+// (precision.rounding "per-op") or only the stored values ("fused"); so are the 16-bit
+// SparseAdam cases (cases/precision/SparseAdam.json: per-op, CSR gradients in the 16-bit type,
+// duplicates summed in it); the other precision modes are declared skipped.
 // --bug eps-placement swaps where eps is added (Adam gets SparseAdam's "eps-hat" form
 // m/(sqrt(v)+eps) * sqrt(bc2)/bc1, SparseAdam gets Adam's): a realistic porting bug that
 // only the eps-dominated cases expose.
@@ -196,7 +197,12 @@ function coalesce(r, grad) {
 
 function sparseAdamStep(c, state, p, grad, lr, bug) {
   if (grad.format !== "csr") throw new Error(`${c.id}: SparseAdam takes CSR gradients only`);
-  const r = rounding(c.dtype);
+  // r rounds each tensor operation's result, s the scalars: on 16-bit tensors (per-op, torch's
+  // only SparseAdam path) each result is the float32 one rounded to the 16-bit type, the
+  // scalars 1 - beta and the step size are float32 and eps is rounded to the 16-bit type
+  const R = { bfloat16: toBfloat16, float16: toFloat16 }[c.dtype];
+  const r = R ? (x) => R(f(x)) : rounding(c.dtype);
+  const s = R ? f : r;
   const h = c.hyperparameters;
   const [beta1, beta2] = h.betas;
   state.step += 1;
@@ -204,10 +210,10 @@ function sparseAdamStep(c, state, p, grad, lr, bug) {
   const entries = coalesce(r, grad);
   if (entries.length === 0) return;
   const bc2Sqrt = Math.sqrt(1 - beta2 ** t);
-  const oneMinusBeta1 = r(1 - beta1);
-  const oneMinusBeta2 = r(1 - beta2);
-  const eps = r(h.eps);
-  const negStep = r(-((lr * bc2Sqrt) / (1 - beta1 ** t)));
+  const oneMinusBeta1 = s(1 - beta1);
+  const oneMinusBeta2 = s(1 - beta2);
+  const eps = r(s(h.eps));
+  const negStep = s(-((lr * bc2Sqrt) / (1 - beta1 ** t)));
   const negStepBug = r(-(lr / (1 - beta1 ** t)));
   const bc2SqrtR = r(bc2Sqrt);
   for (const [i, value] of entries) {
@@ -215,7 +221,7 @@ function sparseAdamStep(c, state, p, grad, lr, bug) {
     const m = r(state.exp_avg[i] + r(r(g - state.exp_avg[i]) * oneMinusBeta1));
     const v = r(state.exp_avg_sq[i] + r(r(r(g * g) - state.exp_avg_sq[i]) * oneMinusBeta2));
     if (bug) p[i] = r(p[i] + r(negStepBug * r(m / r(r(Math.sqrt(v) / bc2SqrtR) + eps))));
-    else p[i] = r(p[i] + r(negStep * r(m / r(Math.sqrt(v) + eps))));
+    else p[i] = r(p[i] + r(negStep * r(m / r(r(Math.sqrt(v)) + eps))));
     state.exp_avg[i] = m;
     state.exp_avg_sq[i] = v;
   }
@@ -232,7 +238,7 @@ const OPTIMIZERS = {
 };
 
 function runCase(c, bug) {
-  const impl = c.precision ? { ...OPTIMIZERS[c.optimizer], step: adam16Step } : OPTIMIZERS[c.optimizer];
+  const impl = c.precision && c.optimizer === "Adam" ? { ...OPTIMIZERS.Adam, step: adam16Step } : OPTIMIZERS[c.optimizer];
   const params = c.params.map(toArray);
   const states = params.map(() => null);
   const steps = [];
@@ -282,9 +288,9 @@ for (const file of opts.files) {
       continue;
     }
     const p = c.precision;
-    if (p && (c.optimizer !== "Adam" || p.rounding === "stochastic" || p.master_weights || p.kahan
-              || p.quantization)) {
-      results.push({ id: c.id, skipped: "this example implements 16-bit Adam in per-op and fused rounding only (no quantized state)" });
+    if (p && (p.rounding === "stochastic" || p.master_weights || p.kahan || p.quantization
+              || (c.optimizer === "SparseAdam" && p.rounding !== "per-op"))) {
+      results.push({ id: c.id, skipped: "this example implements 16-bit Adam in per-op and fused rounding and 16-bit SparseAdam (per-op) only (no quantized state)" });
       skipped++;
       continue;
     }

@@ -3,7 +3,8 @@
 #   1. its Adam and SparseAdam must pass every case of cases/Adam.json and cases/SparseAdam.json
 #      (the Keras and optax flavor cases of Adam it declares skipped: it implements torch's
 #      conventions, and verify reports them apart from failures), and the bfloat16/float16
-#      per-op and fused cases of cases/precision/Adam.json (schema version 3);
+#      per-op and fused cases of cases/precision/Adam.json (schema version 3) and the 16-bit
+#      SparseAdam cases of cases/precision/SparseAdam.json (CSR gradients in the 16-bit type);
 #   2. the same consumer with a deliberate eps-placement bug must fail, and verify must name
 #      the step where it diverges.
 # Exit 0 only if both hold. Results go to a temporary directory, removed at exit.
@@ -34,6 +35,14 @@ if [ -e "$cases/precision/Adam.json" ]; then  # the 16-bit cases are verified wh
   echo "== Node consumer: bfloat16/float16 Adam (cases/precision/Adam.json)"
   if ! "$python" -m npoptim verify "$cases/precision/Adam.json" "$out/results.json" --summary; then
     echo "run.sh: the Node consumer does not pass npoptim verify on the 16-bit cases" >&2
+    exit 1
+  fi
+fi
+if [ -e "$cases/precision/SparseAdam.json" ]; then  # 16-bit CSR gradients
+  echo "== Node consumer: bfloat16/float16 SparseAdam (cases/precision/SparseAdam.json)"
+  "$node" "$here/golden_consumer.mjs" -o "$out/sparse16.json" "$cases/precision/SparseAdam.json"
+  if ! "$python" -m npoptim verify "$cases/precision/SparseAdam.json" "$out/sparse16.json" --summary; then
+    echo "run.sh: the Node consumer does not pass npoptim verify on the 16-bit SparseAdam cases" >&2
     exit 1
   fi
 fi

@@ -12,6 +12,8 @@ writes the same bytes as the update and does no math, the speed of memory on thi
   raw lookups, dense steps, threads, start-up.
 * :mod:`npoptim.bench.scale` -- the ``scale`` case: tables of 1M to 100M rows, a process per
   framework and size (run by name: ``--cases scale``).
+* :mod:`npoptim.bench.sparse16` -- the ``sparse16`` case: 16-bit SparseAdam (npoptim.precision,
+  torch) against float32 as the table and the touched rows grow.
 * :mod:`npoptim.bench.runner` -- command line, tables, targets, JSON and Markdown output.
 
 These are benchmarks, not tests: CI runs only ``--quick`` (tiny sizes, seconds).

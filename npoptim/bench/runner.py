@@ -10,10 +10,10 @@ import sys
 
 import numba
 
-CASES = ("sparse", "dense", "threads", "startup", "scale")
+CASES = ("sparse", "dense", "threads", "startup", "scale", "sparse16")
 #: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
 #: many minutes and up to 20 GB: run it by name
-DEFAULT_CASES = ("sparse", "dense", "threads", "startup")
+DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16")
 
 
 def add_arguments(parser):
@@ -24,6 +24,11 @@ def add_arguments(parser):
                         help="scale case: table sizes (rows)")
     parser.add_argument("--scale-widths", default="16,64",
                         help="scale case: embedding widths (64 only up to 10M rows)")
+    parser.add_argument("--sparse16-rows", default="10000,100000,1000000",
+                        help="sparse16 case: table sizes (rows), the touched rows fixed")
+    parser.add_argument("--sparse16-touched", default="100,1000,10000",
+                        help="sparse16 case: touched rows (the middle one for the table "
+                             "sweep; all at the largest table)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and few rounds: a smoke run, not a measurement")
     parser.add_argument("--rows", type=int, default=1_000_000, help="embedding table rows")
@@ -99,6 +104,16 @@ def run(args):
             scale_widths = tuple(int(n) for n in args.scale_widths.split(","))
         scale.scale(report, scale_rows, scale_widths, rounds=rounds or 15,
                     use_torch=use_torch)
+    if "sparse16" in wanted:
+        from npoptim.bench import sparse16
+
+        if args.quick:
+            table_rows, touched = (2_000, 20_000), (20, 50, 200)
+        else:
+            table_rows = tuple(int(n) for n in args.sparse16_rows.split(","))
+            touched = tuple(int(n) for n in args.sparse16_touched.split(","))
+        sparse16.sparse16(report, table_rows, touched, width=8 if args.quick else
+                          sparse16.WIDTH, rounds=rounds or 31, use_torch=use_torch)
     if "startup" in wanted:
         optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if args.quick
                       else workloads.STARTUP_OPTIMIZERS)
@@ -112,6 +127,8 @@ def run(args):
               "targets": report.targets}
     if getattr(report, "scale", None):
         result["scale"] = report.scale
+    if getattr(report, "sparse16", None):
+        result["sparse16"] = report.sparse16
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1, default=float)
@@ -209,4 +226,8 @@ def markdown(result):
         from npoptim.bench.scale import markdown_table
 
         out += ["", markdown_table(result["scale"])]
+    if result.get("sparse16"):
+        from npoptim.bench.sparse16 import markdown_table as sparse16_table
+
+        out += ["", sparse16_table(result["sparse16"])]
     return "\n".join(out) + "\n"

@@ -220,6 +220,14 @@ def pattern_csr_density(rng, shapes, dtype, steps, scale, density):
     return out
 
 
+def _with_cancelling_pair(rng, entries, row, cols, scale):
+    """``entries`` with those of ``row`` replaced by a duplicate pair that cancels exactly (an
+    explicit zero after summing) next to a normal entry."""
+    x = float(rng.uniform(1)[0]) * scale
+    return ([e for e in entries if e[0] != row]
+            + [(row, 0, x), (row, cols - 1, x / 2), (row, 0, -x)])
+
+
 def pattern_csr_duplicates(rng, shapes, dtype, steps, scale, density):
     """Two of each step's rows are looked up twice (duplicate entries), the first lookup stores
     its columns in reverse order (unsorted), and in step 4 a fresh row holds a duplicate pair
@@ -233,10 +241,43 @@ def pattern_csr_duplicates(rng, shapes, dtype, steps, scale, density):
             entries = _lookups(rng, s, np.concatenate([ids, ids[:2]]), dtype, scale)
             entries = entries[:cols][::-1] + entries[cols:]
             if t == 3:
-                z = (int(ids[0]) + 1) % rows
-                x = float(rng.uniform(1)[0]) * scale
-                entries = [e for e in entries if e[0] != z]
-                entries += [(z, 0, x), (z, cols - 1, x / 2), (z, 0, -x)]
+                entries = _with_cancelling_pair(rng, entries, (int(ids[0]) + 1) % rows, cols,
+                                                scale)
+            grads.append(csr_from_entries(entries, (rows, cols), dtype))
+        out.append(grads)
+    return out
+
+
+def pattern_csr_duplicate_sums(rng, shapes, dtype, steps, scale, density):
+    """Duplicates whose 16-bit sum is tested, at most 16 stored entries per step for a table of
+    4 columns (torch 2.13's CPU ``coalesce()`` sorts the indices stably only up to 16 entries,
+    so that torch sums duplicates in stored order, as the format defines). Each step looks up
+    2 rows of the first ``rows - 2`` (the last two are never touched), the first of them twice
+    (duplicate entries), its first lookup's columns stored in reverse (unsorted). In step 4 a
+    fresh row holds a duplicate pair that cancels exactly (an explicit zero) next to a normal
+    entry. In steps 2, 7, 12, ... the first row is instead looked up three times: a value, then
+    twice a small one, ``2**-(9 + column % 4)`` times it (times 1 to 1.9), so that in a 16-bit
+    type some columns' sum depends on its order and precision (in stored order a small addend
+    below half an ulp rounds back to the first value; summed in float32 first, the two
+    together round up)."""
+    out = []
+    for t in range(steps):
+        grads = []
+        for s in shapes:
+            rows, cols = _row_shape(s)
+            first, other = (int(r) for r in rng.integers(2, rows - 2))
+            if t % 5 == 1:
+                value = rng.uniform(cols) * scale
+                small = value * 2.0 ** -(9 + np.arange(cols) % 4) * rng.uniform(cols, 1.0, 1.9)
+                entries = ([(first, c, value[c]) for c in range(cols)]
+                           + [(first, c, small[c]) for c in range(cols)] * 2
+                           + _lookups(rng, s, [other], dtype, scale))
+            else:
+                entries = _lookups(rng, s, [first, other, first], dtype, scale)
+                entries = entries[:cols][::-1] + entries[cols:]
+            if t == 3:
+                fresh = (max(first, other) + 1) % (rows - 2)
+                entries = _with_cancelling_pair(rng, entries, fresh, cols, scale)
             grads.append(csr_from_entries(entries, (rows, cols), dtype))
         out.append(grads)
     return out
@@ -334,6 +375,7 @@ PATTERNS = {
     "csr-embedding": pattern_csr_embedding,
     "csr-density": pattern_csr_density,
     "csr-duplicates": pattern_csr_duplicates,
+    "csr-duplicate-sums": pattern_csr_duplicate_sums,
     "csr-zeros": pattern_csr_zeros,
     "csr-empty": pattern_csr_empty,
     "csr-late": pattern_csr_late,

@@ -39,6 +39,21 @@ A quantized row may set ``active``: the params' and grads' elements from that fl
 are zero (they stay zero: whole blocks of zero moments, the scale's floor), so that a
 4096-element torchao case, the least torchao quantizes, stores in few bytes.
 
+A row whose gradient pattern is a CSR one (:data:`npoptim.golden.inputs.PATTERNS`,
+``csr-*``) stores CSR gradients exactly as the float cases do
+(:mod:`npoptim.golden.codec`: ``{"format": "csr", "dtype", "shape": [rows, cols], "indptr",
+"indices", "data"}``, duplicate ``(row, column)`` entries, unsorted columns and explicit zeros
+kept), their ``data`` in the case's 16-bit dtype, each value stored as the number it exactly
+is; the optimizer sums duplicates itself, in the 16-bit type and in stored order (torch's CPU
+``coalesce()``). Its ``sparse_kind`` is the 16-bit class's (SparseAdam: ``lazy``) and its
+tags include ``csr``. Schema version 3 already held such a gradient (a CSR gradient's dtype is
+the case's), so these files are version 3 too, and the JSON Schema is unchanged. The suite's
+one such row is ``SparseAdam/per-op/csr-duplicates`` (torch's ``SparseAdam``, whose only path
+is per-op): an 8x4 table, 20 steps, at most 16 stored entries a step (torch 2.13's CPU
+``coalesce()`` keeps stored order only up to 16 entries, beyond which an order-sensitive 16-bit
+sum is its unstable sort's), the state stored after every 5th step only (``state_every``;
+``null`` at the others, as the quantized cases' earlier steps: the size budget).
+
 Every parameter's size is a multiple of 32, so torch's CPU kernels never reach their scalar
 remainder loop (:mod:`npoptim.precision.adam`): the cases are torch's CPU results bit for bit
 with AVX2 or AVX-512, and what a GPU kernel without such a tail computes. Case ids are
@@ -98,6 +113,11 @@ SHAPES = ((4, 8), (32,))
 #: one 32-element parameter: the size budget of the later per-op families' cases
 TINY_SHAPES = ((4, 8),)
 HALF = ("bfloat16", "float16")
+#: a 16-bit CSR case's table (32 elements, few rows per step) and steps: the size budget
+SPARSE_SHAPES = ((8, 4),)
+SPARSE_STEPS = 20
+#: ... whose state is stored after steps 5, 10, 15 and 20 only (params after every step)
+SPARSE_STATE_EVERY = 5
 
 
 def quantized_tolerance(rtol, mode="torchao-8bit"):
@@ -119,22 +139,25 @@ class PrecisionRow:
     """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
     shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`);
     ``active``: the flat index from which a quantized case's inputs are zero (module
-    docstring), or None."""
+    docstring), or None; ``state_every``: the state is stored after every this many steps
+    (and the last; ``null`` at the others: the size budget)."""
 
     mode: str
     row: table.Row
     active: int = None
+    state_every: int = 1
 
     @property
     def optimizer(self):
         return self.row.optimizer
 
 
-def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, active=None, **options):
+def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, active=None, state_every=1,
+         **options):
     return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper,
                                         shapes=options.pop("shapes", SHAPES),
                                         dtypes=dtypes, steps=options.pop("steps", 10),
-                                        **options), active)
+                                        **options), active, state_every)
 
 
 def _modes(optimizer, name, comment, hyper, modes, **options):
@@ -232,6 +255,19 @@ TABLE = {
                     "tensors.", dict(lr=1.0, max_iter=3, line_search_fn="strong_wolfe",
                                      history_size=2), ("per-op",), dtypes=("bfloat16",),
                     shapes=TINY_SHAPES, objective="separable-quartic"),
+    "SparseAdam": _modes("SparseAdam", "csr-duplicates", "CSR gradients of an 8x4 table "
+                         "(inputs.pattern_csr_duplicate_sums): 2 of the first 6 rows looked up "
+                         "per step, one twice (duplicate (row, column) entries, summed in the "
+                         "16-bit type in stored order), its first lookup's columns reversed "
+                         "(an unsorted row); in step 4 a duplicate pair cancelling to an "
+                         "explicit zero; in steps 2, 7, 12, 17 a row looked up three times "
+                         "whose sum depends on its order (summed in float32 first, the case "
+                         "fails); at most 16 entries a step, where torch sums in stored order. "
+                         "eps 1e-6: float16 rounds torch's default 1e-8 to 0, and the cancelled "
+                         "entry's 0/0 would make its parameter NaN.",
+                         dict(lr=1e-2, eps=1e-6), ("per-op",), shapes=SPARSE_SHAPES,
+                         grads="csr-duplicate-sums", steps=SPARSE_STEPS,
+                         state_every=SPARSE_STATE_EVERY),
 }
 
 
@@ -336,6 +372,24 @@ def to_grid(values):
             / np.float32(QUANTIZED_GRID)).astype(np.float32)
 
 
+def convert_grad(grad, convert):
+    """A drawn gradient with its values converted (:func:`to_half`, :func:`to_grid`): a CSR
+    one (:class:`~npoptim.golden.codec.CsrGrad`) keeps its entries as stored, ``data``
+    converted entry by entry."""
+    if isinstance(grad, codec.CsrGrad):
+        return grad._replace(data=convert(grad.data))
+    return convert(grad)
+
+
+def sparse_kind(name, grads):
+    """A case's ``sparse_kind``: its 16-bit class's with CSR gradients, else
+    ``dense-only``."""
+    if not any(isinstance(g, codec.CsrGrad) for step in grads for g in step):
+        return "dense-only"
+    import npoptim.precision as lowp
+    return getattr(lowp, name).sparse_kind
+
+
 def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
     """One 16-bit case (JSON-ready) of a :class:`PrecisionRow`: the float32 case's inputs
     (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to ``dtype``, run
@@ -367,7 +421,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
                      inputs.OBJECTIVES[row.objective](rng, row.shapes, "float32").items()}
         grads = [[None] * len(params) for _ in range(row.steps)]
     else:
-        grads = [[convert(g) for g in step] for step in inputs.PATTERNS[row.grads](
+        grads = [[convert_grad(g, convert) for g in step] for step in inputs.PATTERNS[row.grads](
             rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
     if prow.active is not None:
         for array in params + [g for step in grads for g in step if g is not None]:
@@ -378,12 +432,13 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     lr = hyper["lr"]
     steps, trajectory = [], []
     for t in range(row.steps):
-        _, state = step_fn(grads[t] if objective is None else
-                           (lambda: inputs.evaluate_objective(objective, live)), lr)
+        _, state = step_fn([generate.optimizer_grad(g) for g in grads[t]] if objective is None
+                           else (lambda: inputs.evaluate_objective(objective, live)), lr)
         state = {i: s for i, s in enumerate(state) if s is not None}
         after = [p.copy() for p in live]
         trajectory.append([a.astype(np.float32) for a in after])
-        keep_state = not (quantized or objective) or t + 1 == row.steps
+        keep_state = (t + 1 == row.steps
+                      or not (quantized or objective) and (t + 1) % prow.state_every == 0)
         steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
                       "expected": {"params": [codec.encode_array(p) for p in after],
                                    "state": codec.encode_state(state, len(params))
@@ -391,6 +446,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         if objective is not None:
             del steps[-1]["grads"]
     flag, _ = MODES[mode]
+    kind = sparse_kind(row.optimizer, grads)
     flags = (detect_flags([p.astype(np.float32) for p in params], [] if objective else grads,
                           [lr] * row.steps, [], "float32") | set(row.flags) | {flag})
     if any(np.any((np.abs(a) > 0) & (np.abs(a) < np.finfo(np.float16).tiny))
@@ -402,7 +458,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     matches = {
         "per-op": [f"torch.optim.{torch_name}"
                    f"{'' if row.optimizer in SINGLE_TENSOR_ONLY else '(foreach=False)'} on "
-                   f"{dtype} tensors (torch 2.13 CPU)"],
+                   f"{dtype} tensors (torch 2.13 CPU)" if kind == "dense-only" else
+                   f"torch.optim.{torch_name} on {dtype} tensors, sparse COO gradients (torch "
+                   "2.13 CPU; its only path)"],
         "fused": [f"torch.optim.{torch_name}(fused=True) on {dtype} tensors (torch 2.13 CPU)"],
         "stochastic": ["npoptim.precision.stochastic (counter-based stream; bfloat16: "
                        "statistically torchao's _AdamW(bf16_stochastic_round=True); float16: "
@@ -429,7 +487,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         "comment": row.comment,
         "dtype": dtype,
         "precision": precision,
-        "sparse_kind": "dense-only",
+        "sparse_kind": kind,
         "seed": seed,
         "hyperparameters": hyper,
         "lr_schedule": None,

@@ -37,7 +37,10 @@ optional ``quantization`` (``"torchao-8bit"``, ``"torchao-4bit"``, ``"torchao-fp
 names them (torchao's ``exp_avg.codes`` as integers, ``exp_avg.scale``, ``exp_avg.qmap``;
 bitsandbytes' ``state1``, ``qmap1``, ``absmax1``, ...), with flag
 ``quantized-state``. npoptim writes a file in the lowest version it needs: a file without a
-16-bit case is version 2, byte for byte as before.
+16-bit case is version 2, byte for byte as before. A 16-bit case's CSR gradient has the
+case's dtype like any of its arrays (values stored exactly); its duplicates are summed in the
+16-bit type in stored order (:mod:`npoptim.golden.precision_cases`), so a version 3 reader
+needs nothing new for it.
 
 Version 4 adds the optimizer wrappers (:data:`npoptim.registry.WRAPPERS`: Lookahead, SAM,
 Mechanic): a case whose ``optimizer`` is a wrapper, with its ``hyperparameters``, has a

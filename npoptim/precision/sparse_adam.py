@@ -18,8 +18,10 @@ gradient :math:`g` (negated when ``maximize``, exact):
 
 Duplicate entries are summed first as torch's ``coalesce()`` sums them on CPU: the first
 copied, each later one added in the format, :math:`s \leftarrow R(s + g_k)`, in stored order
-(torch sorts the indices stably). torch's ``add(.., alpha)`` tail rounding does not arise (every
-``alpha`` is 1), so there is no ``torch_cpu_lanes`` option.
+(torch 2.13's CPU sort of the indices keeps stored order up to 16 entries; beyond, it sums the
+duplicates in the order its unstable sort leaves them, so a 16-bit sum that depends on the
+order can differ: measured in tests/test_precision_golden.py). torch's ``add(.., alpha)`` tail
+rounding does not arise (every ``alpha`` is 1), so there is no ``torch_cpu_lanes`` option.
 
 Gradients: a ``scipy.sparse`` CSR gradient whose ``data`` has the param's dtype (see
 :mod:`npoptim.sparse.rowgrad`), checked before any kernel reads it, or a
