@@ -8,9 +8,10 @@ The optax flavor (``from_framework("optax", "contrib.galore", ...)``: the larger
 projected, a float32 SVD with LAPACK's signs through scipy, optax's Adam, the decay before the
 step) against optax 0.2.8's ``optax.contrib.galore`` itself in float32 (jax x64 on, as the
 replay runs it; ``tx.update`` jitted), 24 steps, a tall, a wide and a square matrix and a
-vector, projector refreshes that carry the moments over, weight decay and scale, an lr
-schedule, to 1e-5 of the parameters' scale (the golden float32 tolerance; measured at most
-4e-7, 3.4 float32 ulps of the scale); with npoptim's fixed signs instead of LAPACK's it fails.
+vector, rank 2, projector refreshes every 5 steps that carry the moments over, weight decay
+and scale, an lr schedule, to 1e-5 of the parameters' scale (the golden float32 tolerance;
+measured at most 5.8e-7, 6 float32 ulps of the scale); with npoptim's fixed signs instead
+of LAPACK's it fails (by 7e-3 of the scale).
 
 galore-torch's package ``__init__`` imports transformers and bitsandbytes, which CI does not
 install (they would move torch): :func:`authors_galore` loads its ``galore_projector.py`` and
@@ -170,8 +171,9 @@ def test_first_step_hand_derived():
 #: optax's form: a tall, a wide and a square matrix (square: from the left, as tall) and a
 #: vector (Adam on the full gradient, no scale).
 OPTAX_SHAPES = ((7, 4), (3, 6), (5, 5), (6,))
-OPTAX_OPTIONS = [dict(rank=2, update_proj_gap=5),
-                 dict(rank=3, update_proj_gap=7, weight_decay=0.1, scale=0.5)]
+#: (the golden cases cases/optax/GaLoreAdamW.json, replayed through optax by
+#: tests/test_framework_replay.py, cover rank 2 without decay and rank 1 with it)
+OPTAX_OPTIONS = [dict(rank=2, update_proj_gap=5, weight_decay=0.1, scale=0.5)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,15 +206,14 @@ def run_optax_galore(option, **switches):
 
 
 @needs_optax
-@pytest.mark.parametrize("option", [0, 1], ids=["rank2-gap5", "decay-scale-rank3-gap7"])
-def test_optax_flavor_matches_optax_contrib_galore_in_float32(option):
-    expected, actual = run_optax_galore(option)
+def test_optax_flavor_matches_optax_contrib_galore_in_float32():
+    expected, actual = run_optax_galore(0)
     assert_trajectories_close(actual, expected, rtol=1e-5)
 
 
 @needs_optax
 def test_optax_flavor_needs_lapack_s_signs():
-    # the refreshes at steps 6, 11, ... read the carried moments in the new basis: a singular
+    # the refreshes at steps 6, 11, 16 and 21 read the carried moments in the new basis: a singular
     # vector signed otherwise than jax's LAPACK signs it turns them around
     expected, actual = run_optax_galore(0, svd_signs="fixed")
     with pytest.raises(AssertionError, match="of the scale"):
