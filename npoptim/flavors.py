@@ -354,6 +354,9 @@ OPTAX = Flavor(
         "Adafactor": dict(eps1_mode="added", relative_step=False, min_dim_size_to_factor=128,
                           factor_dims="largest_two", weight_decay_mode="added",
                           momentum_dtype="float32"),
+        # optax.contrib.galore (optax/contrib/_galore.py): see npoptim/optim/galore.py
+        "GaLoreAdamW": dict(projected_side="larger", svd_dtype="float32", svd_signs="lapack",
+                            eps_mode="bias_corrected", decay_after_update=False),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -650,6 +653,22 @@ OPTAX = Flavor(
             unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
                                                "above every dimension"),
                          "weight_decay_mask": _OPTAX_MASK}),
+        # optax.contrib.galore with its default base_optimizer, scale_by_adam() (b1 0.9,
+        # b2 0.999, eps 1e-8: not arguments of galore, so fixed)
+        "contrib.galore": FrameworkOptimizer(
+            "GaLoreAdamW", {"learning_rate": "lr", "rank": "rank",
+                            "update_proj_gap": "update_proj_gap", "scale": "scale",
+                            "weight_decay": "weight_decay"},
+            dict(learning_rate=REQUIRED, rank=128, update_proj_gap=200, scale=1.0,
+                 base_optimizer=None, weight_decay=0.0, mask=None,
+                 weight_dimension_numbers=None),
+            fixed=dict(betas=(0.9, 0.999), eps=1e-8, correct_bias=True),
+            unsupported={"base_optimizer": ((None,), "npoptim's GaLore runs optax's default "
+                                                     "scale_by_adam() (b1 0.9, b2 0.999, eps "
+                                                     "1e-8) in the subspace"),
+                         "mask": _OPTAX_MASK,
+                         "weight_dimension_numbers": ((None,), "npoptim projects the 2-D "
+                                                               "parameters only")}),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -730,6 +749,13 @@ OPTAX = Flavor(
                      "d=inf; its float hyperparameters as float64 (as inject_hyperparams holds "
                      "them: Python floats make XLA take the decay's power and the momentum "
                      "product in float32; see npoptim/optim/adafactor.py)",
+        "GaLoreAdamW": "optax.contrib.galore: the larger side projected (projected_side="
+                       "'larger'; a tall matrix from the left), the SVD in float32 "
+                       "(svd_dtype='float32') with LAPACK gesdd's signs through scipy, jax's "
+                       "LAPACK (svd_signs='lapack'), optax's Adam in the subspace (eps on "
+                       "sqrt(v_hat): eps_mode='bias_corrected'), the decoupled decay on the "
+                       "parameter before the step (decay_after_update=False); eps 1e-8, scale "
+                       "1; float32 only (cases): optax's SVD is float32 under x64 too",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
@@ -742,20 +768,12 @@ OPTAX = Flavor(
                          "counter stream, and optax.contrib.dpsgd draws its own from "
                          "jax.random.PRNGKey(seed) with no way to be given samples: the same "
                          "law, not the same numbers, so the cases cannot be replayed",
-        "contrib.galore": "optax's galore is not galore-torch's GaLoreAdamW (npoptim's): it "
-                          "computes the SVD in float32 even under x64 (jax's float32 singular "
-                          "vectors of an 8x5 matrix are 1.6e-6 from the float64 ones, and from "
-                          "numpy's float32 ones: no float64 implementation matches it to 1e-12), "
-                          "with LAPACK's signs (npoptim "
-                          "signs each singular vector), projects a tall matrix from the left "
-                          "(galore-torch: from the right), runs optax's scale_by_adam in the "
-                          "subspace (eps 1e-8 on sqrt(v_hat); galore-torch: eps 1e-6 on "
-                          "sqrt(v), and a correct_bias switch) and scales by 1.0 (galore-torch "
-                          "0.25)",
     },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
     step_scope=None,
+    # optax.contrib.galore takes its SVD in float32 under x64 too
+    optimizer_dtypes={"GaLoreAdamW": ("float32",)},
 )
 
 TF = Flavor(

@@ -353,8 +353,7 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], step_scope="global")
 
 
-@pytest.mark.parametrize("framework, name", [("optax", "noisy_sgd"), ("optax", "contrib.dpsgd"),
-                                             ("optax", "contrib.galore")])
+@pytest.mark.parametrize("framework, name", [("optax", "noisy_sgd"), ("optax", "contrib.dpsgd")])
 def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(framework,
                                                                                   name):
     why = flavors.get(framework).not_reproduced[name]
@@ -405,7 +404,7 @@ def test_none_without_a_framework_twin_and_optax_warmup_are_refused():
 
 
 OPTAX_CONTRIB = ("contrib.acprop", "contrib.cocob", "contrib.dog", "contrib.dowg",
-                 "contrib.momo", "contrib.momo_adam", "contrib.sophia")
+                 "contrib.momo", "contrib.momo_adam", "contrib.sophia", "contrib.galore")
 
 
 @pytest.mark.parametrize("name", OPTAX_CONTRIB)

@@ -151,7 +151,9 @@ def optax_squared_gradient():
 OPTAX_NAMED = {"hessian_diagonal_fn": {"squared-gradient": optax_squared_gradient}}
 #: Arguments kept static in inject_hyperparams beyond callable defaults (sophia branches on
 #: them in Python, as tests/test_sophia.py keeps them).
-OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval")}
+OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval"),
+                # galore's rank and gap are Python ints it checks and branches on
+                "contrib.galore": ("rank", "update_proj_gap")}
 
 
 #: Constructors whose ``tx.update`` the replay compiles with ``jax.jit`` (the injected lr a
@@ -160,7 +162,9 @@ OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "upd
 #: eagerly, 4.6 s jitted). The others run eagerly: jitting every constructor breaks adafactor
 #: (its injected min_dim_size_to_factor, traced, is branched on in Python) and makes the torch
 #: twins' replay slower (45 s against 22 s: compiling costs more than the small steps).
-OPTAX_JIT = ("contrib.muon",)
+#: contrib.galore is slow eagerly too (a lax.cond around the SVD each step; its flavor case
+#: and torch twin, 20 and 12 steps: 28 s eagerly, 6.6 s jitted, on a loaded machine).
+OPTAX_JIT = ("contrib.muon", "contrib.galore")
 
 #: optax.lbfgs's default line search (alias.py): the zoom keywords of a case complete it.
 OPTAX_LBFGS_ZOOM = dict(max_linesearch_steps=20, initial_guess_strategy="one")

@@ -4,11 +4,21 @@ float64) to 1e-12 of the parameters' scale, and as published (float32 SVD) to 1e
 projection sides (tall and wide matrices), a non-2-D parameter, weight decay, correct_bias,
 projector refreshes, an lr schedule, 24 steps; the projection hand-derived; bad input.
 
+The optax flavor (``from_framework("optax", "contrib.galore", ...)``: the larger side
+projected, a float32 SVD with LAPACK's signs through scipy, optax's Adam, the decay before the
+step) against optax 0.2.8's ``optax.contrib.galore`` itself in float32 (jax x64 on, as the
+replay runs it; ``tx.update`` jitted), 24 steps, a tall, a wide and a square matrix and a
+vector, rank 2, projector refreshes every 5 steps that carry the moments over, weight decay
+and scale, an lr schedule, to 1e-5 of the parameters' scale (the golden float32 tolerance;
+measured at most 5.8e-7, 6 float32 ulps of the scale); with npoptim's fixed signs instead
+of LAPACK's it fails (by 7e-3 of the scale).
+
 galore-torch's package ``__init__`` imports transformers and bitsandbytes, which CI does not
 install (they would move torch): :func:`authors_galore` loads its ``galore_projector.py`` and
 ``adamw.py`` alone, the latter with its one transformers import (``require_version``, a
 version check of torch) replaced by a no-op.
 """
+import functools
 import importlib.util
 import sys
 import types
@@ -16,8 +26,10 @@ import types
 import numpy as np
 import pytest
 from hand_derived import close
-from optax_contrib import STEPS, assert_trajectories_close, lr_schedule, torch
+from optax_contrib import (STEPS, assert_trajectories_close, lr_schedule, needs_optax,
+                           run_optax, torch)
 
+from npoptim import flavors
 from npoptim.optim.galore import GaLoreAdamW
 
 SHAPES = ((8, 5), (4, 9), (6,))
@@ -59,11 +71,12 @@ def float64_svd(self, weights, rank, type):
     return vectors.T if type == "right" else vectors
 
 
-def problem(seed=0):
+def problem(seed=0, shapes=SHAPES, dtype=np.float64):
     rng = np.random.default_rng(seed)
-    params = [rng.uniform(-1, 1, s) for s in SHAPES]
-    centres = [rng.standard_normal(s) for s in SHAPES]
-    noise = [[rng.standard_normal(s) * 0.3 for s in SHAPES] for _ in range(STEPS)]
+    params = [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
+    centres = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    noise = [[(rng.standard_normal(s) * 0.3).astype(dtype) for s in shapes]
+             for _ in range(STEPS)]
 
     def grad(t, ps):
         return [(p - c) + 0.2 * (p - c) ** 3 + n for p, c, n in zip(ps, centres, noise[t])]
@@ -155,6 +168,86 @@ def test_first_step_hand_derived():
     assert opt.state[0]["exp_avg"].shape == (3, 1)
 
 
+#: optax's form: a tall, a wide and a square matrix (square: from the left, as tall) and a
+#: vector (Adam on the full gradient, no scale).
+OPTAX_SHAPES = ((7, 4), (3, 6), (5, 5), (6,))
+#: (the golden cases cases/optax/GaLoreAdamW.json, replayed through optax by
+#: tests/test_framework_replay.py, cover rank 2 without decay and rank 1 with it)
+OPTAX_OPTIONS = [dict(rank=2, update_proj_gap=5, weight_decay=0.1, scale=0.5)]
+
+
+@functools.lru_cache(maxsize=None)
+def optax_galore(option):
+    """optax.contrib.galore's trajectory on the float32 problem (``OPTAX_OPTIONS[option]``),
+    its ``tx.update`` jitted, and the problem."""
+    import optax
+    kw = OPTAX_OPTIONS[option]
+    params, grad = problem(0, OPTAX_SHAPES, np.float32)
+    lrs = lr_schedule(lr=0.02)
+    return run_optax(lambda lr: optax.contrib.galore(learning_rate=lr, **kw), params, grad,
+                     lrs=lrs, jit=True), (params, grad, lrs)
+
+
+def run_optax_galore(option, **switches):
+    """(optax's trajectory, npoptim's optax flavor's); ``switches`` override the flavor's."""
+    expected, (params, grad, lrs) = optax_galore(option)
+    ps = [p.copy() for p in params]
+    opt = flavors.from_framework("optax", "contrib.galore", ps, learning_rate=lrs[0],
+                                 **OPTAX_OPTIONS[option])
+    for group in opt.param_groups:
+        group.update(switches)
+    actual = []
+    for t in range(STEPS):
+        opt.param_groups[0]["lr"] = lrs[t]
+        opt.step(grad(t, ps))
+        actual.append([p.copy() for p in ps])
+    assert all(a.dtype == e.dtype == np.float32 for a, e in zip(actual[-1], expected[-1]))
+    return expected, actual
+
+
+@needs_optax
+def test_optax_flavor_matches_optax_contrib_galore_in_float32():
+    expected, actual = run_optax_galore(0)
+    assert_trajectories_close(actual, expected, rtol=1e-5)
+
+
+@needs_optax
+def test_optax_flavor_needs_lapack_s_signs():
+    # the refreshes at steps 6, 11, 16 and 21 read the carried moments in the new basis: a singular
+    # vector signed otherwise than jax's LAPACK signs it turns them around
+    expected, actual = run_optax_galore(0, svd_signs="fixed")
+    with pytest.raises(AssertionError, match="of the scale"):
+        assert_trajectories_close(actual, expected, rtol=1e-3)
+
+
+@needs_optax
+def test_scipy_gesdd_gives_jax_s_singular_vectors_bit_for_bit():
+    import jax.numpy as jnp
+    import scipy.linalg
+    rng = np.random.default_rng(3)
+    for shape in OPTAX_SHAPES[:3]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        ours = scipy.linalg.svd(a, full_matrices=False, lapack_driver="gesdd")
+        theirs = jnp.linalg.svd(jnp.asarray(a), full_matrices=False)
+        for x, y in zip(ours, theirs):
+            np.testing.assert_array_equal(x, np.asarray(y))
+
+
+def test_optax_form_first_step_hand_derived():
+    # rank 1 on a tall 3x2 matrix, the larger side projected: P = the first left singular
+    # vector (a column, +-e1), R = P^T G = (+-3, 0); optax's Adam's first step is
+    # r_hat / (|r_hat| + eps) with r_hat = r, so only w[0, 0] moves, by -lr 3 / (3 + eps)
+    w = np.zeros((3, 2), np.float32)
+    g = np.array([[3.0, 0.0], [0.0, 1.0], [0.0, 0.0]], np.float32)
+    opt = GaLoreAdamW([w], lr=0.1, rank=1, flavor="optax")
+    assert (opt.defaults["eps"], opt.defaults["scale"]) == (1e-8, 1.0)
+    opt.step([g])
+    assert opt.state[0]["exp_avg"].shape == (1, 2) and opt.state[0]["ortho_matrix"].shape == (3, 1)
+    expected = np.zeros((3, 2), np.float32)
+    expected[0, 0] = np.float32(-0.1 * 3 / (3 + 1e-8))
+    np.testing.assert_allclose(w, expected, rtol=1e-6, atol=0)
+
+
 def test_state_dict_round_trip_continues_identically():
     params, grad = problem(2)
     a = [p.copy() for p in params]
@@ -177,7 +270,9 @@ def test_state_dict_round_trip_continues_identically():
     (dict(weight_decay=-0.1), "weight_decay"), (dict(scale=-1.0), "scale"),
     (dict(rank=0), "rank"), (dict(rank=2.0), "rank"), (dict(update_proj_gap=0),
                                                        "update_proj_gap"),
-    (dict(correct_bias=1), "correct_bias")])
+    (dict(correct_bias=1), "correct_bias"), (dict(projected_side="left"), "projected_side"),
+    (dict(svd_dtype="float16"), "svd_dtype"), (dict(svd_signs=None), "svd_signs"),
+    (dict(eps_mode="torch"), "eps_mode"), (dict(decay_after_update=0), "decay_after_update")])
 def test_bad_hyperparameters_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         GaLoreAdamW([np.zeros((3, 2))], **kw)

@@ -105,6 +105,22 @@ FLAVOR_ROWS = {
                        max_linesearch_steps=3), shapes=((6,),), objective="separable-quartic",
                   dtypes=("float64",), tolerance=table.LBFGS_TOLERANCE, flavor="optax",
                   matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
+    ),
+        # optax's galore is float32 only (its SVD is float32 under x64 too); the torch row's
+        # case (the authors' form) fails through optax
+        "GaLoreAdamW": (
+        table.Row("GaLoreAdamW", "tall-wide-vector", "optax.contrib.galore(rank=1, "
+                  "update_proj_gap=6, scale=0.5, weight_decay=0.1) on a tall (3x2), a wide "
+                  "(2x3) and a square (2x2) matrix and a vector, under warmup + cosine: the "
+                  "larger side projected (tall and square from the left), the float32 SVD "
+                  "with LAPACK gesdd's signs (jax's: scipy's LAPACK), refreshed at steps 1, 7, "
+                  "13 and 19 with the moments carried over; optax's Adam (eps 1e-8 on "
+                  "sqrt(v_hat)) in the subspace, and on the vector's full gradient without "
+                  "the scale; the decoupled decay added to the update before the lr (on the "
+                  "parameter before the step).",
+                  dict(lr=1e-2, rank=1, update_proj_gap=6, scale=0.5, weight_decay=0.1),
+                  shapes=((3, 2), (2, 3), (2, 2), (2,)), steps=20, schedule="warmup-cosine",
+                  dtypes=("float32",), flavor="optax", matches=("optax.contrib.galore 0.2.8",)),
     )},
 }
 

@@ -42,23 +42,57 @@ depend on theirs. The cross-checks: against galore-torch with its SVD done in fl
 signed the same way, to 1e-12 of the parameters' scale over several refreshes; against
 galore-torch as published (float32 SVD, its build's signs) with one refresh, at 1e-5 (a
 float32 SVD moves the projector by ~1e-7 of its scale, carried by every later step).
-optax's ``optax.contrib.galore`` differs: it projects the *larger* side (:math:`U^\top G` for
-:math:`m \ge n`) and runs optax's Adam (:math:`\epsilon` outside the bias-corrected
-:math:`\sqrt{\hat v}`), and its SVD is float32 under x64 too (singular vectors of an 8x5
-matrix 1.6e-6 from the float64 ones); that form is not implemented here
-(``npoptim.flavors.OPTAX.not_reproduced``). Dense gradients only.
+Dense gradients only.
+
+Convention switches (optax's ``optax.contrib.galore`` 0.2.8, ``optax/contrib/_galore.py``,
+is the ``optax`` flavor: :mod:`npoptim.flavors`), each a change of what the one rule reads,
+not of the rule; the defaults are the form above (``torch_conventions``):
+
+* ``projected_side="larger"`` (optax; default ``"smaller"``, the authors'): the projection
+  reduces the *larger* side to rank :math:`r`: :math:`P = U_{:, :r}` and :math:`R = P^\top G`
+  (:math:`r \times n`) for :math:`m \ge n` (square matrices included), :math:`P =
+  V_{:, :r}^\top` and :math:`R = G P^\top` (:math:`m \times r`) for :math:`m < n`; the
+  formulas above with the two cases swapped.
+* ``svd_dtype="float32"`` (optax, and the authors' code as published; default
+  ``"param"``): the SVD of the gradient cast to float32, the projector cast back.
+* ``svd_signs="lapack"`` (optax; default ``"fixed"``): the singular vectors with the signs
+  LAPACK ``gesdd`` returns, from ``scipy.linalg.svd(..., lapack_driver="gesdd")``. That is the
+  routine optax's ``jnp.linalg.svd`` runs on CPU: jaxlib's LAPACK kernels call the LAPACK of
+  ``scipy.linalg.cython_lapack``, so on the same float32 input scipy's and jax's singular
+  vectors are the same, bit for bit (measured: 550 random float32 matrices of 11 shapes,
+  2x7 to 30x20; scipy 1.17.1 on its OpenBLAS 0.3.30, jax 0.10.2). ``numpy.linalg.svd``
+  links numpy's own LAPACK (its OpenBLAS 0.3.31, 64-bit integers), not that routine: it
+  differs by ~1e-6 and flips the sign of some singular vector in 118 of those 550 matrices.
+  So the optax form, like optax, depends on the LAPACK build (scipy's here; a jax on another
+  LAPACK, a GPU's solver, may pick other signs, which matter from the first refresh that
+  carries moments over).
+* ``eps_mode="bias_corrected"`` (optax's ``scale_by_adam``; default ``"eps_hat"``, the
+  authors'): :math:`N = \hat M/(\sqrt{\hat V} + \epsilon)` with :math:`\hat M =
+  M/(1-\beta_1^t)`, :math:`\hat V = V/(1-\beta_2^t)`, and the step :math:`W \leftarrow W -
+  \gamma D` (``correct_bias=False``: :math:`\hat M = M`, :math:`\hat V = V`).
+* ``decay_after_update=False`` (optax: ``add_decayed_weights`` on the update, then the lr;
+  default True, the authors'): the decoupled decay reads the parameter before the step,
+  :math:`W \leftarrow W - \gamma(D + \lambda W)`, computed as :math:`W(1-\gamma\lambda) -
+  \gamma D` (torch's AdamW order).
+
+The optax flavor sets the five, with optax's defaults: ``eps`` 1e-8, ``scale`` 1, ``betas``
+(0.9, 0.999) (those of ``scale_by_adam()``, optax's default ``base_optimizer``, whose options
+``contrib.galore`` does not take). Non-2-D parameters take the same Adam in both forms,
+without ``scale``, as optax runs its ``base_optimizer`` on them in full.
 """
 import math
 import numbers
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 
+from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_flag
+from npoptim.optim.variants import check_choice, check_flag
 
 
 class GaLoreHyper(NamedTuple):
@@ -69,26 +103,34 @@ class GaLoreHyper(NamedTuple):
     beta2: float
     one_minus_beta2: float
     eps: float
-    neg_step_size: float   # -γ √(1-β2^t)/(1-β1^t) (-γ without bias correction)
-    neg_decay: float       # -γ λ
+    m_divisor: float       # eps_mode="bias_corrected": 1-β1^t (optax's m_hat), else 1
+    v_divisor: float       # eps_mode="bias_corrected": 1-β2^t, else 1
+    neg_step_size: float   # -γ √(1-β2^t)/(1-β1^t) (-γ without bias correction, or with
+                           # eps_mode="bias_corrected")
+    decay_factor: float    # decay_after_update=False: 1 - γ λ (before the step), else 1
+    neg_decay: float       # decay_after_update=True: -γ λ (after the step), else 0
 
 
 @kernel
 def galore_moments_rule(n, r, s, h):
     """One element of the low-rank Adam direction: ``r`` the projected gradient,
-    ``s = (exp_avg, exp_avg_sq)``; returns :math:`M/(\\sqrt{V}+\\epsilon)` (``n`` unread).
-    torch's ``mul_(b1).add_(r, alpha=1-b1)`` and ``mul_(b2).addcmul_(r, r, value=1-b2)``."""
+    ``s = (exp_avg, exp_avg_sq)``; returns :math:`M/(\\sqrt{V}+\\epsilon)` (``n`` unread),
+    with ``eps_mode="bias_corrected"`` optax's :math:`\\hat M/(\\sqrt{\\hat V}+\\epsilon)`
+    (the divisors are 1 otherwise: the same bits). torch's ``mul_(b1).add_(r, alpha=1-b1)``
+    and ``mul_(b2).addcmul_(r, r, value=1-b2)``."""
     m, v = s
     m = fma(h.one_minus_beta1, r, m * h.beta1)
     v = fma(h.one_minus_beta2 * r, r, v * h.beta2)
-    return m / (np.sqrt(v) + h.eps), (m, v)
+    return (m / h.m_divisor) / (np.sqrt(v / h.v_divisor) + h.eps), (m, v)
 
 
 @kernel
 def galore_param_rule(p, d, s, h):
     """One element of the parameter update from the full-space direction ``d`` (no state):
-    torch's ``p.add_(d, alpha=-step_size)``, then ``p.add_(p, alpha=-lr*wd)``."""
-    p = fma(h.neg_step_size, d, p)
+    torch's ``p.add_(d, alpha=-step_size)``, then ``p.add_(p, alpha=-lr*wd)`` (with
+    ``decay_after_update=False`` the decay ``p * (1 - lr*wd)`` comes first instead; the
+    unused one multiplies by 1 or adds 0)."""
+    p = fma(h.neg_step_size, d, p * h.decay_factor)
     return fma(h.neg_decay, p, p), s
 
 
@@ -121,43 +163,78 @@ def _product(a, b):
     return out
 
 
-def orthogonal_projector(g, shape):
+def projects_right(shape, projected_side):
+    """Is the projector on the right (:math:`R = G P^\\top`, :math:`P` of shape
+    :math:`r \\times n`)? It reduces the smaller side (the authors': :math:`m \\ge n`) or the
+    larger one (optax's: :math:`m < n`)."""
+    m, n = shape
+    return m >= n if projected_side == "smaller" else m < n
+
+
+def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
     """The projector of the gradient matrix ``g``: its first right singular vectors as rows
-    (tall ``g``) or left ones as columns (wide ``g``), each signed so that its entry of
-    largest magnitude (the first such) is positive."""
-    u, _, vh = np.linalg.svd(g, full_matrices=False)
-    vectors = vh[:shape[0], :].T if g.shape[0] >= g.shape[1] else u[:, :shape[1]]
-    peaks = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
-    vectors = vectors * np.where(peaks < 0, -1.0, 1.0).astype(vectors.dtype)
-    return vectors.T if g.shape[0] >= g.shape[1] else vectors
+    (``right``) or left ones as columns, from the SVD in ``g``'s dtype or float32
+    (``svd_dtype``), each signed so that its entry of largest magnitude (the first such) is
+    positive, or as LAPACK's gesdd returns it through scipy (``svd_signs="lapack"``: jax's
+    signs, see the module docstring)."""
+    a = g.astype(np.float32) if svd_dtype == "float32" else g
+    if svd_signs == "lapack":
+        u, _, vh = scipy.linalg.svd(a, full_matrices=False, lapack_driver="gesdd",
+                                    check_finite=False)
+    else:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+    vectors = vh[:shape[0], :].T if right else u[:, :shape[1]]
+    if svd_signs == "fixed":
+        peaks = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
+        vectors = vectors * np.where(peaks < 0, -1.0, 1.0).astype(vectors.dtype)
+    vectors = vectors.astype(g.dtype, copy=False)
+    return vectors.T if right else vectors
 
 
-def projection_shapes(shape, rank):
+def projection_shapes(shape, rank, projected_side="smaller"):
     """``(projector shape, low-rank shape)`` of a parameter, or None if it is not
     projected (not 2-D, or empty)."""
     if len(shape) != 2 or min(shape) == 0:
         return None
     m, n = shape
     r = min(rank, m, n)
-    return ((r, n), (m, r)) if m >= n else ((m, r), (r, n))
+    return ((r, n), (m, r)) if projects_right(shape, projected_side) else ((m, r), (r, n))
 
 
 class GaLoreAdamW(Optimizer):
     """GaLore AdamW (see the module docstring): ``lr``, ``betas``, ``eps``,
-    ``weight_decay``, ``correct_bias``, ``rank``, ``update_proj_gap``, ``scale``."""
+    ``weight_decay``, ``correct_bias``, ``rank``, ``update_proj_gap``, ``scale``, and the
+    convention switches of optax's form (``flavor="optax"``)."""
 
     sparse_kind = "dense-only"
+    #: The convention switches and their default values, the authors' form (there is no
+    #: torch.optim GaLore; see :mod:`npoptim.flavors`).
+    torch_conventions = {"projected_side": "smaller", "svd_dtype": "param",
+                         "svd_signs": "fixed", "eps_mode": "eps_hat",
+                         "decay_after_update": True}
+    #: A switch that matters only when this option is on (else left out of golden files).
+    conventions_apply = {"decay_after_update": "weight_decay"}
 
+    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
-                 correct_bias=True, *, rank=128, update_proj_gap=200, scale=0.25):
+                 correct_bias=True, *, rank=128, update_proj_gap=200, scale=0.25,
+                 projected_side="smaller", svd_dtype="param", svd_signs="fixed",
+                 eps_mode="eps_hat", decay_after_update=True):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       correct_bias=correct_bias, rank=rank,
-                                      update_proj_gap=update_proj_gap, scale=scale))
+                                      update_proj_gap=update_proj_gap, scale=scale,
+                                      projected_side=projected_side, svd_dtype=svd_dtype,
+                                      svd_signs=svd_signs, eps_mode=eps_mode,
+                                      decay_after_update=decay_after_update))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "weight_decay", "scale")
         check_betas(group["betas"])
-        check_flag(group, "correct_bias")
+        check_flag(group, "correct_bias", "decay_after_update")
+        check_choice(group, "projected_side", ("smaller", "larger"))
+        check_choice(group, "svd_dtype", ("param", "float32"))
+        check_choice(group, "svd_signs", ("fixed", "lapack"))
+        check_choice(group, "eps_mode", ("eps_hat", "bias_corrected"))
         for name in ("rank", "update_proj_gap"):
             value = group[name]
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -167,7 +244,7 @@ class GaLoreAdamW(Optimizer):
         return ("exp_avg", "exp_avg_sq", "ortho_matrix")
 
     def _state_shapes(self, param, group):
-        shapes = projection_shapes(param.shape, group["rank"])
+        shapes = projection_shapes(param.shape, group["rank"], group["projected_side"])
         if shapes is None:
             return {"exp_avg": param.shape, "exp_avg_sq": param.shape, "ortho_matrix": (0, 0)}
         projector, low = shapes
@@ -178,13 +255,19 @@ class GaLoreAdamW(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        step_size = group["lr"]
-        if group["correct_bias"]:
+        step_size, m_divisor, v_divisor = group["lr"], 1.0, 1.0
+        if group["correct_bias"] and group["eps_mode"] == "bias_corrected":   # optax's
+            m_divisor, v_divisor = 1.0 - beta1 ** step, 1.0 - beta2 ** step
+        elif group["correct_bias"]:
             step_size = step_size * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
+        decay = group["lr"] * group["weight_decay"]
+        after = group["decay_after_update"]
         hyper = typed_record(GaLoreHyper, param, beta1=beta1, one_minus_beta1=1.0 - beta1,
                              beta2=beta2, one_minus_beta2=1.0 - beta2, eps=group["eps"],
+                             m_divisor=m_divisor, v_divisor=v_divisor,
                              neg_step_size=-step_size,
-                             neg_decay=-group["lr"] * group["weight_decay"])
+                             decay_factor=1.0 if after else 1.0 - decay,
+                             neg_decay=-decay if after else 0.0)
         shape = self._current_shape
         moments = (state["exp_avg"].reshape(-1), state["exp_avg_sq"].reshape(-1))
         if projection_shapes(shape, group["rank"]) is None:
@@ -193,13 +276,14 @@ class GaLoreAdamW(Optimizer):
             _galore_param(param, direction, (), hyper)
             return
         g = grad.reshape(shape)
-        m, n = shape
+        right = projects_right(shape, group["projected_side"])
         projector = state["ortho_matrix"]
         if refresh:
-            projector[...] = orthogonal_projector(g, projector.shape)
-        low = _product(g, projector.T) if m >= n else _product(projector.T, g)
+            projector[...] = orthogonal_projector(g, projector.shape, right, group["svd_dtype"],
+                                                  group["svd_signs"])
+        low = _product(g, projector.T) if right else _product(projector.T, g)
         direction = np.zeros_like(low)
         _galore_moments(direction.reshape(-1), low.reshape(-1), moments, hyper)
-        full = _product(direction, projector) if m >= n else _product(projector, direction)
+        full = _product(direction, projector) if right else _product(projector, direction)
         full *= param.dtype.type(group["scale"])
         _galore_param(param, full.reshape(-1), (), hyper)
