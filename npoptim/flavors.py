@@ -23,7 +23,7 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``noisy_sgd``, ...).
+reproduces (:attr:`Flavor.not_reproduced`: optax's ``contrib.galore``, ...).
 """
 import functools
 import inspect
@@ -354,6 +354,9 @@ OPTAX = Flavor(
         "Adafactor": dict(eps1_mode="added", relative_step=False, min_dim_size_to_factor=128,
                           factor_dims="largest_two", weight_decay_mode="added",
                           momentum_dtype="float32"),
+        # the noise optax draws from jax.random (npoptim.kernels.jax_random)
+        "NoisySGD": dict(noise_stream="jax"),
+        "DPSGD": dict(noise_stream="jax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -650,6 +653,19 @@ OPTAX = Flavor(
             unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
                                                "above every dimension"),
                          "weight_decay_mask": _OPTAX_MASK}),
+        # key / seed: the jax.random key the noise comes from (npoptim's seed with
+        # noise_stream="jax"); optax's key=None is key 0 (with a warning)
+        "noisy_sgd": FrameworkOptimizer(
+            "NoisySGD", {"learning_rate": "lr", "eta": "eta", "gamma": "gamma", "key": "seed"},
+            dict(learning_rate=REQUIRED, eta=0.01, gamma=0.55, key=0),
+            fixed=dict(noise_stream="jax")),
+        "contrib.dpsgd": FrameworkOptimizer(
+            "DPSGD", {"learning_rate": "lr", "l2_norm_clip": "l2_norm_clip",
+                      "noise_multiplier": "noise_multiplier", "seed": "seed",
+                      "momentum": "momentum", "nesterov": "nesterov"},
+            dict(learning_rate=REQUIRED, l2_norm_clip=REQUIRED, noise_multiplier=REQUIRED,
+                 seed=REQUIRED, momentum=None, nesterov=False),
+            fixed=dict(noise_stream="jax")),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -730,18 +746,16 @@ OPTAX = Flavor(
                      "d=inf; its float hyperparameters as float64 (as inject_hyperparams holds "
                      "them: Python floats make XLA take the decay's power and the momentum "
                      "product in float32; see npoptim/optim/adafactor.py)",
+        "NoisySGD": "torch-style math (npoptim's); the noise is jax.random's normal stream "
+                    "from key(key) as optax splits it (noise_stream='jax': "
+                    "npoptim/kernels/jax_random.py), a gradient for every parameter each step; "
+                    "lr required",
+        "DPSGD": "npoptim's math (optax.contrib.dpsgd's); the noise is jax.random's normal "
+                 "stream from key(seed) as optax splits it (noise_stream='jax'); momentum "
+                 "None is 0; lr, l2_norm_clip, noise_multiplier and seed required",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     not_reproduced={
-        "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
-                     "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
-                     "same numbers",
-        "contrib.dpsgd": "npoptim's DPSGD computes optax's math (tests/test_dpsgd.py matches "
-                         "optax.contrib.dpsgd to 1e-12 by feeding optax's jax.random samples "
-                         "as step(noise=...)), but a golden case's noise comes from npoptim's "
-                         "counter stream, and optax.contrib.dpsgd draws its own from "
-                         "jax.random.PRNGKey(seed) with no way to be given samples: the same "
-                         "law, not the same numbers, so the cases cannot be replayed",
         "contrib.galore": "optax's galore is not galore-torch's GaLoreAdamW (npoptim's): it "
                           "computes the SVD in float32 even under x64 (jax's float32 singular "
                           "vectors of an 8x5 matrix are 1.6e-6 from the float64 ones, and from "

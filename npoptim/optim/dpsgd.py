@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
@@ -134,6 +135,7 @@ class DPSGD(Optimizer):
     sparse_kind = "dense-only"
     per_example_grads = True
 
+    @flavored
     def __init__(self, params, lr=1e-2, l2_norm_clip=1.0, noise_multiplier=1.0, momentum=0.0,
                  nesterov=False, *, seed=0, noise_stream="counter"):
         self._noise = None

@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
 from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
@@ -153,6 +154,7 @@ class NoisySGD(Optimizer):
 
     sparse_kind = "dense-only"
 
+    @flavored
     def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, noise_stream="counter",
                  maximize=False):
         self._noise = None
