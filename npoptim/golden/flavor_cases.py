@@ -121,8 +121,9 @@ FLAVOR_ROWS = {
                   "(batch 4) clipped to a global norm 2, noise multiplier 0.5 from jax.random's "
                   "stream from key 5 (npoptim noise_stream='jax'), two parameters, under warmup "
                   "+ cosine (its momentum is checked against optax in tests/test_dpsgd.py).",
-                  dict(lr=0.05, l2_norm_clip=2.0, noise_multiplier=0.5, seed=5), shapes=((2,), (1,)), grads="per-example",
-                  steps=20, schedule="warmup-cosine", dtypes=("float64",), flavor="optax",
+                  dict(lr=0.05, l2_norm_clip=2.0, noise_multiplier=0.5, seed=5),
+                  shapes=((2,), (1,)), grads="per-example", steps=20, schedule="warmup-cosine",
+                  dtypes=("float64",), flavor="optax",
                   matches=("optax.contrib.dpsgd 0.2.8",)),)},
 }
 

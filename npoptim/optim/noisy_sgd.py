@@ -89,8 +89,9 @@ def check_noise_stream(optimizer, group, global_names=("noise_stream",)):
         global_names = tuple(global_names) + ("seed",)
     for name in global_names:
         if group[name] != optimizer.defaults[name]:
-            raise ValueError(f"{name} is one value for the whole optimizer (one noise stream "
-                             "over every parameter): set it in the constructor, not per group")
+            raise ValueError(f"{name} is one value for the whole optimizer (one clipping norm "
+                             "or noise stream over every parameter): set it in the constructor, "
+                             "not per group")
 
 
 class OptaxKeyChain:
