@@ -23,7 +23,8 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`: optax's ``noisy_sgd``, ...).
+reproduces (:attr:`Flavor.not_reproduced`; no flavor has one today: optax's ``contrib.galore``,
+``noisy_sgd`` and ``contrib.dpsgd`` were, until their switches came).
 """
 import functools
 import inspect
@@ -357,6 +358,9 @@ OPTAX = Flavor(
         # optax.contrib.galore (optax/contrib/_galore.py): see npoptim/optim/galore.py
         "GaLoreAdamW": dict(projected_side="larger", svd_dtype="float32", svd_signs="lapack",
                             eps_mode="bias_corrected", decay_after_update=False),
+        # the noise optax draws from jax.random (npoptim.kernels.jax_random)
+        "NoisySGD": dict(noise_stream="jax"),
+        "DPSGD": dict(noise_stream="jax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -669,6 +673,19 @@ OPTAX = Flavor(
                          "mask": _OPTAX_MASK,
                          "weight_dimension_numbers": ((None,), "npoptim projects the 2-D "
                                                                "parameters only")}),
+        # key / seed: the jax.random key the noise comes from (npoptim's seed with
+        # noise_stream="jax"); optax's key=None is key 0 (with a warning)
+        "noisy_sgd": FrameworkOptimizer(
+            "NoisySGD", {"learning_rate": "lr", "eta": "eta", "gamma": "gamma", "key": "seed"},
+            dict(learning_rate=REQUIRED, eta=0.01, gamma=0.55, key=0),
+            fixed=dict(noise_stream="jax")),
+        "contrib.dpsgd": FrameworkOptimizer(
+            "DPSGD", {"learning_rate": "lr", "l2_norm_clip": "l2_norm_clip",
+                      "noise_multiplier": "noise_multiplier", "seed": "seed",
+                      "momentum": "momentum", "nesterov": "nesterov"},
+            dict(learning_rate=REQUIRED, l2_norm_clip=REQUIRED, noise_multiplier=REQUIRED,
+                 seed=REQUIRED, momentum=None, nesterov=False),
+            fixed=dict(noise_stream="jax")),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -756,19 +773,15 @@ OPTAX = Flavor(
                        "sqrt(v_hat): eps_mode='bias_corrected'), the decoupled decay on the "
                        "parameter before the step (decay_after_update=False); eps 1e-8, scale "
                        "1; float32 only (cases): optax's SVD is float32 under x64 too",
+        "NoisySGD": "torch-style math (npoptim's); the noise is jax.random's normal stream "
+                    "from key(key) as optax splits it (noise_stream='jax': "
+                    "npoptim/kernels/jax_random.py), a gradient for every parameter each step; "
+                    "lr required",
+        "DPSGD": "npoptim's math (optax.contrib.dpsgd's); the noise is jax.random's normal "
+                 "stream from key(seed) as optax splits it (noise_stream='jax'); momentum "
+                 "None is 0; lr, l2_norm_clip, noise_multiplier and seed required",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
-    not_reproduced={
-        "noisy_sgd": "optax draws its noise from jax.random (threefry on a key), npoptim from its "
-                     "counter stream (npoptim/kernels/counter_stream.py): the same law, not the "
-                     "same numbers",
-        "contrib.dpsgd": "npoptim's DPSGD computes optax's math (tests/test_dpsgd.py matches "
-                         "optax.contrib.dpsgd to 1e-12 by feeding optax's jax.random samples "
-                         "as step(noise=...)), but a golden case's noise comes from npoptim's "
-                         "counter stream, and optax.contrib.dpsgd draws its own from "
-                         "jax.random.PRNGKey(seed) with no way to be given samples: the same "
-                         "law, not the same numbers, so the cases cannot be replayed",
-    },
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "
              "jax_enable_x64)",
     step_scope=None,

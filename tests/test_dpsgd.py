@@ -193,3 +193,18 @@ def test_golden_per_example_grads_need_their_tag(tmp_path):
     bad.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(schema.GoldenFileError, match=r"grads\[0\]\.shape.*expected \[3, 5\]"):
         schema.load(bad)
+
+
+@needs_optax
+@pytest.mark.parametrize("momentum, nesterov, seed", [(None, False, 0), (0.9, True, 1234)])
+def test_jax_stream_matches_optax_itself(momentum, nesterov, seed):
+    # noise_stream="jax": npoptim draws optax's own samples (24 steps, two parameters)
+    params, grad = per_example_problem(3)
+    lrs = lr_schedule(lr=0.05)
+    expected = run_optax(lambda lr: optax.contrib.dpsgd(lr, 1.5, 0.8, seed, momentum=momentum,
+                                                        nesterov=nesterov),
+                         params, grad, lrs=lrs)
+    actual, _ = run_dpsgd(params, grad, lrs=lrs, lr=lrs[0], l2_norm_clip=1.5,
+                          noise_multiplier=0.8, momentum=momentum or 0.0, nesterov=nesterov,
+                          seed=seed, noise_stream="jax")
+    assert_trajectories_close(actual, expected)

@@ -61,8 +61,10 @@ def _known_bug(framework, case_id):
 def _framework_kwargs(entry, hyper):
     """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
     (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), ints where the framework's
-    default is one (optax sophia's ``update_interval``)."""
-    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int else v
+    default is one (optax sophia's ``update_interval``) or that is a random key's seed (optax
+    contrib.dpsgd's required ``seed``)."""
+    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int
+            and entry.names.get(k) != "seed" else v
             for k, v in flavors.framework_call(entry, hyper).items()}
 
 

@@ -81,7 +81,8 @@ def test_every_optimizer_has_rows_in_the_case_table():
 
 # The size budget (measured 2026-12-01: 34.8 MB in all): the 17 torch.optim optimizers with
 # LAMB/LARS take 12.4 MB; the ~55 optimizers beyond torch 11.4 MB (0.1-0.9 MB each: float32 and
-# float64 cases of 10 steps or more); the framework flavors 6.2 MB (optax's L-BFGS 0.14 MB, Muon 0.16 MB, GaLore 0.08 MB);
+# float64 cases of 10 steps or more); the framework flavors 6.2 MB (optax's L-BFGS 0.14 MB, Muon 0.16 MB,
+# GaLore 0.08 MB, noisy_sgd/dpsgd's jax-stream cases 0.05 MB);
 # the 16-bit and quantized precision cases 4.2 MB (the four quantized-state ones 2.15 MB:
 # torchao's least quantized parameter has 4096 elements; 16-bit Adafactor 0.08 MB, Muon 0.09 MB,
 # 20 steps of 4x8; the bfloat16 LBFGS case 0.02 MB); the wrappers (Lookahead, SAM, Mechanic) 0.4 MB; README, schema

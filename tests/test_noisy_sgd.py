@@ -110,3 +110,52 @@ def test_bad_noise_changes_nothing():
             opt.step([np.ones(3)], noise=noise)
     np.testing.assert_array_equal(w, [1.0, 2.0, 3.0])
     assert opt.state == {}
+
+
+@pytest.mark.parametrize("eta, gamma, key", [(0.01, 0.55, 0), (0.3, 1.0, 42)])
+def test_jax_stream_matches_optax_itself(eta, gamma, key):
+    # noise_stream="jax": npoptim draws optax's own samples; 24 steps under a schedule
+    optax = pytest.importorskip("optax")
+    params, grads = problem(2)
+    lrs, optax_lrs = schedule(0.05)
+    expected = optax_trajectory(lambda: optax.noisy_sgd(optax_lrs, eta=eta, gamma=gamma,
+                                                        key=key), params, grads)
+    opt = NoisySGD(params, lr=lrs[0], eta=eta, gamma=gamma, seed=key, noise_stream="jax")
+    actual = []
+    for t, step_grads in enumerate(grads):
+        opt.param_groups[0]["lr"] = lrs[t]
+        opt.step(step_grads)
+        actual.append([p.copy() for p in params])
+    assert_same_trajectory(actual, expected)
+
+
+def test_jax_stream_continues_after_a_state_dict_round_trip():
+    a = [np.zeros(3), np.zeros((2, 2))]
+    opt = NoisySGD(a, lr=1.0, eta=1.0, seed=5, noise_stream="jax")
+    for _ in range(3):
+        opt.step([np.zeros(3), np.zeros((2, 2))])
+    b = [p.copy() for p in a]
+    other = NoisySGD(b, lr=1.0, eta=1.0, seed=5, noise_stream="jax")
+    other.load_state_dict(opt.state_dict())
+    opt.step([np.zeros(3), np.zeros((2, 2))])
+    other.step([np.zeros(3), np.zeros((2, 2))])
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_jax_stream_refuses_what_optax_cannot_do():
+    w, v = np.zeros(2), np.zeros(1)
+    opt = NoisySGD([w, v], noise_stream="jax")
+    with pytest.raises(ValueError, match=r"every parameter.*grads\[1\]"):
+        opt.step([np.ones(2), None])
+    assert opt.state == {} and not w.any()
+    with pytest.raises(ValueError, match="whole optimizer"):
+        opt.add_param_group({"params": [np.zeros(1)], "seed": 3})
+    opt.step([np.ones(2), np.ones(1)])
+    opt.add_param_group({"params": [np.zeros(1)]})
+    with pytest.raises(ValueError, match="one step count"):
+        opt.step([np.ones(2), np.ones(1), np.ones(1)])
+    for kw, match in ((dict(noise_stream="numpy"), "noise_stream"),
+                      (dict(noise_stream="jax", seed=2 ** 63), "2\\*\\*63")):
+        with pytest.raises(ValueError, match=match):
+            NoisySGD([np.zeros(1)], **kw)

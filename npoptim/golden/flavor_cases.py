@@ -121,8 +121,34 @@ FLAVOR_ROWS = {
                   dict(lr=1e-2, rank=1, update_proj_gap=6, scale=0.5, weight_decay=0.1),
                   shapes=((3, 2), (2, 3), (2, 2), (2,)), steps=20, schedule="warmup-cosine",
                   dtypes=("float32",), flavor="optax", matches=("optax.contrib.galore 0.2.8",)),
-    )},
+    ),
+        # the noise of optax's own stream: jax.random's normals from key(seed), split per step
+        # and per parameter as optax splits them (npoptim noise_stream="jax"); float64 only and
+        # tiny (the size budget): float32's normals are checked in tests/test_jax_random.py
+        "NoisySGD": (
+        table.Row("NoisySGD", "jax-stream", "optax.noisy_sgd(key=7): its noise is jax.random's "
+                  "stream from key 7 (npoptim noise_stream='jax', seed 7), eta 0.3, gamma 0.55, "
+                  "two parameters, under warmup + cosine.",
+                  dict(lr=1e-2, eta=0.3, seed=7), shapes=((3,), (2,)), steps=20,
+                  schedule="warmup-cosine", dtypes=("float64",), flavor="optax",
+                  matches=("optax.noisy_sgd 0.2.8",)),),
+        "DPSGD": (
+        table.Row("DPSGD", "jax-stream", "optax.contrib.dpsgd(seed=5): per-example gradients "
+                  "(batch 4) clipped to a global norm 2, noise multiplier 0.5 from jax.random's "
+                  "stream from key 5 (npoptim noise_stream='jax'), two parameters, under warmup "
+                  "+ cosine (its momentum is checked against optax in tests/test_dpsgd.py).",
+                  dict(lr=0.05, l2_norm_clip=2.0, noise_multiplier=0.5, seed=5),
+                  shapes=((2,), (1,)), grads="per-example", steps=20, schedule="warmup-cosine",
+                  dtypes=("float64",), flavor="optax",
+                  matches=("optax.contrib.dpsgd 0.2.8",)),)},
 }
+
+#: flavor -> {optimizer: why}: optimizers whose flavor cases are their :data:`FLAVOR_ROWS` only
+#: (no framework-defaults case, no case from a torch row): every torch row would differ by its
+#: noise alone, one small case per optimizer shows the stream, and the size budget is small.
+OWN_ROWS_ONLY = {"optax": {
+    "NoisySGD": "the noise stream is the only change: one small case (FLAVOR_ROWS)",
+    "DPSGD": "the noise stream is the only change: one small case (FLAVOR_ROWS)"}}
 
 
 def probe():
@@ -168,6 +194,9 @@ def candidate_rows(flavor, optimizer):
     framework = flavors.get(flavor).framework.split(" (")[0]
     torch_defaults = next((r for r in table.TABLE[optimizer] if r.name == "defaults"), None)
     out = []
+    if optimizer in OWN_ROWS_ONLY.get(flavor, {}):
+        return [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
+                for row in FLAVOR_ROWS[flavor][optimizer]]
     if torch_defaults is not None:  # (an optimizer without a defaults row has no such case)
         row = table.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
                         f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
@@ -253,10 +282,15 @@ def build_flavor_cases(flavor, optimizer):
     from npoptim.golden.schema import parse
     kept = []
     for row, torch_row in candidate_rows(flavor, optimizer):
-        base = torch_row or next(r for r in table.TABLE[optimizer] if r.name == "defaults")
+        base = torch_row or next((r for r in table.TABLE[optimizer] if r.name == "defaults"),
+                                 None)
         for dtype in row.dtypes:
             if dtype not in flavors.get(flavor).dtypes_of(optimizer) or (
                     dtype == "float64" and not _exact_in_float32(flavor, row)):
+                continue
+            if base is None:  # a flavor row of an optimizer without a defaults row: kept
+                kept.append(build_case(row, dtype, seed=case_seed(
+                    f"{optimizer}/{row.name}/{dtype}")))
                 continue
             torch_id = f"{optimizer}/{base.name}/{dtype}"
             case = build_case(row, dtype, seed=case_seed(torch_id))

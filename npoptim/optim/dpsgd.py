@@ -32,9 +32,15 @@ Where :math:`z` comes from, as for :class:`~npoptim.optim.noisy_sgd.NoisySGD`:
 * ``step(per_example_grads, noise=[...])``: the caller's standard normal samples, one array
   per parameter of the parameter's shape and dtype (``None`` where the gradient is ``None``);
   this is how the cross-check feeds optax's own ``jax.random`` samples;
-* otherwise the counter-based stream of :mod:`npoptim.kernels.counter_stream`, keyed by
-  ``(seed, parameter index, t)`` with ``t`` the parameter's step count (from 1), rounded to
-  the parameter's dtype.
+* otherwise, with ``noise_stream="counter"`` (the default), the counter-based stream of
+  :mod:`npoptim.kernels.counter_stream`, keyed by ``(seed, parameter index, t)`` with ``t``
+  the parameter's step count (from 1), rounded to the parameter's dtype;
+* with ``noise_stream="jax"``, the samples ``optax.contrib.dpsgd(..., seed)`` draws from
+  ``jax.random``'s threefry stream (:mod:`npoptim.kernels.jax_random`, no jax needed):
+  ``k_0 = key(seed)``, and at step ``t`` ``(k_t, r_0, .., r_{n-1}) = split(k_{t-1}, n + 1)``
+  over the ``n`` parameters, parameter ``k`` taking ``normal(r_k, shape, dtype)``
+  (``differentially_private_aggregate``). Every step must give every parameter a gradient
+  (optax's update takes one per leaf), ``seed`` in [0, 2**63).
 
 Dense gradients only (the noise is dense).
 """
@@ -44,11 +50,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
+from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.noisy_sgd import check_noise, check_seed
+from npoptim.optim.noisy_sgd import (OptaxKeyChain, check_noise, check_noise_stream,
+                                     check_seed, jax_stream_step)
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.variants import check_flag
 
@@ -120,19 +129,22 @@ def clip_multipliers(per_example_sumsq, l2_norm_clip):
 
 class DPSGD(Optimizer):
     """DP-SGD (see the module docstring): ``lr``, ``l2_norm_clip``, ``noise_multiplier``,
-    ``momentum``, ``nesterov``, ``seed``; ``step(per_example_grads, noise=None)``."""
+    ``momentum``, ``nesterov``, ``seed``, ``noise_stream``; ``step(per_example_grads,
+    noise=None)``."""
 
     sparse_kind = "dense-only"
     per_example_grads = True
 
+    @flavored
     def __init__(self, params, lr=1e-2, l2_norm_clip=1.0, noise_multiplier=1.0, momentum=0.0,
-                 nesterov=False, *, seed=0):
+                 nesterov=False, *, seed=0, noise_stream="counter"):
         self._noise = None
         self._multipliers = None
         self._batch = 0
+        self._keys = OptaxKeyChain()
         super().__init__(params, dict(lr=lr, l2_norm_clip=l2_norm_clip,
                                       noise_multiplier=noise_multiplier, momentum=momentum,
-                                      nesterov=nesterov, seed=seed))
+                                      nesterov=nesterov, seed=seed, noise_stream=noise_stream))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "momentum")
@@ -142,13 +154,10 @@ class DPSGD(Optimizer):
                     or not 0.0 <= value < math.inf):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         check_seed(group["seed"])
+        check_noise_stream(self, group, _GLOBAL + ("noise_stream",))
         check_flag(group, "nesterov")
         if group["nesterov"] and group["momentum"] == 0:
             raise ValueError("Nesterov momentum requires a momentum")
-        for name in _GLOBAL:
-            if group[name] != self.defaults[name]:
-                raise ValueError(f"{name} is one value for the whole optimizer (the clipping "
-                                 "norm is global): set it in the constructor, not per group")
 
     def _state_names(self, group):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
@@ -186,6 +195,12 @@ class DPSGD(Optimizer):
             raise ValueError(f"per-example gradients have different batch sizes "
                              f"{sorted(batches)}; every parameter's must be the same")
         self._batch = batches.pop() if batches else 0
+        if self._noise is None and self.defaults["noise_stream"] == "jax":
+            keys = jax_random.split(self._keys.before(self.defaults["seed"],
+                                                      jax_stream_step(self, prepared)),
+                                    len(self.params) + 1)
+            self._noise = [jax_random.normal(k, p.shape, p.dtype)
+                           for k, p in zip(keys[1:], self.params)]
         if self._noise is not None:
             for _, index, _, _ in prepared:
                 if self._noise[index] is None:

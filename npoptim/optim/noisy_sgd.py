@@ -18,14 +18,23 @@ Where :math:`z` comes from, so that a run is reproducible in any language:
 * ``step(grads, noise=[...])``: the caller's samples, one array per parameter (``None`` where
   the gradient is ``None``), of the parameter's shape and dtype; this is how the cross-check
   feeds optax's own ``jax.random`` samples.
-* otherwise the counter-based stream of :mod:`npoptim.kernels.counter_stream`, keyed by
-  ``(seed, parameter index, t)``: parameter ``k`` (its position in param-group order) at its
-  step ``t`` takes values ``0 .. n-1`` of that stream, rounded to its dtype. ``seed`` is a
-  hyperparameter (0), so golden files record it.
+* otherwise, with ``noise_stream="counter"`` (the default), the counter-based stream of
+  :mod:`npoptim.kernels.counter_stream`, keyed by ``(seed, parameter index, t)``: parameter
+  ``k`` (its position in param-group order) at its step ``t`` takes values ``0 .. n-1`` of
+  that stream, rounded to its dtype. ``seed`` is a hyperparameter (0), so golden files
+  record it.
+* with ``noise_stream="jax"``, the samples ``optax.noisy_sgd(..., key=seed)`` draws, from
+  ``jax.random``'s threefry stream (:mod:`npoptim.kernels.jax_random`, no jax needed): keys
+  ``k_0 = key(seed)``, and at step ``t`` ``(k_t, s) = split(k_{t-1})``, one key per
+  parameter ``split(s, n_params)[k]``, and ``z = normal(that key, shape, dtype)`` (optax's
+  ``add_noise`` and ``tree_utils.tree_random_like``). As optax's update takes one gradient
+  per leaf, every step must give every parameter a gradient, and ``seed`` (in [0, 2**63))
+  and ``noise_stream`` are one value for the whole optimizer; the step count is then the
+  same for all (optax's ``count``). Matches optax in float64 to the last bits (the normals
+  are within 4e-15 relative of jax's, from XLA's ``log1p``; see the kernel's docstring).
 
-optax draws from ``jax.random`` (threefry), which npoptim does not reproduce: the two agree
-given the same samples. optax's learning rate has no default (npoptim: 1e-2).
-Dense gradients only (the noise is dense).
+optax's learning rate has no default (npoptim: 1e-2). Dense gradients only (the noise is
+dense).
 """
 import math
 import numbers
@@ -33,6 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npoptim.flavors import flavored
+from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -64,6 +75,60 @@ def check_noise(params, noise, name="noise"):
     return noise
 
 
+NOISE_STREAMS = ("counter", "jax")
+
+
+def check_noise_stream(optimizer, group, global_names=("noise_stream",)):
+    """Raise unless ``group["noise_stream"]`` is one of :data:`NOISE_STREAMS`, with
+    ``global_names`` (and, for the jax stream, ``seed``) as in the constructor."""
+    if group["noise_stream"] not in NOISE_STREAMS:
+        raise ValueError(f"noise_stream must be one of {', '.join(map(repr, NOISE_STREAMS))}, "
+                         f"got {group['noise_stream']!r}")
+    if group["noise_stream"] == "jax":
+        jax_random.check_jax_seed(group["seed"])
+        global_names = tuple(global_names) + ("seed",)
+    for name in global_names:
+        if group[name] != optimizer.defaults[name]:
+            raise ValueError(f"{name} is one value for the whole optimizer (one clipping norm "
+                             "or noise stream over every parameter): set it in the constructor, "
+                             "not per group")
+
+
+class OptaxKeyChain:
+    """The per-step keys of optax's noisy transforms: ``k_0 = key(seed)``,
+    ``k_t = split(k_{t-1})[0]`` (``add_noise`` and ``differentially_private_aggregate`` both
+    keep the first key of a split of the previous key, whatever the split's size, and draw
+    step ``t``'s noise from the others). Kept so that consecutive steps split once each."""
+
+    def __init__(self):
+        self._seed, self._steps, self._key = None, 0, None
+
+    def before(self, seed, t):
+        """``k_{t-1}``, the key that step ``t`` (from 1) splits."""
+        if self._seed != seed or self._steps > t - 1:
+            self._seed, self._steps, self._key = seed, 0, jax_random.key(seed)
+        while self._steps < t - 1:
+            self._key = jax_random.split(self._key)[0]
+            self._steps += 1
+        return self._key
+
+
+def jax_stream_step(optimizer, prepared):
+    """The step count ``t`` (from 1) of a jax-stream step of ``optimizer``; raises unless
+    every parameter has a gradient and the same step count (optax's one ``count``)."""
+    params = optimizer.params
+    if len(prepared) != len(params):
+        missing = sorted(set(range(len(params))) - {index for _, index, _, _ in prepared})
+        raise ValueError(f"noise_stream='jax' needs a gradient for every parameter (optax's "
+                         f"update takes one per leaf); grads{missing} are None")
+    steps = {int(optimizer.state[i]["step"]) if i in optimizer.state else 0
+             for i in range(len(params))}
+    if len(steps) > 1:
+        raise ValueError(f"noise_stream='jax' needs one step count for every parameter (optax's "
+                         f"count), got {sorted(steps)} (a group added after stepping?)")
+    return steps.pop() + 1
+
+
 class NoisySGDHyper(NamedTuple):
     """One step's hyperparameters of :func:`noisy_sgd_rule` (built by ``NoisySGD._update``)."""
 
@@ -86,18 +151,22 @@ def _noisy_sgd_dense(param, grad, states, hyper):
 
 class NoisySGD(Optimizer):
     """Noisy SGD (see the module docstring): ``lr``, ``eta``, ``gamma``, ``seed``,
-    ``maximize``; ``step(grads, noise=None)``."""
+    ``noise_stream``, ``maximize``; ``step(grads, noise=None)``."""
 
     sparse_kind = "dense-only"
 
-    def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, maximize=False):
+    @flavored
+    def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, noise_stream="counter",
+                 maximize=False):
         self._noise = None
+        self._keys = OptaxKeyChain()
         super().__init__(params, dict(lr=lr, eta=eta, gamma=gamma, seed=seed,
-                                      maximize=maximize))
+                                      noise_stream=noise_stream, maximize=maximize))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eta", "gamma")
         check_seed(group["seed"])
+        check_noise_stream(self, group)
         check_flag(group, "maximize")
 
     def step(self, grads=None, closure=None, *, noise=None):
@@ -111,11 +180,19 @@ class NoisySGD(Optimizer):
 
     def _prepare(self, grads):
         prepared = super()._prepare(grads)
+        if self._noise is None and self.defaults["noise_stream"] == "jax":
+            self._noise = self._jax_noise(jax_stream_step(self, prepared))
         if self._noise is not None:
             for _, index, _, _ in prepared:
                 if self._noise[index] is None:
                     raise ValueError(f"noise[{index}] is None but grads[{index}] is not")
         return prepared
+
+    def _jax_noise(self, t):
+        """optax's samples of step ``t`` (see the module docstring)."""
+        _, sample = jax_random.split(self._keys.before(self.defaults["seed"], t))
+        keys = jax_random.split(sample, len(self.params))
+        return [jax_random.normal(k, p.shape, p.dtype) for k, p in zip(keys, self.params)]
 
     def _update(self, param, grad, state, group):
         state["step"] += 1
