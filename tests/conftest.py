@@ -124,6 +124,8 @@ def _importable(module):
 
 
 def pytest_sessionstart(session):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: its controller checked
+        return
     for name, modules in REQUIRED.items():
         if os.environ.get(f"NPOPTIM_REQUIRE_{name}") != "1":
             continue
