@@ -246,6 +246,28 @@ def test_golden_writes_16_bit_cases_of_the_later_per_op_families(capsys, tmp_pat
     assert code == 2 and "rounding must be one of 'per-op'" in err
 
 
+@pytest.mark.parametrize("name, argv, case_id, kind", [
+    ("Adafactor", ["--shape", "4x8"], "Adafactor/per-op/custom-4x8-dense-d1-seed0", "dense-only"),
+    ("Muon", ["--shape", "4x8"], "Muon/per-op/custom-4x8-dense-d1-seed0", "dense-only"),
+    ("LBFGS", ["--shape", "32"], "LBFGS/per-op/custom-32-objective-seed0", "dense-only"),
+    ("SparseAdam", ["--shape", "8x4", "--density", "0.5"],
+     "SparseAdam/per-op/custom-8x4-csr-d0.5-seed0", "lazy"),
+])
+def test_golden_writes_16_bit_cases_of_adafactor_muon_lbfgs_and_sparse_adam(
+        capsys, tmp_path, name, argv, case_id, kind):
+    # LBFGS's case is driven by its stored objective, SparseAdam's has CSR gradients
+    pytest.importorskip("ml_dtypes")
+    out = tmp_path / "case.json"
+    code, _, err = run_cli(capsys, "golden", name, *argv, "--steps", "3", "--dtype",
+                           "bfloat16", "-o", str(out))
+    assert code == 0, err
+    case = schema.load(out, kind="cases").cases[0]
+    assert (case.id, case.raw["sparse_kind"]) == (f"{case_id}/bfloat16", kind)
+    assert (case.objective is not None) == (name == "LBFGS")
+    code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
+    assert code == 0 and "OK: all 1 cases pass" in text
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--dtype", "float32", "--precision", "fused"], "needs --dtype bfloat16 or float16"),
     (["--dtype", "bfloat16", "--precision-seed", "3"], "is for --precision stochastic"),

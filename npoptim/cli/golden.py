@@ -11,7 +11,8 @@ betas=[0.9,0.99]``). ``--variant`` picks a named variant (``npoptim list`` shows
 turns on a boolean switch (``--variant amsgrad``). Gradients are CSR (embedding-style
 lookups of ``density`` x rows rows per step, repeats summed) for optimizers that take them and
 dense otherwise (only ``density`` of the rows non-zero when ``density < 1``); closure-driven
-optimizers (LBFGS) get the ``separable-quartic`` objective instead of stored gradients.
+optimizers (LBFGS) get the ``separable-quartic`` objective instead of stored gradients, in
+16-bit too. A 16-bit SparseAdam case has CSR gradients (summed in the 16-bit type).
 
 Low precision (schema version 3, :mod:`npoptim.golden.precision_cases`): ``--dtype bfloat16``
 or ``float16`` with ``--precision per-op | fused | stochastic | master-weights | kahan``
@@ -32,6 +33,7 @@ quantized moments, stored at the last step; initial params and grads are multipl
     npoptim golden AdamW --precision torchao-8bit --shape 16x256 -o case.json
     npoptim golden AdamW --precision bnb-8bit --set min_8bit_size=256 --shape 352 -o case.json
 """
+import importlib
 import json
 import sys
 
@@ -157,13 +159,17 @@ def build(args):
         raise ValueError(f"--precision {args.precision} needs --dtype bfloat16 or float16")
     if args.precision_seed is not None and (args.precision or "per-op") != "stochastic":
         raise ValueError("--precision-seed is for --precision stochastic")
-    takes_csr = cls.sparse_kind != "dense-only" and not half and not quantized
+    # a 16-bit case takes CSR gradients where its npoptim.precision class does (SparseAdam)
+    sparse_kind = (getattr(importlib.import_module("npoptim.precision"), args.optimizer,
+                           None) if half else cls)
+    sparse_kind = getattr(sparse_kind, "sparse_kind", "dense-only")
+    takes_csr = sparse_kind != "dense-only" and not quantized
     grad = args.grad
     if grad == "auto":
-        grad = "csr" if takes_csr and (args.density < 1 or cls.sparse_kind == "lazy") else "dense"
+        grad = "csr" if takes_csr and (args.density < 1 or sparse_kind == "lazy") else "dense"
     if grad == "csr" and not takes_csr:
         raise ValueError(f"{args.optimizer} does not take CSR gradients (sparse kind "
-                         f"{cls.sparse_kind}{', or a 16-bit dtype' if half else ''}); use "
+                         f"{sparse_kind}{' in ' + args.dtype if half else ''}); use "
                          "--grad dense")
     pattern = "csr-density" if grad == "csr" else ("dense" if args.density >= 1 else "dense-rows")
     shape_text = "_".join("x".join(map(str, s)) for s in shapes)
@@ -171,11 +177,10 @@ def build(args):
     case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-{shape_text}-"
                           f"{grad}-d{args.density:g}-seed{args.seed}/{args.dtype}")
     objective = "separable-quartic" if cls.needs_closure else None
-    if objective and half:
-        raise ValueError(f"{args.optimizer} has no 16-bit form (closure-driven)")
     if objective:
         grad, pattern = "objective", "dense"
-        case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-objective-"
+        case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-"
+                              f"{shape_text}-objective-"
                               f"seed{args.seed}/{args.dtype}")
     if cls.per_example_grads:   # DPSGD: a batch of per-example gradients each step
         grad, pattern = "per-example", "per-example"

@@ -55,8 +55,12 @@ sum is its unstable sort's), the state stored after every 5th step only (``state
 ``null`` at the others, as the quantized cases' earlier steps: the size budget).
 
 Every parameter's size is a multiple of 32, so torch's CPU kernels never reach their scalar
-remainder loop (:mod:`npoptim.precision.adam`): the cases are torch's CPU results bit for bit
-with AVX2 or AVX-512, and what a GPU kernel without such a tail computes. Case ids are
+remainder loop (:mod:`npoptim.precision.adam`): the elementwise cases are torch's CPU results
+bit for bit with AVX2 or AVX-512, and what a GPU kernel without such a tail computes. Not so
+the cases with reductions or products whose float32 sums npoptim adds in torch's x86 CPU
+order (measured on AVX-512): Adafactor's norms and row mean, LBFGS's dot products and sums,
+Muon's Newton-Schulz products; a GPU or an ARM build adds in another order, so its 16-bit
+results may differ from these by an ulp now and then (more in LBFGS, which feeds them back). Case ids are
 ``"<Optimizer>/<mode>/<row>/<dtype>"``.
 """
 import math

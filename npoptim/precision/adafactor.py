@@ -54,7 +54,7 @@ from npoptim.optim import adafactor
 from npoptim.optim.lbfgs import torch_sum
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import to_float32_array
-from npoptim.precision.optimizer import LowPrecision, add_alpha, rounded_scalar, tail_start
+from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar, tail_start
 from npoptim.precision.rprop import MAX_FINITE
 
 #: torch.finfo(dtype).eps of each format: eps1's default
@@ -101,12 +101,6 @@ def _column_norms(g, out):
         for i in range(rows):
             total += g[i, j] * g[i, j]
         out[j] = np.sqrt(total)
-
-
-@kernel
-def _add_alpha_flat(p, alpha, u, code, tail, out):
-    for i in range(p.size):
-        out[i] = add_alpha(p[i], alpha, u[i], code, i >= tail)
 
 
 class Adafactor(LowPrecision, adafactor.Adafactor):
@@ -202,7 +196,7 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
         update = rounded(rounded(np.float32(1.0) / root) * g.reshape(-1))
         denom = max(1.0, float(rounded(self._norm(update, fmt))) / ((update.size ** 0.5) * d))
         new_param = np.empty(param.size, np.float32)
-        _add_alpha_flat(p, np.float32(rounded_scalar(-alpha / denom, code)), update, code,
+        add_alpha_array(p, np.float32(rounded_scalar(-alpha / denom, code)), update, code,
                         tail, new_param)
 
         bits_of(param)[...] = from_float32_array(new_param, fmt)

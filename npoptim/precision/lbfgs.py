@@ -43,7 +43,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.optim import lbfgs
 from npoptim.precision.formats import (FORMATS, bits_of, format_of, from_float32_array, round_to,
                                        to_float32_array)
-from npoptim.precision.optimizer import LowPrecision, add_alpha, rounded_scalar
+from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar
 from npoptim.precision.rprop import MAX_FINITE
 
 
@@ -252,12 +252,6 @@ def _scaled16(x, scale, code, out):
         out[i] = round_to(x[i] * scale, code)
 
 
-@kernel
-def _axpy16(x, alpha, y, code, tail_start, out):
-    for i in range(x.size):
-        out[i] = add_alpha(x[i], alpha, y[i], code, i >= tail_start)
-
-
 class LBFGS(LowPrecision, lbfgs.LBFGS):
     """``torch.optim.LBFGS`` on bfloat16/float16 arrays, ``rounding="per-op"`` (the module
     docstring); ``format`` names the format of raw ``uint16`` arrays, ``torch_cpu_lanes``
@@ -267,12 +261,15 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None, *,
-                 rounding="per-op", format=None, torch_cpu_lanes=None):
+                 rounding="per-op", format=None, torch_cpu_lanes=None, **torch_options):
+        # (torch_options: the float class's other options, e.g. flavor=, which the
+        # conventions check refuses unless they are torch's)
         self._low_precision_defaults = dict(rounding=rounding, format=format,
                                             torch_cpu_lanes=torch_cpu_lanes)
         super().__init__(params, lr=lr, max_iter=max_iter, max_eval=max_eval,
                          tolerance_grad=tolerance_grad, tolerance_change=tolerance_change,
-                         history_size=history_size, line_search_fn=line_search_fn)
+                         history_size=history_size, line_search_fn=line_search_fn,
+                         **torch_options)
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
@@ -337,7 +334,7 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
 
     def _axpy(self, x, alpha, y):
         out = np.empty_like(x)
-        _axpy16(x, self._alpha(alpha), y, self._code16, self._tail_start(x.size), out)
+        add_alpha_array(x, self._alpha(alpha), y, self._code16, self._tail_start(x.size), out)
         return out
 
     def _add_grad(self, step_size, update):
@@ -346,7 +343,7 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
         for p in self.param_groups[0]["params"]:
             bits = bits_of(p).reshape(-1)
             out = np.empty(p.size, np.float32)
-            _axpy16(to_float32_array(bits, fmt), alpha, update[offset:offset + p.size],
+            add_alpha_array(to_float32_array(bits, fmt), alpha, update[offset:offset + p.size],
                     self._code16, self._tail_start(p.size), out)
             bits[...] = from_float32_array(out, fmt)
             offset += p.size

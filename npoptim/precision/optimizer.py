@@ -201,6 +201,14 @@ def add_alpha(a, alpha, b, code, tail):
 
 
 @kernel
+def add_alpha_array(a, alpha, b, code, tail_start, out):
+    """``out = a + alpha * b`` elementwise as :func:`add_alpha`, the elements from
+    ``tail_start`` on in torch's scalar remainder loop."""
+    for i in range(a.size):
+        out[i] = add_alpha(a[i], alpha, b[i], code, i >= tail_start)
+
+
+@kernel
 def per_op_decayed_grad(p, g, h, tail):
     """torch's per-op ``grad = -grad`` (maximize) then ``grad.add(param, alpha=weight_decay)``
     (L2) in the 16-bit format; ``h`` has ``maximize``, ``weight_decay`` and ``code``."""
