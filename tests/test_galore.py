@@ -173,7 +173,7 @@ def test_first_step_hand_derived():
 OPTAX_SHAPES = ((7, 4), (3, 6), (5, 5), (6,))
 #: (the golden file cases/optax/GaLoreAdamW.json, replayed through optax by
 #: tests/test_framework_replay.py, has one case: rank 1 with weight decay 0.1; the rank-2
-#: case without decay is its torch twin, cases/torch/GaLoreAdamW.json)
+#: case without decay is its torch-form twin of the same name in cases/GaLoreAdamW.json)
 OPTAX_OPTIONS = [dict(rank=2, update_proj_gap=5, weight_decay=0.1, scale=0.5)]
 
 
