@@ -171,8 +171,9 @@ def test_first_step_hand_derived():
 #: optax's form: a tall, a wide and a square matrix (square: from the left, as tall) and a
 #: vector (Adam on the full gradient, no scale).
 OPTAX_SHAPES = ((7, 4), (3, 6), (5, 5), (6,))
-#: (the golden cases cases/optax/GaLoreAdamW.json, replayed through optax by
-#: tests/test_framework_replay.py, cover rank 2 without decay and rank 1 with it)
+#: (the golden file cases/optax/GaLoreAdamW.json, replayed through optax by
+#: tests/test_framework_replay.py, has one case: rank 1 with weight decay 0.1; the rank-2
+#: case without decay is its torch-form twin of the same name in cases/GaLoreAdamW.json)
 OPTAX_OPTIONS = [dict(rank=2, update_proj_gap=5, weight_decay=0.1, scale=0.5)]
 
 
@@ -291,3 +292,65 @@ def test_bad_input_changes_nothing():
     opt.param_groups[0]["rank"] = 2     # the low-rank state no longer fits
     with pytest.raises(ValueError, match="exp_avg"):
         opt.step([np.ones((3, 2))])
+
+
+def _snapshot(opt, params):
+    return ([p.copy() for p in params],
+            {i: {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in st.items()}
+             for i, st in opt.state.items()})
+
+
+def _assert_same(snapshot, opt, params):
+    before_params, before_state = snapshot
+    for x, y in zip(before_params, params):
+        np.testing.assert_array_equal(x, y)
+    assert opt.state.keys() == before_state.keys()
+    for i, st in before_state.items():
+        assert opt.state[i].keys() == st.keys()
+        for k, v in st.items():
+            np.testing.assert_array_equal(opt.state[i][k], v)   # step counts included
+
+
+@pytest.mark.parametrize("flavor, dtype", [(None, np.float64), ("optax", np.float32)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_unusable_gradient_at_a_refresh_changes_nothing(flavor, dtype, bad):
+    # the 2nd matrix's gradient is bad at a refresh (steps 1 and 3, update_proj_gap=2): the
+    # step raises before the 1st matrix or any state changes (a NaN used to raise from the
+    # 2nd parameter's SVD, numpy's LinAlgError or scipy's "A has a NaN entry", after the 1st
+    # was updated and every step count advanced); the next good step matches a run that
+    # never saw the bad one
+    params, grad = problem(3, ((5, 3), (3, 4), (4,)), dtype)
+    kw = dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1)
+    kw.update(flavor=flavor) if flavor else None
+    a, b = [p.copy() for p in params], [p.copy() for p in params]
+    opt, untouched = GaLoreAdamW(a, **kw), GaLoreAdamW(b, **kw)
+    for t in range(3):
+        if t in (0, 2):   # refresh steps: no state yet, then states with step 2
+            g = grad(t, a)
+            g[1] = g[1].copy()
+            g[1][1, 2] = bad
+            before = _snapshot(opt, a)
+            with pytest.raises(FloatingPointError, match=r"grads\[1\] has a NaN or infinite"):
+                opt.step(g)
+            _assert_same(before, opt, a)
+        opt.step(grad(t, a))
+        untouched.step(grad(t, b))
+        _assert_same(_snapshot(untouched, b), opt, a)
+    assert opt.state[0]["step"] == 3 and opt.state[1]["ortho_matrix"].shape == (
+        (2, 4) if flavor else (3, 2))
+
+
+def test_float32_svd_of_a_float64_gradient_that_overflows_changes_nothing():
+    w = [np.ones((3, 2)), np.ones((2, 3))]
+    opt = GaLoreAdamW(w, rank=1, svd_dtype="float32")
+    with pytest.raises(FloatingPointError, match=r"grads\[1\].*once cast to float32"):
+        opt.step([np.ones((3, 2)), np.full((2, 3), 1e300)])
+    assert opt.state == {} and all((p == 1).all() for p in w)
+
+
+def test_nonfinite_skip_leaves_out_a_refresh_step_with_a_nan_gradient():
+    w = [np.ones((3, 2)), np.ones((2, 3))]
+    opt = GaLoreAdamW(w, rank=1)
+    opt.nonfinite = "skip"
+    opt.step([np.ones((3, 2)), np.full((2, 3), np.nan)])
+    assert opt.skipped_steps == 1 and opt.state == {} and all((p == 1).all() for p in w)

@@ -42,7 +42,10 @@ depend on theirs. The cross-checks: against galore-torch with its SVD done in fl
 signed the same way, to 1e-12 of the parameters' scale over several refreshes; against
 galore-torch as published (float32 SVD, its build's signs) with one refresh, at 1e-5 (a
 float32 SVD moves the projector by ~1e-7 of its scale, carried by every later step).
-Dense gradients only.
+Dense gradients only. A refresh step computes the SVDs of all its matrices before it changes
+any parameter or state: a gradient the SVD cannot take (a NaN or infinite value, in float32
+with ``svd_dtype="float32"``) raises ``FloatingPointError`` with nothing changed (with
+``nonfinite="skip"`` a non-finite gradient skips the step, as in every optimizer).
 
 Convention switches (optax's ``optax.contrib.galore`` 0.2.8, ``optax/contrib/_galore.py``,
 is the ``optax`` flavor: :mod:`npoptim.flavors`), each a change of what the one rule reads,
@@ -171,13 +174,20 @@ def projects_right(shape, projected_side):
     return m >= n if projected_side == "smaller" else m < n
 
 
+def svd_input(g, svd_dtype="param"):
+    """The matrix whose SVD gives the projector: ``g``, or ``g`` cast to float32 (a value
+    beyond float32's range becomes infinite, which the step refuses)."""
+    with np.errstate(over="ignore"):
+        return g.astype(np.float32) if svd_dtype == "float32" else g
+
+
 def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
     """The projector of the gradient matrix ``g``: its first right singular vectors as rows
     (``right``) or left ones as columns, from the SVD in ``g``'s dtype or float32
     (``svd_dtype``), each signed so that its entry of largest magnitude (the first such) is
     positive, or as LAPACK's gesdd returns it through scipy (``svd_signs="lapack"``: jax's
     signs, see the module docstring)."""
-    a = g.astype(np.float32) if svd_dtype == "float32" else g
+    a = svd_input(g, svd_dtype)
     if svd_signs == "lapack":
         u, _, vh = scipy.linalg.svd(a, full_matrices=False, lapack_driver="gesdd",
                                     check_finite=False)
@@ -199,6 +209,11 @@ def projection_shapes(shape, rank, projected_side="smaller"):
     m, n = shape
     r = min(rank, m, n)
     return ((r, n), (m, r)) if projects_right(shape, projected_side) else ((m, r), (r, n))
+
+
+def refreshes(state, group):
+    """Does this step refresh the projector (the first and every ``update_proj_gap``-th)?"""
+    return state["step"] % group["update_proj_gap"] == 0
 
 
 class GaLoreAdamW(Optimizer):
@@ -250,8 +265,35 @@ class GaLoreAdamW(Optimizer):
         projector, low = shapes
         return {"exp_avg": low, "exp_avg_sq": low, "ortho_matrix": projector}
 
+    def _prepare(self, grads):
+        """The base checks, then the new projector of every matrix whose projector this step
+        refreshes, all before anything changes (an SVD that fails, or would, raises with
+        every parameter and state as they were; :meth:`_update` installs them)."""
+        prepared = super()._prepare(grads)
+        self._projectors = {}
+        for group, index, param, grad in prepared:
+            shapes = projection_shapes(param.shape, group["rank"], group["projected_side"])
+            state = self.state.get(index)
+            if shapes is None or (state is not None and not refreshes(state, group)):
+                continue
+            g = grad.reshape(param.shape)
+            if not np.isfinite(svd_input(g, group["svd_dtype"])).all():
+                if self.nonfinite != "propagate" and not np.isfinite(grad).all():
+                    continue   # the base step raises or skips the whole step (nonfinite=)
+                raise FloatingPointError(
+                    f"grads[{index}] has a NaN or infinite value"
+                    + (" once cast to float32 (svd_dtype='float32')"
+                       if group["svd_dtype"] == "float32" else "")
+                    + " and this step refreshes its projector from the gradient's SVD "
+                    "(every update_proj_gap-th step): nothing was changed (nonfinite='skip' "
+                    "leaves such steps out)")
+            self._projectors[index] = orthogonal_projector(
+                g, shapes[0], projects_right(param.shape, group["projected_side"]),
+                group["svd_dtype"], group["svd_signs"])
+        return prepared
+
     def _update(self, param, grad, state, group):
-        refresh = state["step"] % group["update_proj_gap"] == 0
+        refresh = refreshes(state, group)
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
@@ -279,8 +321,7 @@ class GaLoreAdamW(Optimizer):
         right = projects_right(shape, group["projected_side"])
         projector = state["ortho_matrix"]
         if refresh:
-            projector[...] = orthogonal_projector(g, projector.shape, right, group["svd_dtype"],
-                                                  group["svd_signs"])
+            projector[...] = self._projectors.pop(self._current_index)
         low = _product(g, projector.T) if right else _product(projector.T, g)
         direction = np.zeros_like(low)
         _galore_moments(direction.reshape(-1), low.reshape(-1), moments, hyper)
