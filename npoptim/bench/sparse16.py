@@ -17,8 +17,8 @@ fixed (``rows`` grows 100x: a step that is O(touched rows) costs the same), the 
 keeps the largest table (the cost grows with the touched rows); the cell in both is measured
 once. A candidate has one table per table size, which the gradients of every touched count
 step, and torch's tables are made after npoptim's are freed: the process holds about one
-cell's tables at a time (peak resident memory 1.1 GB at 1,000,000 x 64, where a table set
-per cell and sweep, all at once, made it 2.4 GB). npoptim's candidates of every cell of both
+cell's tables at a time (peak resident memory 1.1 GB at 1,000,000 x 64, 0.3 GB of it the
+imports, where a table set per cell and sweep, all at once, made it 2.4 GB). npoptim's candidates of every cell of both
 sweeps are timed in the same interleaved rounds, so that the ratios between cells are between
 medians of one run too (on this shared machine, cells timed one after the other differed by
 5x under the same code); torch's, in rounds of their own right after: its step grows with the
