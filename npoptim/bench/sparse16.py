@@ -11,22 +11,22 @@ steps from a ready, coalesced row gradient of the same rows (medians):
   ``coalesce()``; a step's own ``coalesce()`` of it returns at once);
 * npoptim's float32 ``SparseAdam`` on a float32 table, from the float32 ``RowSparseGrad``.
 
-The touched rows are drawn without repeats over the whole table (scattered touches), a new
-set each of ``GRADIENTS`` gradients, stepped in turn. The table sweep keeps the touched rows
-fixed (``rows`` grows 100x: a step that is O(touched rows) costs the same), the touched sweep
-keeps the largest table (the cost grows with the touched rows); the cell in both is measured
-once. A candidate has one table per table size, which the gradients of every touched count
-step, and torch's tables are made after npoptim's are freed: the process holds about one
-cell's tables at a time (peak resident memory 1.1 GB at 1,000,000 x 64, 0.3 GB of it the
-imports, where a table set per cell and sweep, all at once, made it 2.4 GB). npoptim's candidates of every cell of both
-sweeps are timed in the same interleaved rounds, so that the ratios between cells are between
-medians of one run too (on this shared machine, cells timed one after the other differed by
-5x under the same code); torch's, in rounds of their own right after: its step grows with the
-table (0.33 ms at 10,000 rows, 1.37 ms at 1,000,000, 1,000 rows touched, measured alone), and
-interleaved with it npoptim's 16-bit step at 1,000,000 rows took 5x its time alone. torch runs
-on one thread (its setting is restored after), as npoptim's steps here are below its parallel
-threshold (serial): see :mod:`npoptim.bench.scale` for why. bfloat16 needs ``ml_dtypes`` (the
-extra ``bf16``); without it the case is skipped with a note.
+The touched rows are drawn without repeats over the whole table (scattered touches), a new set
+each of ``GRADIENTS`` gradients, stepped in turn. The table sweep keeps the touched rows fixed
+(``rows`` grows 100x: a step that is O(touched rows) costs the same), the touched sweep keeps
+the largest table (the cost grows with the touched rows); the cell in both is measured once. A
+candidate has one table per table size, which the gradients of every touched count step, and
+torch's tables are made after npoptim's are freed: the process holds about one cell's tables at
+a time (peak resident memory 1.1 GB at 1,000,000 x 64, 0.3 GB of it the imports, where a table
+set per cell and sweep, all at once, made it 2.4 GB). npoptim's candidates of every cell of
+both sweeps are timed in the same interleaved rounds, so that the ratios between cells are
+between medians of one run too (on this shared machine, cells timed one after the other
+differed by 5x under the same code); torch's, in rounds of their own right after: its step
+grows with the table (0.33 ms at 10,000 rows, 1.37 ms at 1,000,000, 1,000 rows touched,
+measured alone), and interleaved with it npoptim's 16-bit step at 1,000,000 rows took 5x its
+time alone. torch runs on one thread (its setting is restored after), as npoptim's steps here
+are below its parallel threshold (serial): see :mod:`npoptim.bench.scale` for why. bfloat16
+needs ``ml_dtypes`` (the extra ``bf16``); without it the case is skipped with a note.
 """
 import numpy as np
 
