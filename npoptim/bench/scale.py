@@ -24,12 +24,13 @@ npoptim.bench.scale --worker ...``): at 100M x 16 torch's SparseAdam state alone
 so two frameworks' tables do not fit beside each other in 24 GiB. Candidates of one process
 are timed interleaved (medians); ratios between processes compare medians of runs made one
 after the other. npoptim's tables are ``np.zeros`` on 4 KiB pages (pages appear as rows are
-touched; see :func:`_small_pages`), one table per process that every candidate steps; torch
+touched; see :func:`small_pages`), one table per process that every candidate steps; torch
 allocates and zero-fills its state up front. The npoptim process also reports how much
 anonymous memory (``RssAnon``) the timed steps added: a per-step allocation proportional to
 the table would show here (resident file pages would not, which is why not peak RSS).
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -71,36 +72,37 @@ def rss_anon_mb():
     return None
 
 
-def _small_pages():
-    """Back this process's new large arrays with 4 KiB pages. NumPy asks the kernel for
-    transparent huge pages for large arrays; a scattered touch then faults in 2 MiB, and at
-    100M rows the touched rows make the whole table resident (19 GB for SparseAdam at D=16),
-    which this 24 GiB machine cannot give. The floor runs on the same arrays, so it has the
-    same backing."""
+@contextlib.contextmanager
+def small_pages():
+    """Back the large arrays this process allocates inside the block with 4 KiB pages (NumPy's
+    setting before is restored after). NumPy asks the kernel for transparent huge pages for
+    large arrays; a scattered touch then faults in 2 MiB, and at 100M rows the touched rows
+    make the whole table resident (19 GB for SparseAdam at D=16), which this 24 GiB machine
+    cannot give. The floor runs on the same arrays, so it has the same backing."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:
+        yield
         return
-    _set_madvise_hugepage(False)
-
-
-def _cycle(fn, items):
-    state = {"k": 0}
-
-    def call():
-        fn(items[state["k"] % len(items)])
-        state["k"] += 1
-    return call
+    before = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(before)
 
 
 def _npoptim_worker(optimizer, nrows, width, rounds):
+    with small_pages():  # the table, its state and the gradients: all allocated in there
+        return _npoptim_steps(optimizer, nrows, width, rounds)
+
+
+def _npoptim_steps(optimizer, nrows, width, rounds):
     import scipy.sparse
 
     import npoptim
     from npoptim.bench.floors import rows_floor
-    from npoptim.bench.timing import interleaved
+    from npoptim.bench.timing import cycle, interleaved
 
-    _small_pages()
     data = batches(nrows, width)
     # one table for every candidate (the values do not change the cost; four tables would
     # not fit at 100M rows)
@@ -119,15 +121,15 @@ def _npoptim_worker(optimizer, nrows, width, rounds):
     floors = [(rows_floor(param, states, g.rows, g.values, width, parallel))
               for g in row_sparse for parallel in (False, True)]
     fns = {
-        "row-sparse build + step": _cycle(
+        "row-sparse build + step": cycle(
             lambda b: opts["rs"].step([npoptim.row_sparse_grad(b[0], b[1], nrows)]), data),
-        "CSR build + step": _cycle(
+        "CSR build + step": cycle(
             lambda b: opts["csr"].step([npoptim.embedding_row_grad(b[0], b[1], nrows)]), data),
-        "row-sparse build": _cycle(lambda b: npoptim.row_sparse_grad(b[0], b[1], nrows), data),
-        STEP_BUILDER: _cycle(lambda g: opts["ready"].step([g]), ready),
-        STEP_SCIPY: _cycle(lambda g: opts["scipy"].step([g]), scipy_built),
-        "floor serial": _cycle(lambda f: f(), floors[0::2]),
-        "floor parallel": _cycle(lambda f: f(), floors[1::2]),
+        "row-sparse build": cycle(lambda b: npoptim.row_sparse_grad(b[0], b[1], nrows), data),
+        STEP_BUILDER: cycle(lambda g: opts["ready"].step([g]), ready),
+        STEP_SCIPY: cycle(lambda g: opts["scipy"].step([g]), scipy_built),
+        "floor serial": cycle(lambda f: f(), floors[0::2]),
+        "floor parallel": cycle(lambda f: f(), floors[1::2]),
     }
     for fn in fns.values():  # compile and fault in what the steps touch
         for _ in range(BATCHES):
@@ -144,7 +146,7 @@ def _npoptim_worker(optimizer, nrows, width, rounds):
 
 def _torch_worker(optimizer, nrows, width, rounds):
     from npoptim.bench import torch_ref
-    from npoptim.bench.timing import interleaved
+    from npoptim.bench.timing import cycle, interleaved
 
     torch = torch_ref.load()
     if torch is None:
@@ -157,7 +159,7 @@ def _torch_worker(optimizer, nrows, width, rounds):
     def step(b):
         p.grad = torch_ref.sparse_lookup_grad(b[0], b[1], (nrows, width))
         opt.step()
-    fns = {f"torch {optimizer}": _cycle(step, data)}
+    fns = {f"torch {optimizer}": cycle(step, data)}
     for _ in range(BATCHES):
         fns[f"torch {optimizer}"]()
     result = interleaved(fns, rounds=rounds, warmup=0)

@@ -37,6 +37,17 @@ def interleaved(fns, rounds=11, warmup=1, before=None, seed=0):
             for name, s in samples.items()}
 
 
+def cycle(fn, items):
+    """A call that applies ``fn`` to the next of ``items`` in turn (wrapping): one candidate of
+    :func:`interleaved` stepping through several inputs, one per call."""
+    state = {"k": 0}
+
+    def call():
+        fn(items[state["k"] % len(items)])
+        state["k"] += 1
+    return call
+
+
 def cpu_name():
     """The CPU's model name from /proc/cpuinfo (or platform's guess)."""
     try:
