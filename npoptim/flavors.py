@@ -29,7 +29,10 @@ reproduces (:attr:`Flavor.not_reproduced`; no flavor has one today: optax's ``co
 import functools
 import inspect
 import math
+import numbers
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from npoptim import registry
 from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
@@ -66,6 +69,9 @@ class FrameworkOptimizer:
     * ``elsewhere``: framework keywords that do not reach this npoptim optimizer's math ->
       where they go instead (accepted with any value and not used; Keras Muon's AdamW
       keywords configure its AdamW part, :func:`npoptim.optim.muon.keras_adamw_part`).
+    * ``aliases``: a deprecated framework keyword -> the keyword it stands for (optax
+      noisy_sgd's ``seed`` is its ``key``): given (not None) it is that keyword; both given is
+      refused, as the framework refuses it.
     """
 
     npoptim: str
@@ -74,6 +80,7 @@ class FrameworkOptimizer:
     fixed: dict = field(default_factory=dict)
     unsupported: dict = field(default_factory=dict)
     elsewhere: dict = field(default_factory=dict)
+    aliases: dict = field(default_factory=dict)
 
 
 REQUIRED = object()
@@ -674,11 +681,13 @@ OPTAX = Flavor(
                          "weight_dimension_numbers": ((None,), "npoptim projects the 2-D "
                                                                "parameters only")}),
         # key / seed: the jax.random key the noise comes from (npoptim's seed with
-        # noise_stream="jax"); optax's key=None is key 0 (with a warning)
+        # noise_stream="jax"); optax's key=None is key 0 (with a warning), its deprecated
+        # seed= is the key
         "noisy_sgd": FrameworkOptimizer(
-            "NoisySGD", {"learning_rate": "lr", "eta": "eta", "gamma": "gamma", "key": "seed"},
-            dict(learning_rate=REQUIRED, eta=0.01, gamma=0.55, key=0),
-            fixed=dict(noise_stream="jax")),
+            "NoisySGD", {"learning_rate": "lr", "eta": "eta", "gamma": "gamma",
+                         "key": ("seed", "jax_key")},
+            dict(learning_rate=REQUIRED, eta=0.01, gamma=0.55, key=None, seed=None),
+            fixed=dict(noise_stream="jax"), aliases={"seed": "key"}),
         "contrib.dpsgd": FrameworkOptimizer(
             "DPSGD", {"learning_rate": "lr", "l2_norm_clip": "l2_norm_clip",
                       "noise_multiplier": "noise_multiplier", "seed": "seed",
@@ -1003,7 +1012,7 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     :class:`FrameworkOptimizer`). ``None`` for a Keras ``weight_decay``/optax ``momentum``
     means 0."""
     out, pairs = {}, {}
-    for key, value in framework_kwargs.items():
+    for key, value in _without_aliases(entry, framework_kwargs, flavor_name).items():
         if key in NOT_CONVENTIONS:
             if NOT_CONVENTIONS[key] is None:
                 continue
@@ -1022,7 +1031,8 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
         if key not in entry.names:
             if optional:
                 continue
-            takes = set(entry.names) | set(entry.unsupported) | set(entry.elsewhere)
+            takes = (set(entry.names) | set(entry.unsupported) | set(entry.elsewhere)
+                     | set(entry.aliases))
             raise TypeError(f"{flavor_name} {entry.npoptim}: unknown argument {key!r}; it takes "
                             f"{', '.join(sorted(takes))}")
         target = entry.names[key]
@@ -1042,6 +1052,50 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
     for name, parts in pairs.items():
         out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
     return out
+
+
+def _without_aliases(entry, framework_kwargs, flavor_name):
+    """``framework_kwargs`` with each deprecated keyword (:attr:`FrameworkOptimizer.aliases`)
+    given as the keyword it stands for; both given (not None) is refused."""
+    out = dict(framework_kwargs)
+    for old, new in entry.aliases.items():
+        value = out.pop(old, None)
+        if value is None:
+            continue
+        if out.get(new) is not None:
+            raise ValueError(f"{flavor_name} {entry.npoptim}: only one of {old} (deprecated) or "
+                             f"{new} can be specified")
+        out[new] = value
+    return out
+
+
+def _jax_key_seed(key):
+    """optax noisy_sgd's ``key`` as npoptim's ``seed`` (``noise_stream="jax"``): None is 0
+    (optax's key 0, with a warning); an integer, or a 0-d integer array, is the seed of
+    ``jax.random.key(seed)`` (the optimizer checks its range, [0, 2**63)). A key array is
+    refused (npoptim takes no jax objects; optax itself refuses raw key data), naming the
+    seed that gives it: ``key(seed) = (seed >> 32, seed & 0xFFFFFFFF)``."""
+    if key is None:
+        return 0
+    if isinstance(key, numbers.Integral):
+        return key
+    if "key<" in str(getattr(key, "dtype", "")):
+        raise ValueError("optax noisy_sgd: key is a typed jax key; pass the integer seed it was "
+                         "made from, key=seed (jax.random.key(seed)), in [0, 2**63) (for "
+                         "jax.random.key_data(key) = (k0, k1) with k0 < 2**31, seed = "
+                         "k0 * 2**32 + k1)")
+    words = np.asarray(key)
+    if words.ndim == 0 and words.dtype.kind in "iu":
+        return int(words)
+    if words.shape == (2,) and words.dtype == np.uint32:
+        seed = int(words[0]) << 32 | int(words[1])
+        which = (f"it is jax.random.key_data(jax.random.key({seed})): pass key={seed}"
+                 if seed < 2 ** 63 else "its first word is >= 2**31, which no seed in "
+                 "[0, 2**63) gives")
+        raise ValueError(f"optax noisy_sgd: key={key!r} is raw key data, which optax refuses "
+                         f"(jax.random.key takes a scalar seed); {which}")
+    raise ValueError(f"optax noisy_sgd: key={key!r}: an integer seed in [0, 2**63) "
+                     "(jax.random.key(seed)) or None (0)")
 
 
 def _hessian_estimate(value):
@@ -1089,6 +1143,7 @@ _CONVERSIONS = {
                     lambda v: None if v == math.inf else v),
     "eps1_of_pair": (lambda v: (v, 1e-3), lambda v: v[0]),
     "momentum_dtype": (lambda v: _momentum_dtype(v), lambda v: None if v == "param" else v),
+    "jax_key": (_jax_key_seed, lambda v: v),   # optax noisy_sgd's key: None is 0
 }
 
 #: Conversions whose framework None is a value (not "take the default").

@@ -373,6 +373,33 @@ def test_optax_noisy_constructors_take_the_jax_stream_and_their_key():
         "jax", 3, 0.0)
 
 
+def test_optax_noisy_sgd_key_none_is_0_seed_is_the_key_and_key_arrays_name_their_seed():
+    # optax 0.2.8: key=None is key 0 (with a warning); the deprecated seed= is the key, and
+    # both is refused; an integer key outside jax's int64 seeds is refused with jax's range
+    # (not the counter stream's); raw key data (which optax refuses too) names its seed
+    def seed(**kw):
+        return flavors.from_framework("optax", "noisy_sgd", [np.zeros(2)], learning_rate=1e-2,
+                                      **kw).defaults["seed"]
+    assert seed() == seed(key=None) == 0
+    assert seed(seed=5) == seed(key=5, seed=None) == seed(key=np.array(5)) == 5
+    assert npoptim.NoisySGD([np.zeros(2)], flavor="optax").defaults["seed"] == 0
+    with pytest.raises(ValueError, match="only one of seed"):
+        seed(key=1, seed=2)
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*63\)"):
+        seed(key=2 ** 63)
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*63\)"):
+        npoptim.DPSGD([np.zeros(2)], seed=2 ** 63, noise_stream="jax")
+    with pytest.raises(ValueError, match=r"raw key data.*pass key=4294967301"):
+        seed(key=np.array([1, 5], np.uint32))
+    with pytest.raises(ValueError, match="first word is >= 2"):
+        seed(key=np.array([2 ** 31, 0], np.uint32))
+    with pytest.raises(ValueError, match="integer seed"):
+        seed(key=1.5)
+    jax = pytest.importorskip("jax")
+    with pytest.raises(ValueError, match="typed jax key"):
+        seed(key=jax.random.key(0))
+
+
 def test_optax_radam_sets_the_eps_and_threshold_switches_and_refuses_other_thresholds():
     opt = flavors.from_framework("optax", "radam", [np.zeros(2)], learning_rate=1e-2)
     group = opt.param_groups[0]
@@ -416,19 +443,22 @@ def test_none_without_a_framework_twin_and_optax_warmup_are_refused():
 
 OPTAX_CONTRIB = ("contrib.acprop", "contrib.cocob", "contrib.dog", "contrib.dowg",
                  "contrib.momo", "contrib.momo_adam", "contrib.sophia", "contrib.galore")
+#: optax's constructors with a random key (npoptim's jax stream), checked the same way
+OPTAX_KEYED = ("noisy_sgd", "contrib.dpsgd")
 
 
-@pytest.mark.parametrize("name", OPTAX_CONTRIB)
+@pytest.mark.parametrize("name", OPTAX_CONTRIB + OPTAX_KEYED)
 def test_optax_contrib_constructors_have_optax_names_and_defaults(name):
     """Each keyword of the table is one of optax's, with optax 0.2.8's default (sophia's
-    hessian_diagonal_fn is named by its estimate: optax's default is Hutchinson's)."""
+    hessian_diagonal_fn is named by its estimate: optax's default is Hutchinson's; noisy_sgd's
+    deprecated seed is an alias of its key)."""
     import functools
     import inspect
     optax = pytest.importorskip("optax")
     signature = inspect.signature(functools.reduce(getattr, name.split("."), optax))
     entry = flavors.get("optax").constructors[name]
     assert set(entry.defaults) <= set(signature.parameters), name
-    assert set(entry.names) | set(entry.unsupported) <= set(entry.defaults)
+    assert set(entry.names) | set(entry.unsupported) | set(entry.aliases) <= set(entry.defaults)
     for key, value in entry.defaults.items():
         default = signature.parameters[key].default
         if value is flavors.REQUIRED:

@@ -63,8 +63,10 @@ def _framework_kwargs(entry, hyper):
     (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), ints where the framework's
     default is one (optax sophia's ``update_interval``) or that is a random key's seed (optax
     contrib.dpsgd's required ``seed``)."""
+    seeds = {k for k, t in entry.names.items()
+             if (t[0] if isinstance(t, tuple) else t) == "seed"}
     return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int
-            and entry.names.get(k) != "seed" else v
+            and k not in seeds else v
             for k, v in flavors.framework_call(entry, hyper).items()}
 
 

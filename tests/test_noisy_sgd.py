@@ -1,6 +1,7 @@
 """Noisy SGD: optax.noisy_sgd 0.2.8 in float64, fed optax's own samples (two shapes, 24 steps,
 eta, gamma, a schedule, maximize); the counter-based stream (values pinned, independent of
-the call pattern); bad input."""
+the call pattern); bad input; the jax stream's key in the state (NoisySGD and DPSGD: resumed
+runs, optax's rng_key, checks on load)."""
 import math
 
 import numpy as np
@@ -8,7 +9,9 @@ import pytest
 from hand_derived import close
 from optax_compare import assert_same_trajectory, optax_trajectory, problem, schedule
 
+from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
+from npoptim.optim.dpsgd import DPSGD
 from npoptim.optim.noisy_sgd import NoisySGD
 
 PINNED = [0.37649691093446686, -1.5884905489711552, -0.8273625753891728, 1.1628913952618802]
@@ -159,3 +162,125 @@ def test_jax_stream_refuses_what_optax_cannot_do():
                       (dict(noise_stream="jax", seed=2 ** 63), "2\\*\\*63")):
         with pytest.raises(ValueError, match=match):
             NoisySGD([np.zeros(1)], **kw)
+
+
+# ------------------------------------------------ the jax stream's key, kept as optax keeps it
+def _jax_stream_optimizer(cls, params):
+    if cls is NoisySGD:
+        return NoisySGD(params, lr=0.1, eta=0.5, seed=9, noise_stream="jax")
+    return DPSGD(params, lr=0.1, l2_norm_clip=1.0, noise_multiplier=0.5, momentum=0.9,
+                 seed=9, noise_stream="jax")
+
+
+def _jax_stream_grads(cls, t):
+    grads = [np.full(3, 0.1 * t), np.full((2, 1), -0.2)]
+    return grads if cls is NoisySGD else [np.stack([g, 2 * g]) for g in grads]
+
+
+def _counting_splits(monkeypatch):
+    calls = []
+    split = jax_random.split
+
+    def counted(key, num=2):
+        calls.append(num)
+        return split(key, num)
+    monkeypatch.setattr(jax_random, "split", counted)
+    return calls
+
+
+@pytest.mark.parametrize("cls", [NoisySGD, DPSGD])
+@pytest.mark.parametrize("keep_key", [True, False])
+def test_jax_stream_resumes_from_its_state_dict_with_one_split_a_step(cls, keep_key,
+                                                                      monkeypatch):
+    # resumed after 25 steps, three more steps are bit for bit the uninterrupted run's; with
+    # the key in the state they split as a step does (NoisySGD: the step's key, then the
+    # sample key per parameter; DPSGD: one split), not 25 times more. A state dict without
+    # the key (written before npoptim kept it) still resumes, replaying the chain once.
+    shapes, k = ((3,), (2, 1)), 25
+    run = [np.zeros(s) for s in shapes]
+    opt = _jax_stream_optimizer(cls, run)
+    for t in range(k):
+        opt.step(_jax_stream_grads(cls, t))
+    saved = opt.state_dict()
+    assert sorted(saved["state"][0]) == sorted(["step", "rng_key"] + (
+        ["momentum_buffer"] if cls is DPSGD else []))
+    assert saved["state"][0]["rng_key"].dtype == np.uint32
+    assert "rng_key" not in saved["state"][1]
+    if not keep_key:
+        del saved["state"][0]["rng_key"]
+    resumed = [p.copy() for p in run]
+    other = _jax_stream_optimizer(cls, resumed)
+    other.load_state_dict(saved)
+    calls = _counting_splits(monkeypatch)
+    per_step = 2 if cls is NoisySGD else 1
+    for t in range(k, k + 3):
+        opt.step(_jax_stream_grads(cls, t))
+        before = len(calls)
+        other.step(_jax_stream_grads(cls, t))
+        replayed = k if t == k and not keep_key else 0   # k_k from key(seed)
+        assert len(calls) - before == per_step + replayed
+        for a, b in zip(run, resumed):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(other.state[0]["rng_key"], opt.state[0]["rng_key"])
+
+
+def test_jax_stream_key_is_optax_s_rng_key_and_advances_with_given_noise():
+    # after each step the state's key is optax's AddNoiseState.rng_key; a step given its
+    # noise still advances the key, so the stream is a function of the step count
+    optax = pytest.importorskip("optax")
+    jax = pytest.importorskip("jax")
+    w = [np.zeros(2)]
+    opt = NoisySGD(w, lr=0.1, seed=7, noise_stream="jax")
+    tx = optax.noisy_sgd(0.1, key=7)
+    state = tx.init([np.zeros(2)])
+    for t in range(3):
+        opt.step([np.ones(2)], noise=[np.zeros(2)] if t == 1 else None)
+        _, state = tx.update([np.ones(2)], state)
+        np.testing.assert_array_equal(opt.state[0]["rng_key"],
+                                      np.asarray(jax.random.key_data(state[0].rng_key)))
+
+
+def test_jax_stream_key_is_checked_before_anything_changes():
+    w, v = np.zeros(2), np.zeros(1)
+    opt = NoisySGD([w, v], seed=3, noise_stream="jax")
+    opt.step([np.ones(2), np.ones(1)])
+    saved, params = opt.state_dict(), (w.copy(), v.copy())
+
+    def unchanged():
+        now = opt.state_dict()["state"]
+        np.testing.assert_array_equal(now[0]["rng_key"], saved["state"][0]["rng_key"])
+        assert [s["step"] for s in now.values()] == [1, 1]
+        np.testing.assert_array_equal(w, params[0])
+        np.testing.assert_array_equal(v, params[1])
+    for key, match in ((np.zeros(2), "float64 of shape"), (np.zeros(3, np.uint32), r"\(3,\)"),
+                       (np.array([0, 2 ** 32]), "int64 of shape"), (np.array([-1, 0]), "int64"),
+                       ("ab", "<U2")):
+        bad = opt.state_dict()
+        bad["state"][0]["rng_key"] = key
+        with pytest.raises(ValueError, match=r"state\[0\]\['rng_key'\] must be a jax.random key"
+                           ".*" + match):
+            opt.load_state_dict(bad)
+        unchanged()
+        opt.state[0]["rng_key"] = key   # set by hand: the step refuses it
+        with pytest.raises(ValueError, match=r"state\[0\]\['rng_key'\].*" + match):
+            opt.step([np.ones(2), np.ones(1)])
+        opt.state[0]["rng_key"] = saved["state"][0]["rng_key"].copy()
+        unchanged()
+    misplaced = opt.state_dict()
+    misplaced["state"][1]["rng_key"] = misplaced["state"][0]["rng_key"]
+    with pytest.raises(ValueError, match=r"state\[1\] has entries"):
+        opt.load_state_dict(misplaced)
+    unchanged()
+    counter = NoisySGD([np.zeros(2), np.zeros(1)], seed=3)
+    for group in misplaced["param_groups"]:
+        group["noise_stream"] = "counter"
+    del misplaced["state"][1]["rng_key"]
+    with pytest.raises(ValueError, match=r"state\[0\] has entries"):
+        counter.load_state_dict(misplaced)   # the counter stream has no key
+    assert counter.state == {}
+    # an int64 key (a golden file's, or a hand-written one) is the same key
+    loaded = opt.state_dict()
+    loaded["state"][0]["rng_key"] = loaded["state"][0]["rng_key"].astype(np.int64)
+    opt.load_state_dict(loaded)
+    assert opt.state[0]["rng_key"].dtype == np.uint32
+    unchanged()

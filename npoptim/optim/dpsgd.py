@@ -40,7 +40,9 @@ Where :math:`z` comes from, as for :class:`~npoptim.optim.noisy_sgd.NoisySGD`:
   ``k_0 = key(seed)``, and at step ``t`` ``(k_t, r_0, .., r_{n-1}) = split(k_{t-1}, n + 1)``
   over the ``n`` parameters, parameter ``k`` taking ``normal(r_k, shape, dtype)``
   (``differentially_private_aggregate``). Every step must give every parameter a gradient
-  (optax's update takes one per leaf), ``seed`` in [0, 2**63).
+  (optax's update takes one per leaf), ``seed`` in [0, 2**63). The current key ``k_t`` is
+  state, as optax's ``rng_key``: ``state[0]["rng_key"]``, two uint32 words (see
+  :class:`~npoptim.optim.noisy_sgd.OptaxKeyState`), so a resumed run splits once a step.
 
 Dense gradients only (the noise is dense).
 """
@@ -56,7 +58,7 @@ from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.noisy_sgd import (OptaxKeyChain, check_noise, check_noise_stream,
+from npoptim.optim.noisy_sgd import (OptaxKeyState, check_noise, check_noise_stream,
                                      check_seed, jax_stream_step)
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.variants import check_flag
@@ -127,7 +129,7 @@ def clip_multipliers(per_example_sumsq, l2_norm_clip):
     return np.nan_to_num(np.minimum(ratio, 1.0), nan=1.0)
 
 
-class DPSGD(Optimizer):
+class DPSGD(OptaxKeyState, Optimizer):
     """DP-SGD (see the module docstring): ``lr``, ``l2_norm_clip``, ``noise_multiplier``,
     ``momentum``, ``nesterov``, ``seed``, ``noise_stream``; ``step(per_example_grads,
     noise=None)``."""
@@ -141,7 +143,6 @@ class DPSGD(Optimizer):
         self._noise = None
         self._multipliers = None
         self._batch = 0
-        self._keys = OptaxKeyChain()
         super().__init__(params, dict(lr=lr, l2_norm_clip=l2_norm_clip,
                                       noise_multiplier=noise_multiplier, momentum=momentum,
                                       nesterov=nesterov, seed=seed, noise_stream=noise_stream))
@@ -153,8 +154,8 @@ class DPSGD(Optimizer):
             if (not isinstance(value, numbers.Real) or isinstance(value, bool)
                     or not 0.0 <= value < math.inf):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        check_noise_stream(self, group, _GLOBAL + ("noise_stream",))   # first: the jax seed
         check_seed(group["seed"])
-        check_noise_stream(self, group, _GLOBAL + ("noise_stream",))
         check_flag(group, "nesterov")
         if group["nesterov"] and group["momentum"] == 0:
             raise ValueError("Nesterov momentum requires a momentum")
@@ -170,7 +171,7 @@ class DPSGD(Optimizer):
         try:
             return super().step(grads, closure)
         finally:
-            self._noise = None
+            self._noise = self._next_key = None
 
     def _prepare_grad(self, grad, param, group, where):
         """Per-example gradients as a C-contiguous ``(B, n)`` array, or None."""
@@ -195,12 +196,11 @@ class DPSGD(Optimizer):
             raise ValueError(f"per-example gradients have different batch sizes "
                              f"{sorted(batches)}; every parameter's must be the same")
         self._batch = batches.pop() if batches else 0
-        if self._noise is None and self.defaults["noise_stream"] == "jax":
-            keys = jax_random.split(self._keys.before(self.defaults["seed"],
-                                                      jax_stream_step(self, prepared)),
-                                    len(self.params) + 1)
-            self._noise = [jax_random.normal(k, p.shape, p.dtype)
-                           for k, p in zip(keys[1:], self.params)]
+        if self.defaults["noise_stream"] == "jax":   # the key advances with given noise too
+            keys = self._stream_keys(jax_stream_step(self, prepared), len(self.params) + 1)
+            if self._noise is None:
+                self._noise = [jax_random.normal(k, p.shape, p.dtype)
+                               for k, p in zip(keys[1:], self.params)]
         if self._noise is not None:
             for _, index, _, _ in prepared:
                 if self._noise[index] is None:

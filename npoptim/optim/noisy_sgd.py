@@ -32,6 +32,11 @@ Where :math:`z` comes from, so that a run is reproducible in any language:
   and ``noise_stream`` are one value for the whole optimizer; the step count is then the
   same for all (optax's ``count``). Matches optax in float64 to the last bits (the normals
   are within 4e-15 relative of jax's, from XLA's ``log1p``; see the kernel's docstring).
+  The current key ``k_t`` is state, as in optax (``AddNoiseState.rng_key``): two uint32
+  words in ``state[0]["rng_key"]``, the first parameter's state (where torch's LBFGS keeps
+  its global state), so a run resumed from its ``state_dict`` splits once a step; a state
+  dict without it (written before npoptim kept it) continues by replaying the chain from
+  ``key(seed)`` once (:class:`OptaxKeyState`).
 
 optax's learning rate has no default (npoptim: 1e-2). Dense gradients only (the noise is
 dense).
@@ -94,23 +99,71 @@ def check_noise_stream(optimizer, group, global_names=("noise_stream",)):
                              "not per group")
 
 
-class OptaxKeyChain:
-    """The per-step keys of optax's noisy transforms: ``k_0 = key(seed)``,
-    ``k_t = split(k_{t-1})[0]`` (``add_noise`` and ``differentially_private_aggregate`` both
-    keep the first key of a split of the previous key, whatever the split's size, and draw
-    step ``t``'s noise from the others). Kept so that consecutive steps split once each."""
+#: The state entry holding the jax stream's current key, optax's name (``AddNoiseState`` and
+#: ``DifferentiallyPrivateAggregateState`` keep ``rng_key``); in the first parameter's state.
+RNG_KEY = "rng_key"
 
-    def __init__(self):
-        self._seed, self._steps, self._key = None, 0, None
 
-    def before(self, seed, t):
-        """``k_{t-1}``, the key that step ``t`` (from 1) splits."""
-        if self._seed != seed or self._steps > t - 1:
-            self._seed, self._steps, self._key = seed, 0, jax_random.key(seed)
-        while self._steps < t - 1:
-            self._key = jax_random.split(self._key)[0]
-            self._steps += 1
-        return self._key
+def check_rng_key(value, where):
+    """``value`` as a jax.random key (``jax.random.key_data``: two uint32 words, shape
+    ``(2,)``); raises unless it is two integers in [0, 2**32)."""
+    key = np.asarray(value)
+    if key.shape != (2,) or key.dtype.kind not in "iu" or not np.all(
+            (key >= 0) & (key <= 0xFFFFFFFF)):
+        raise ValueError(f"{where} must be a jax.random key, two uint32 words of shape (2,) "
+                         f"(jax.random.key_data), got {key.dtype} of shape {key.shape}: "
+                         f"{value!r}")
+    return key.astype(np.uint32)
+
+
+def replayed_key(seed, steps):
+    """``k_steps`` of the chain ``k_0 = key(seed)``, ``k_t = split(k_{t-1})[0]``: the
+    key that optax's noisy transforms keep after ``steps`` steps (``add_noise`` and
+    ``differentially_private_aggregate`` both keep the first key of a split of the previous
+    key, whatever the split's size, and draw the step's noise from the others)."""
+    key = jax_random.key(seed)
+    for _ in range(steps):
+        key = jax_random.split(key, 1)[0]
+    return key
+
+
+class OptaxKeyState:
+    """The jax stream's key as optax keeps it (a mixin before :class:`Optimizer`): after step
+    ``t``, ``state[0]["rng_key"] = k_t`` (:data:`RNG_KEY`), saved and loaded with the state
+    (checked on load: two uint32 words), so that every step, resumed ones included, splits
+    once. A state without it (a state dict written before npoptim kept the key) continues
+    from :func:`replayed_key` (``t - 1`` splits, once)."""
+
+    _next_key = None
+
+    def _stream_keys(self, t, num):
+        """``split(k_{t-1}, num)`` for step ``t`` (from 1); its first key, ``k_t``, becomes
+        the state's key once the step is applied."""
+        entry = self.state.get(0, {})
+        if RNG_KEY in entry:
+            key = check_rng_key(entry[RNG_KEY], f"state[0]['{RNG_KEY}']")
+        else:
+            key = replayed_key(self.defaults["seed"], t - 1)
+        keys = jax_random.split(key, num)
+        self._next_key = keys[0]
+        return keys
+
+    def _apply(self, prepared):
+        super()._apply(prepared)
+        if self._next_key is not None and 0 in self.state:
+            self.state[0][RNG_KEY] = self._next_key
+        self._next_key = None
+
+    def _load_param_state(self, entry, param, group, where):
+        key = None
+        if (isinstance(entry, dict) and RNG_KEY in entry and group["noise_stream"] == "jax"
+                and param is self.params[0]):
+            key = check_rng_key(entry[RNG_KEY], f"{where}['{RNG_KEY}']")
+            entry = {name: value for name, value in entry.items() if name != RNG_KEY}
+        out = super()._load_param_state(entry, param, group, where)
+        if key is not None:
+            out[RNG_KEY] = key
+        return out
 
 
 def jax_stream_step(optimizer, prepared):
@@ -149,7 +202,7 @@ def _noisy_sgd_dense(param, grad, states, hyper):
     apply_dense(noisy_sgd_rule, param, grad, states, NoisySGDHyper(*hyper))
 
 
-class NoisySGD(Optimizer):
+class NoisySGD(OptaxKeyState, Optimizer):
     """Noisy SGD (see the module docstring): ``lr``, ``eta``, ``gamma``, ``seed``,
     ``noise_stream``, ``maximize``; ``step(grads, noise=None)``."""
 
@@ -159,14 +212,13 @@ class NoisySGD(Optimizer):
     def __init__(self, params, lr=1e-2, eta=0.01, gamma=0.55, *, seed=0, noise_stream="counter",
                  maximize=False):
         self._noise = None
-        self._keys = OptaxKeyChain()
         super().__init__(params, dict(lr=lr, eta=eta, gamma=gamma, seed=seed,
                                       noise_stream=noise_stream, maximize=maximize))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eta", "gamma")
+        check_noise_stream(self, group)   # first: the jax stream's seed range is its own
         check_seed(group["seed"])
-        check_noise_stream(self, group)
         check_flag(group, "maximize")
 
     def step(self, grads=None, closure=None, *, noise=None):
@@ -176,21 +228,22 @@ class NoisySGD(Optimizer):
         try:
             return super().step(grads, closure)
         finally:
-            self._noise = None
+            self._noise = self._next_key = None
 
     def _prepare(self, grads):
         prepared = super()._prepare(grads)
-        if self._noise is None and self.defaults["noise_stream"] == "jax":
-            self._noise = self._jax_noise(jax_stream_step(self, prepared))
+        if self.defaults["noise_stream"] == "jax":   # the key advances with given noise too
+            _, sample = self._stream_keys(jax_stream_step(self, prepared), 2)
+            if self._noise is None:
+                self._noise = self._jax_noise(sample)
         if self._noise is not None:
             for _, index, _, _ in prepared:
                 if self._noise[index] is None:
                     raise ValueError(f"noise[{index}] is None but grads[{index}] is not")
         return prepared
 
-    def _jax_noise(self, t):
-        """optax's samples of step ``t`` (see the module docstring)."""
-        _, sample = jax_random.split(self._keys.before(self.defaults["seed"], t))
+    def _jax_noise(self, sample):
+        """optax's samples from a step's ``sample`` key (see the module docstring)."""
         keys = jax_random.split(sample, len(self.params))
         return [jax_random.normal(k, p.shape, p.dtype) for k, p in zip(keys, self.params)]
 
