@@ -94,7 +94,6 @@ def torch_make_step(case, library):
     """make_step (npoptim.testing's protocol) running the case in torch 2.13 (or optimi)."""
     torch = _torch()
     mode = precision_cases.mode_of(case.precision)
-    sparse = "csr" in case.tags  # SparseAdam: one path, no foreach option
 
     def make_step(params, hyper):
         dtype = params[0].dtype
@@ -108,8 +107,7 @@ def torch_make_step(case, library):
         else:
             path = {"fused": dict(fused=True), "per-op": dict(foreach=False)}.get(mode, {})
             if case.optimizer in precision_cases.SINGLE_TENSOR_ONLY:
-                path = {}  # (torch's Muon and LBFGS have no foreach option: one path)
-            path = {} if sparse else path
+                path = {}  # (torch's Muon, LBFGS and SparseAdam have no foreach option)
             opt = getattr(torch.optim, case.torch_name)(tparams, **hyper, **path)
 
         def step(grads, lr):

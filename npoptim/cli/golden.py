@@ -33,7 +33,6 @@ quantized moments, stored at the last step; initial params and grads are multipl
     npoptim golden AdamW --precision torchao-8bit --shape 16x256 -o case.json
     npoptim golden AdamW --precision bnb-8bit --set min_8bit_size=256 --shape 352 -o case.json
 """
-import importlib
 import json
 import sys
 
@@ -159,10 +158,10 @@ def build(args):
         raise ValueError(f"--precision {args.precision} needs --dtype bfloat16 or float16")
     if args.precision_seed is not None and (args.precision or "per-op") != "stochastic":
         raise ValueError("--precision-seed is for --precision stochastic")
-    # a 16-bit case takes CSR gradients where its npoptim.precision class does (SparseAdam)
-    sparse_kind = (getattr(importlib.import_module("npoptim.precision"), args.optimizer,
-                           None) if half else cls)
-    sparse_kind = getattr(sparse_kind, "sparse_kind", "dense-only")
+    sparse_kind = cls.sparse_kind
+    if half:  # a 16-bit case takes CSR gradients where its npoptim.precision class does
+        import npoptim.precision as lowp
+        sparse_kind = getattr(getattr(lowp, args.optimizer, None), "sparse_kind", "dense-only")
     takes_csr = sparse_kind != "dense-only" and not quantized
     grad = args.grad
     if grad == "auto":

@@ -98,7 +98,7 @@ QUANTIZED_GRID = 64
 #: ``hyperparameters`` (``format``: the dtype says it; ``torch_cpu_lanes``: no tail, above)
 PRECISION_OPTIONS = ("rounding", "format", "torch_cpu_lanes", "seed", "kahan_sum")
 #: torch optimizers with their single-tensor path only (no ``foreach`` option to name)
-SINGLE_TENSOR_ONLY = ("Muon", "LBFGS")
+SINGLE_TENSOR_ONLY = ("Muon", "LBFGS", "SparseAdam")
 #: the seed of stochastic rounding's stream in the suite's cases
 STOCHASTIC_SEED = 2026
 #: allowed distance of a 16-bit array, in units in the last place of the 16-bit type

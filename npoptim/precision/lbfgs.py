@@ -344,7 +344,7 @@ class LBFGS(LowPrecision, lbfgs.LBFGS):
             bits = bits_of(p).reshape(-1)
             out = np.empty(p.size, np.float32)
             add_alpha_array(to_float32_array(bits, fmt), alpha, update[offset:offset + p.size],
-                    self._code16, self._tail_start(p.size), out)
+                            self._code16, self._tail_start(p.size), out)
             bits[...] = from_float32_array(out, fmt)
             offset += p.size
 
