@@ -43,6 +43,7 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
+* ``NPOPTIM_REQUIRE_NODE``: Node.js (examples/node's replay of the golden files).
 * ``NPOPTIM_REQUIRE_TENSORFLOW``: an interpreter in ``NPOPTIM_TF_PYTHON`` that imports
   tensorflow and npoptim (.ci/run makes a venv of its own for tensorflow-cpu; the tf flavor's
   raw kernels, tests/test_tf_kernels.py).
@@ -55,12 +56,52 @@ cross-check ran:
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
+
+**The needs marker.** A test that needs a library outside npoptim's runtime and ``[test]``
+dependencies carries ``@pytest.mark.needs("torch", ...)`` (the modules it imports; ``"node"``
+for Node.js, ``"tfjs"``, ``"tensorflow"`` and ``"onnxruntime.training"`` as above), directly, as a
+module's ``pytestmark`` or through a helper such as ``torch_compare.needs_torch``. It is skipped
+where one of them does not import, and ``-m needs`` / ``-m "not needs"`` select the two halves
+of the suite.
+
+**The import blocker.** With ``NPOPTIM_BLOCK_OPTIONAL=1`` every library outside the runtime and
+``[test]`` dependencies is made unimportable, here and in every process the tests start
+(``tests/import_blocker/sitecustomize.py``), so ``.ci/run`` proves on a machine that has every
+library that ``-m "not needs"`` passes as in a bare venv. There, a test that skips without the
+marker fails (it needs a library it does not declare), and the ``NPOPTIM_REQUIRE_*`` switches are
+refused (the two contradict each other).
 """
+import functools
 import importlib
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
+
+BLOCKER_DIR = Path(__file__).resolve().parent / "import_blocker"
+
+
+def _start_blocker():
+    """Install the import blocker in this process and pass it on to its children (see the
+    module docstring); returns the blocked names, or None where it is off."""
+    spec = importlib.util.spec_from_file_location("npoptim_import_blocker",
+                                                  BLOCKER_DIR / "sitecustomize.py")
+    blocker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blocker)
+    installed = blocker.install_from_environment()
+    if installed is None:
+        return None
+    names, loaded = installed
+    cross_checks = {module.partition(".")[0] for modules in REQUIRED.values() for module in modules}
+    if cross_checks & set(loaded):  # a plugin's dependency such as certifi is harmless
+        raise pytest.UsageError("the import blocker came too late: "
+                                f"{', '.join(sorted(cross_checks & set(loaded)))} imported already")
+    path = os.environ.get("PYTHONPATH", "")
+    if str(BLOCKER_DIR) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(BLOCKER_DIR), path) if p)
+    return names
+
 
 #: switch name -> the modules it requires
 REQUIRED = {
@@ -86,6 +127,7 @@ REQUIRED = {
     "SOPHIA_OPT": ("sophia_opt",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
+    "NODE": ("node",),
     "TENSORFLOW": ("tensorflow",),
     "BITSANDBYTES": ("bitsandbytes",),
     "ONNXRUNTIME_TRAINING": ("onnxruntime.training",),
@@ -93,6 +135,8 @@ REQUIRED = {
 #: modules that live in an interpreter of their own -> the variable naming that interpreter
 OWN_INTERPRETER = {"tensorflow": "NPOPTIM_TF_PYTHON",
                    "onnxruntime.training": "NPOPTIM_ORT_PYTHON"}
+#: the names the import blocker hides here, or None where it is off
+BLOCKED = _start_blocker()
 
 
 def _importable(module):
@@ -103,6 +147,11 @@ def _importable(module):
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None
+    if module == "node":  # Node.js itself (examples/node)
+        import shutil
+        if shutil.which("node") is None:
+            raise ImportError("node is not installed")
+        return True
     if module == "tfjs":  # an npm package in NPOPTIM_TFJS_DIR, run by node
         import shutil
         from pathlib import Path
@@ -123,9 +172,67 @@ def _importable(module):
     return True
 
 
+@functools.lru_cache(maxsize=None)
+def available(module):
+    """Whether ``module`` (a name of the needs marker) can be used here: ``(True, "")`` or
+    ``(False, why)``."""
+    try:
+        if _importable(module):
+            return True, ""
+    except ImportError as exc:
+        return False, f"{module} is not installed ({exc})"
+    return False, f"{module} is not installed"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(*modules): the test needs these optional libraries (import names; "
+        "'node' for Node.js) and is skipped where one does not import; select with -m needs "
+        "or -m 'not needs' (see tests/conftest.py)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for module in mark.args:
+            ok, why = available(module)
+            if not ok:
+                pytest.skip(f"needs {module}: {why}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if BLOCKED is None:
+        return
+    report = outcome.get_result()
+    if (report.skipped and not hasattr(report, "wasxfail")
+            and item.get_closest_marker("needs") is None):
+        _fail_the_skip(report, item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if BLOCKED is not None and report.skipped:  # a module that skips as a whole
+        _fail_the_skip(report, report.nodeid)
+
+
+def _fail_the_skip(report, nodeid):
+    report.outcome = "failed"
+    report.longrepr = (f"{nodeid} skipped under the import blocker without a needs marker "
+                       f"({report.longrepr}): mark it @pytest.mark.needs(...) with the "
+                       "libraries it imports, and import them guarded, not with a module-level "
+                       "importorskip (see tests/conftest.py)")
+
+
 def pytest_sessionstart(session):
     if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: its controller checked
         return
+    required = sorted(name for name in REQUIRED if os.environ.get(f"NPOPTIM_REQUIRE_{name}") == "1")
+    if BLOCKED is not None and required:
+        raise pytest.UsageError("NPOPTIM_BLOCK_OPTIONAL=1 hides the libraries that "
+                                f"NPOPTIM_REQUIRE_{required[0]}=1 requires: set one or the other")
     for name, modules in REQUIRED.items():
         if os.environ.get(f"NPOPTIM_REQUIRE_{name}") != "1":
             continue

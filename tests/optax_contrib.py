@@ -24,16 +24,16 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-needs_optax = pytest.mark.skipif(optax is None, reason="needs optax and jax")
+needs_optax = pytest.mark.needs("optax", "jax")
 
 
 def authors_code(module):
-    """``(module or None, skip mark)``: the authors' PyTorch package, if it and torch import."""
+    """``(module or None, needs mark)``: the authors' PyTorch package, if it and torch import."""
     try:
         found = importlib.import_module(module) if torch is not None else None
     except ImportError:
         found = None
-    return found, pytest.mark.skipif(found is None, reason=f"needs {module} and torch")
+    return found, pytest.mark.needs("torch", module)
 
 STEPS = 24
 SHAPES = ((3, 5), (7,))

@@ -10,6 +10,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.adabelief import AdaBelief, AdaBeliefHyper, adabelief_amsgrad_rule
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_adabelief_defaults():
     import_optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -18,6 +19,7 @@ def test_matches_optax_adabelief_defaults():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_nesterov_eps_root_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1)
@@ -30,6 +32,7 @@ def test_matches_optax_nesterov_eps_root_schedule_maximize():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads, lrs), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_l2_weight_decay_matches_optax_decayed_weights_first():
     optax = pytest.importorskip("optax")
     params, grads = problem(2)
@@ -55,6 +58,7 @@ AUTHOR_CONFIGS = {
 }
 
 
+@pytest.mark.needs("torch", "adabelief_pytorch")
 @pytest.mark.parametrize("name", sorted(AUTHOR_CONFIGS))
 def test_matches_the_authors_adabelief_pytorch(name):
     torch = pytest.importorskip("torch")

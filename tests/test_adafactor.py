@@ -125,6 +125,7 @@ OPTAX_CONFIGS = {
 }
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("name", OPTAX_CONFIGS)
 def test_optax_adafactor_matches_optax(name):
     from optax_compare import assert_same_trajectory, optax_trajectory, problem, \
@@ -138,6 +139,7 @@ def test_optax_adafactor_matches_optax(name):
     assert factored == ({1, 2, 3} if name == "factor-small" else {2, 3})
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_adafactor_schedule_matches_optax():
     from optax_compare import assert_same_trajectory, optax_trajectory, problem, \
         npoptim_trajectory, schedule, STEPS
@@ -150,6 +152,7 @@ def test_optax_adafactor_schedule_matches_optax():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads, lrs), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_torch_form_fails_optax():
     """The switches matter: torch's Adafactor with optax's numbers does not follow optax."""
     from optax_compare import optax_trajectory, problem, npoptim_trajectory
@@ -214,6 +217,7 @@ def keras_float32_trajectory(w0, grads, lrs, **kw):
     return out
 
 
+@pytest.mark.needs("keras", "jax")
 @pytest.mark.parametrize("schedule", [False, True], ids=["constant", "schedule"])
 @pytest.mark.parametrize("name", KERAS_CONFIGS)
 def test_keras_adafactor_matches_keras_with_float64_means(name, schedule,
@@ -222,6 +226,7 @@ def test_keras_adafactor_matches_keras_with_float64_means(name, schedule,
     assert_same_trajectory(*keras_adafactor_run(name, schedule))
 
 
+@pytest.mark.needs("keras", "jax")
 def test_keras_float64_adafactor_takes_its_means_in_float32():
     """As shipped, Keras's float64 Adafactor is float32-accurate only (its means): a
     difference of 1e-9 to 1e-6 of the scale, which the float64 means above remove."""
@@ -232,6 +237,7 @@ def test_keras_float64_adafactor_takes_its_means_in_float32():
         assert_same_trajectory(got, expected, rtol=1e-10)
 
 
+@pytest.mark.needs("keras", "jax")
 @pytest.mark.parametrize("name", KERAS_CONFIGS)
 def test_keras_adafactor_matches_keras_in_float32(name):
     from optax_compare import assert_same_trajectory
@@ -239,6 +245,7 @@ def test_keras_adafactor_matches_keras_in_float32(name):
     assert_same_trajectory(got, expected, rtol=2e-6)
 
 
+@pytest.mark.needs("keras", "jax")
 def test_keras_missing_gradient_ages_the_step(keras_means_in_float64):
     """Keras's global step count: a variable left out still ages (step_scope='global')."""
     from optax_compare import assert_same_trajectory, problem, npoptim_trajectory

@@ -10,6 +10,7 @@ from npoptim.optim.adamax import Adamax
 from npoptim.optim.adamaxw import AdamaxW, AdamaxWHyper, adamaxw_rule
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_adamaxw_defaults():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -18,6 +19,7 @@ def test_matches_optax_adamaxw_defaults():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_decay_betas_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1)

@@ -12,6 +12,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.adan import Adan, AdanHyper, adan_rule
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_variant_matches_optax_adan_defaults():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -20,6 +21,7 @@ def test_optax_variant_matches_optax_adan_defaults():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_variant_matches_decay_betas_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1)

@@ -7,7 +7,6 @@ results file would.
 """
 import json
 import math
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -452,7 +451,7 @@ def test_cli_report(tmp_path, capsys):
     assert "matches" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.needs("node")
 def test_the_node_consumers_misplaced_eps_is_named(tmp_path):
     root = Path(__file__).resolve().parents[1]
     cases = [str(root / "reference_results" / "cases" / f"{n}.json")

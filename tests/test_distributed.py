@@ -18,9 +18,12 @@ import pytest
 
 import npoptim
 
-if os.environ.get("NPOPTIM_REQUIRE_DASK") == "1":
-    import distributed  # noqa: F401  (CI: must be installed)
-distributed = pytest.importorskip("distributed")
+try:
+    import distributed  # noqa: F401
+except ImportError:
+    if os.environ.get("NPOPTIM_REQUIRE_DASK") == "1":  # CI: must be installed
+        raise
+pytestmark = pytest.mark.needs("distributed")
 
 from npoptim.distributed import Partition, ShardedTable, ShardLostError  # noqa: E402
 

@@ -1,7 +1,6 @@
 """examples/node: a Node.js consumer (no npm packages) passes `npoptim verify`, and the same
 consumer with an eps-placement bug fails it, with the step where it diverges."""
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "node"
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+pytestmark = pytest.mark.needs("node")
 
 
 def test_run_sh_passes_and_catches_the_eps_bug():

@@ -373,6 +373,7 @@ def test_optax_noisy_constructors_take_the_jax_stream_and_their_key():
         "jax", 3, 0.0)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_noisy_sgd_key_none_is_0_seed_is_the_key_and_key_arrays_name_their_seed():
     # optax 0.2.8: key=None is key 0 (with a warning); the deprecated seed= is the key, and
     # both is refused; an integer key outside jax's int64 seeds is refused with jax's range
@@ -447,6 +448,7 @@ OPTAX_CONTRIB = ("contrib.acprop", "contrib.cocob", "contrib.dog", "contrib.dowg
 OPTAX_KEYED = ("noisy_sgd", "contrib.dpsgd")
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("name", OPTAX_CONTRIB + OPTAX_KEYED)
 def test_optax_contrib_constructors_have_optax_names_and_defaults(name):
     """Each keyword of the table is one of optax's, with optax 0.2.8's default (sophia's

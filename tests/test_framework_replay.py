@@ -338,6 +338,9 @@ def onnx_make_step(name, kwargs):
 
 RUNNERS = {"optax": optax_make_step, "keras": keras_make_step, "onnx": onnx_make_step}
 MODULES = {"optax": ("optax", "jax"), "keras": ("keras", "jax"), "onnx": ("onnx",)}
+#: The replayed flavors, each marked with what it needs (tests/conftest.py's needs marker).
+FLAVORS = [pytest.param(flavor, marks=pytest.mark.needs(*modules))
+           for flavor, modules in {**MODULES, "tfjs": ("node", "tfjs")}.items()]
 
 #: tf.train.<name>'s positional arguments, in order.
 TFJS_ARGS = {"adam": ("learningRate", "beta1", "beta2", "epsilon"), "sgd": ("learningRate",),
@@ -423,7 +426,7 @@ def replay_flavor(flavor, cases, use_switches=True, tmp_path=None):
                  f"<{flavor}>", "results").cases
 
 
-@pytest.mark.parametrize("flavor", ["optax", "keras", "onnx", "tfjs"])
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_framework_passes_its_flavor(flavor, tmp_path):
     if not _available(flavor):
         pytest.skip(f"{flavor} is not installed")
@@ -453,7 +456,7 @@ def test_framework_passes_its_flavor(flavor, tmp_path):
                                              "--summary"])) == 0
 
 
-@pytest.mark.parametrize("flavor", ["optax", "keras", "onnx", "tfjs"])
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     """The conventions matter: every torch case the flavor overrides, replayed through the
     framework with the same hyperparameters in its names, fails."""
@@ -472,6 +475,7 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_contrib_fails_the_cases_of_npoptim_s_other_variants(tmp_path):
     """The variants matter: the cases of Momo's and MomoAdam's authors' weight decay form
     (npoptim's default; the optax flavor is ``variant="optax"``) and of Sophia's authors'
@@ -576,6 +580,7 @@ def _wrapper_cases():
     return [c for c in load_all(SUITE, kind="cases") if registry.is_wrapper(c.optimizer)]
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_replays_the_wrapper_cases():
     """Every wrapper case through optax's wrapper around optax's form of the wrapped
     optimizer passes ``verify``, or is declared skipped with the reason

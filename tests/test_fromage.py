@@ -12,6 +12,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.fromage import Fromage
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_variant_matches_optax_fromage():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -20,6 +21,7 @@ def test_optax_variant_matches_optax_fromage():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_variant_matches_under_a_schedule_and_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1)

@@ -48,6 +48,7 @@ OPTIONS = [
 ]
 
 
+@pytest.mark.needs("keras", "jax")
 @pytest.mark.parametrize("options,schedule", OPTIONS,
                          ids=[",".join(o) or "defaults" for o, _ in OPTIONS])
 def test_dense_trajectory_matches_keras(options, schedule):

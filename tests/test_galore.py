@@ -127,6 +127,7 @@ OPTIONS = [dict(rank=2, update_proj_gap=5, scale=0.25),
 IDS = ["rank2-gap5", "decay-rank3-gap7", "full-rank-no-bias-correction"]
 
 
+@pytest.mark.needs("torch", "galore_torch")
 @pytest.mark.parametrize("kw", OPTIONS, ids=IDS)
 def test_matches_galore_torch_with_a_float64_svd(kw):
     params, grad = problem(0)
@@ -136,6 +137,7 @@ def test_matches_galore_torch_with_a_float64_svd(kw):
     assert_trajectories_close(actual, expected)
 
 
+@pytest.mark.needs("torch", "galore_torch")
 def test_matches_galore_torch_as_published_to_the_float32_svd():
     # its projector comes from a float32 SVD: ~1e-7 of the projector's scale, carried by the
     # moments; 1e-5 of the parameters' scale bounds that over 24 steps and still fails a

@@ -29,6 +29,7 @@ def jax():
     return jax
 
 
+@pytest.mark.needs("jax")
 def test_keys_split_fold_in_and_bits_are_jax_bit_for_bit(jax):
     import jax.numpy as jnp
     for seed in SEEDS:
@@ -46,6 +47,7 @@ def test_keys_split_fold_in_and_bits_are_jax_bit_for_bit(jax):
                                           np.asarray(jax.random.bits(k, (3, 1, 5), dtype)))
 
 
+@pytest.mark.needs("jax")
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 4e-15), (np.float32, 3.6e-7)])
 def test_uniform_bit_for_bit_and_normal_within_the_measured_bound(jax, dtype, rtol):
     n = 30_000

@@ -452,6 +452,7 @@ def test_torch_adam_and_adamw_match_the_non_adapted_path():
         close(w, tw.detach().numpy(), rtol=1e-12)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_lamb_matches_the_default():
     optax = pytest.importorskip("optax")
     jax = pytest.importorskip("jax")
@@ -486,6 +487,7 @@ def _torch_run(torch, make_opt, w0, b0, grads, wd_b):
     return tw.detach().numpy(), tb.detach().numpy()
 
 
+@pytest.mark.needs("torch", "timm")
 @pytest.mark.parametrize("wd_b", [0.01, 0.0])
 def test_timm_lamb_matches_the_apex_variant(wd_b):
     timm_lamb = timm_optim("lamb")

@@ -366,6 +366,7 @@ def test_torch_sgd_matches_the_non_adapted_torch_convention(kw):
     close(b, expected[1], rtol=1e-12)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_lars_matches_the_optax_variant():
     optax = pytest.importorskip("optax")
     jax = pytest.importorskip("jax")
@@ -402,6 +403,7 @@ def test_optax_lars_matches_the_optax_variant():
     (dict(always_adapt=True), dict(variant="torchlars")),
     (dict(trust_clip=True, always_adapt=True, trust_coeff=0.02), dict(variant="larc")),
 ])
+@pytest.mark.needs("torch", "timm")
 def test_timm_lars_matches_the_torch_convention_variants(timm_kw, kw):
     timm_lars = timm_optim("lars")
     w0, b0, grads = _problem()

@@ -14,6 +14,7 @@ def _optax_lion(lr, **kw):
     return lambda: optax.lion(lr, **kw)
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("kw", [dict(), dict(weight_decay=0.1, betas=(0.95, 0.98))],
                          ids=["no-decay", "decay-betas"])
 def test_matches_optax_lion(kw):
@@ -26,6 +27,7 @@ def test_matches_optax_lion(kw):
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_lion_under_a_schedule_and_maximize():
     params, grads = problem(1)
     lrs, optax_lrs = schedule(3e-2)
@@ -36,6 +38,7 @@ def test_matches_optax_lion_under_a_schedule_and_maximize():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads, lrs), expected)
 
 
+@pytest.mark.needs("torch", "lion_pytorch")
 @pytest.mark.parametrize("wd", [0.0, 0.1])
 def test_lion_pytorch_variant_matches_lion_pytorch(wd):
     torch = pytest.importorskip("torch")

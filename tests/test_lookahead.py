@@ -33,6 +33,7 @@ def _optax_lookahead(make_fast, params0, grads, k, alpha, reset_state):
         jax.config.update("jax_enable_x64", previous)
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("inner, reset_state", [("sgd", False), ("adam", False), ("adam", True)])
 def test_matches_optax_lookahead(inner, reset_state):
     params, grads = problem(0)

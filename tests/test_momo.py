@@ -16,7 +16,7 @@ try:
     import momo as momo_opt
 except ImportError:  # pragma: no cover - the tests that need them skip
     torch = momo_opt = None
-needs_momo_opt = pytest.mark.skipif(momo_opt is None, reason="needs momo (momo-opt) and torch")
+needs_momo_opt = pytest.mark.needs("torch", "momo")
 
 STEPS = 24
 
@@ -52,6 +52,7 @@ MOMO_ADAM_CASES = {
 }
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("case", sorted(MOMO_CASES))
 def test_momo_equals_optax(case):
     ours, theirs = MOMO_CASES[case]
@@ -61,6 +62,7 @@ def test_momo_equals_optax(case):
     assert_same_trajectory(actual, expected)
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("case", sorted(MOMO_ADAM_CASES))
 def test_momo_adam_equals_optax(case):
     ours, theirs = MOMO_ADAM_CASES[case]
@@ -70,6 +72,7 @@ def test_momo_adam_equals_optax(case):
     assert_same_trajectory(actual, expected)
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("cls, make, lr", [(Momo, "momo", 0.8), (MomoAdam, "momo_adam", 0.2)])
 def test_lr_schedule_and_maximize_equal_optax(cls, make, lr):
     params0, f = quartic_objective(1)

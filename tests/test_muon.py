@@ -252,6 +252,7 @@ def keras_muon_run(make_opt, params, grad, lrs, names=None, norm_in_float64=True
         return out, momenta
 
 
+@pytest.mark.needs("keras", "jax")
 @pytest.mark.parametrize("schedule", [False, True], ids=["constant-lr", "lr-schedule"])
 @pytest.mark.parametrize("config", sorted(KERAS_CONFIGS))
 def test_keras_flavor_matches_keras_muon(config, schedule):
@@ -272,6 +273,7 @@ def test_keras_flavor_matches_keras_muon(config, schedule):
                                    rtol=0, atol=1e-12 * np.max(np.abs(m)))
 
 
+@pytest.mark.needs("keras", "jax")
 def test_keras_muon_with_its_adamw_part():
     """One Keras Muon over a matrix, a bias (not 2-D), an embedding (exclude_embeddings) and
     an excluded head (exclude_layers) is npoptim's keras Muon over the matrix and
@@ -299,6 +301,7 @@ def test_keras_muon_with_its_adamw_part():
     optax_contrib.assert_trajectories_close(actual, expected)
 
 
+@pytest.mark.needs("keras", "jax")
 def test_keras_on_jax_computes_muons_norm_in_float32():
     """The known bug, pinned: Keras 3.15's JAX backend takes ops.norm of a float64 matrix in
     float32, so its float64 Muon is off npoptim's (and its own with the norm in float64) by

@@ -33,6 +33,7 @@ def _optax_noise(params, steps, eta, gamma, key):
     return out
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("eta, gamma", [(0.01, 0.55), (0.3, 1.0)])
 def test_matches_optax_given_its_samples(eta, gamma):
     optax = pytest.importorskip("optax")
@@ -115,6 +116,7 @@ def test_bad_noise_changes_nothing():
     assert opt.state == {}
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("eta, gamma, key", [(0.01, 0.55, 0), (0.3, 1.0, 42)])
 def test_jax_stream_matches_optax_itself(eta, gamma, key):
     # noise_stream="jax": npoptim draws optax's own samples; 24 steps under a schedule
@@ -224,6 +226,7 @@ def test_jax_stream_resumes_from_its_state_dict_with_one_split_a_step(cls, keep_
         np.testing.assert_array_equal(other.state[0]["rng_key"], opt.state[0]["rng_key"])
 
 
+@pytest.mark.needs("optax", "jax")
 def test_jax_stream_key_is_optax_s_rng_key_and_advances_with_given_noise():
     # after each step the state's key is optax's AddNoiseState.rng_key; a step given its
     # noise still advances the key, so the stream is a function of the step count

@@ -9,6 +9,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.novograd import NovoGrad
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_novograd_defaults():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -17,6 +18,7 @@ def test_matches_optax_novograd_defaults():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_decay_betas_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1)

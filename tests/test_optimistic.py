@@ -10,6 +10,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.optimistic import OptimisticAdam, OptimisticGD
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0)])
 def test_gd_matches_optax(alpha, beta):
     optax = pytest.importorskip("optax")
@@ -22,6 +23,7 @@ def test_gd_matches_optax(alpha, beta):
     assert_same_trajectory(npoptim_trajectory(opt, params, grads, lrs), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("variant, kw", [
     ("optax", dict()), ("paper", dict(alpha=0.5, beta=2.0, betas=(0.8, 0.99), eps_root=1e-10))],
     ids=["optax-defaults", "paper-options"])

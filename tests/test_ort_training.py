@@ -22,6 +22,7 @@ def needs_ort():
         pytest.skip("no NPOPTIM_ORT_PYTHON interpreter with onnxruntime-training")
 
 
+@pytest.mark.needs("onnxruntime.training")
 def test_ort_adamw_passes_the_cases_it_computes(needs_ort, tmp_path):
     reports = replay(interpreter("NPOPTIM_ORT_PYTHON"), "ort_training.py", tmp_path)
     ran = [r for r in reports if r.status != "skipped"]
@@ -33,6 +34,7 @@ def test_ort_adamw_passes_the_cases_it_computes(needs_ort, tmp_path):
     assert any("/onnx/" not in r.case_id for r in ran)  # and torch's, through adam_mode=0
 
 
+@pytest.mark.needs("onnxruntime.training")
 def test_ort_adamw_fails_the_torch_cases_the_onnx_conventions_override(needs_ort, tmp_path):
     reports = replay(interpreter("NPOPTIM_ORT_PYTHON"), "ort_training.py", tmp_path,
                      "--torch-twins")

@@ -39,6 +39,7 @@ def test_without_matplotlib_the_command_names_the_extra(no_matplotlib, tmp_path,
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.needs("matplotlib")
 def test_command_writes_png_with_all_panels(tmp_path, capsys):
     _matplotlib()
     out = tmp_path / "rosenbrock.png"
@@ -50,6 +51,7 @@ def test_command_writes_png_with_all_panels(tmp_path, capsys):
         assert f"{name}:" in text
 
 
+@pytest.mark.needs("matplotlib")
 def test_api_figures_and_svg(tmp_path):
     _matplotlib()
     from npoptim.plotting import figures
@@ -72,6 +74,7 @@ def test_api_figures_and_svg(tmp_path):
     assert written.read_text()[:200].lstrip().startswith("<?xml")
 
 
+@pytest.mark.needs("matplotlib")
 def test_diverged_runs_are_labelled(tmp_path):
     _matplotlib()
     from npoptim.plotting import figures
@@ -84,6 +87,7 @@ def test_diverged_runs_are_labelled(tmp_path):
         figures.save(ax, tmp_path / "x.jpg")
 
 
+@pytest.mark.needs("matplotlib")
 def test_phase_diagram_and_bad_arguments(tmp_path, capsys):
     _matplotlib()
     assert main(["plot", "--figure", "phase", "-o", str(tmp_path / "m.png")]) == 0

@@ -24,6 +24,7 @@ def _npoptim_run(params0, f, lrs=None, **kw):
     return out
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("kw", [dict(), dict(max_learning_rate=0.05, f_min=-0.5, eps=1e-3),
                                 dict(mode="sps+", f_min=2.0, max_learning_rate=0.5)],
                          ids=["defaults", "clipped-fmin-eps", "sps+"])
@@ -34,6 +35,7 @@ def test_matches_optax_polyak_sgd(kw):
     assert_same_trajectory(_npoptim_run(params0, f, **kw), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_with_a_scaling_schedule_and_maximize():
     params0, f = quartic_objective(1)
     lrs, optax_lrs = schedule(0.8)

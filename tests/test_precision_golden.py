@@ -152,6 +152,7 @@ def _closure_state(torch, state, dtype):
     return None if not state else {k: convert(v) for k, v in state.items()}
 
 
+@pytest.mark.needs("torch")
 @pytest.mark.parametrize("case", _by_mode("per-op", "fused", "master-weights"), ids=str)
 def test_torch_reproduces_the_case(case):
     """Per-op (foreach=False) and fused (fused=True) on 16-bit tensors: every param and state
@@ -163,6 +164,7 @@ def test_torch_reproduces_the_case(case):
         assert all(s.max_ulp == 0 for s in report.steps), case.id
 
 
+@pytest.mark.needs("torch", "optimi")
 @pytest.mark.parametrize("case", _by_mode("kahan"), ids=str)
 def test_optimi_reproduces_the_kahan_case(case):
     optimi = pytest.importorskip("optimi")
@@ -207,6 +209,7 @@ def _float32_sums(grad):
                                   shape=grad.shape)
 
 
+@pytest.mark.needs("torch")
 def test_torch_sums_duplicates_in_stored_order_only_up_to_16_entries():
     """Why the 16-bit CSR cases store at most 16 entries a step: torch 2.13's CPU
     coalesce() sums duplicates in the 16-bit type in the order its sort of the indices leaves
@@ -294,6 +297,7 @@ def test_the_quantized_cases_are_quantized_and_keep_their_state_once():
     assert bnb.params[0].size == 352 and bnb.steps[-1].expected_state[0]["absmax1"].size == 2
 
 
+@pytest.mark.needs("torch", "torchao")
 @pytest.mark.parametrize("case", TORCHAO, ids=str)
 def test_torchao_reproduces_the_quantized_case(case):
     """torchao's AdamW8bit, Adam4bit, AdamWFp8 with amsgrad (one shape each: one C++ build
@@ -331,6 +335,7 @@ def bnb_make_step():
     return make_step
 
 
+@pytest.mark.needs("torch", "bitsandbytes")
 @pytest.mark.parametrize("case", BNB, ids=str)
 def test_bitsandbytes_reproduces_the_quantized_case(case):
     """bitsandbytes' CPU AdamW8bit: the final codes, absmax and maps bit for bit, the params

@@ -236,6 +236,7 @@ CROSS_CHECKS = [("AdamW8bit", AdamW8bit, dict(lr=1e-2, weight_decay=0.1)),
                 ("Adam8bit", Adam8bit, dict(lr=1e-3, betas=(0.3, 0.99), weight_decay=0.05))]
 
 
+@pytest.mark.needs("torch", "torchao")
 @pytest.mark.parametrize("name,cls,options", CROSS_CHECKS, ids=[c[0] for c in CROSS_CHECKS])
 def test_matches_torchao_bit_for_bit(name, cls, options):
     torchao_optim = _torchao_optim()
@@ -307,6 +308,7 @@ def _bitsandbytes():
     return pytest.importorskip("bitsandbytes")
 
 
+@pytest.mark.needs("torch", "bitsandbytes")
 @pytest.mark.parametrize("n", [4096 + 96, 1000], ids=["8-bit, short last block", "32-bit"])
 def test_matches_bitsandbytes_cpu(n):
     bnb = _bitsandbytes()
@@ -368,6 +370,7 @@ def test_bnb_state_dict_round_trip_and_bad_input():
         BnbAdam8bit([np.zeros(10, f32)], weight_decay=-1)
 
 
+@pytest.mark.needs("torch", "torchao")
 def test_codecs_match_torchaos_eager_functions():
     """torchao's quantizers called directly (eagerly: no C++ build) on values with ties,
     zeros, signs, a NaN and an infinity: our codes and scales are theirs."""
@@ -401,6 +404,7 @@ def test_codecs_match_torchaos_eager_functions():
 BF16_CROSS_CHECKS = [("AdamW8bit", AdamW8bit), ("AdamW4bit", AdamW4bit), ("AdamWFp8", AdamWFp8)]
 
 
+@pytest.mark.needs("torch", "torchao")
 @pytest.mark.parametrize("name,cls", BF16_CROSS_CHECKS, ids=[c[0] for c in BF16_CROSS_CHECKS])
 def test_bfloat16_params_match_torchao_bit_for_bit(name, cls):
     """bfloat16 params (and grads) with 8-bit, 4-bit and float8 state, rounded to nearest
@@ -463,6 +467,7 @@ def test_bfloat16_param_with_float32_grad_raises_before_anything_changes():
 
 
 # ------------------------------------------------------------ amsgrad, stochastic rounding
+@pytest.mark.needs("torch", "torchao")
 def test_amsgrad_matches_torchao_bit_for_bit():
     """torchao's AdamW8bit(amsgrad=True): ``max_exp_avg_sq`` quantized with the unsigned map
     (a 4096-element parameter) or float32 (a small one), over 20 steps. torchao 0.18 lacks
@@ -530,6 +535,7 @@ def test_bf16_stochastic_rounding_is_the_documented_stream_at_any_thread_count()
 
 
 # --------------------------------------------------------- bitsandbytes on bfloat16 params
+@pytest.mark.needs("torch", "bitsandbytes")
 @pytest.mark.parametrize("n", [4096 + 96, 1000], ids=["8-bit", "32-bit"])
 def test_bfloat16_params_match_bitsandbytes_cpu(n):
     """bitsandbytes on bfloat16 params: ``p.float()``, ``g.float()``, the float32 step, one

@@ -151,6 +151,7 @@ def run_against_fbgemm(mode, wd, width, shared, steps=25, rows=200, lookups_per_
     return worst, np.max(np.abs(param - w0))
 
 
+@pytest.mark.needs("torch", "fbgemm_gpu")
 @pytest.mark.parametrize("mode,wd", [("none", 0.0), ("l2", 0.05), ("decouple", 0.05)])
 @pytest.mark.parametrize("width", [16, 4])
 def test_trajectory_is_fbgemm_bit_for_bit(mode, wd, width):
@@ -161,6 +162,7 @@ def test_trajectory_is_fbgemm_bit_for_bit(mode, wd, width):
     assert worst == [0.0, 0.0]
 
 
+@pytest.mark.needs("torch", "fbgemm_gpu")
 @pytest.mark.parametrize("width", [16, 4])
 def test_trajectory_matches_fbgemm_simd_kernel(width):
     """FBGEMM's JIT kernel (the path of an unshared float32 table) sums a row's squares in

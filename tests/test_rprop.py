@@ -84,6 +84,7 @@ def test_invalid_hyperparameters_raise_torch_messages():
         npoptim.Rprop([p], lr=1e-2, etas=(1.0, 0.5))
 
 
+@pytest.mark.needs("optax", "jax")
 def test_optax_rprop_lags_one_step_behind_torchs_and_is_a_known_bug():
     """optax 0.2.8's scale_by_rprop (tests/data/framework_known_bugs.json) returns the previous
     step's update, zeroed where this step's gradient flips its sign; with the same step sizes

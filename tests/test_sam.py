@@ -96,8 +96,7 @@ try:
     import pytorch_optimizer
 except ImportError:  # pragma: no cover
     pytorch_optimizer = None
-needs_pytorch_optimizer = pytest.mark.skipif(pytorch_optimizer is None or torch is None,
-                                             reason="needs pytorch_optimizer and torch")
+needs_pytorch_optimizer = pytest.mark.needs("pytorch_optimizer", "torch")
 
 
 def run_torch_asam(params, f, rho, eta, eps, adaptive, lr=0.05, momentum=0.9):

@@ -9,6 +9,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.sign import Signum, SignSGD
 
 
+@pytest.mark.needs("optax", "jax")
 def test_sign_sgd_matches_optax_under_a_schedule():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -19,6 +20,7 @@ def test_sign_sgd_matches_optax_under_a_schedule():
     assert opt.state[0] == {}
 
 
+@pytest.mark.needs("optax", "jax")
 @pytest.mark.parametrize("beta", [0.9, 0.5])
 def test_signum_matches_optax(beta):
     optax = pytest.importorskip("optax")

@@ -12,6 +12,7 @@ from npoptim.optim.sm3 import SM3
 SHAPES = ((3, 5), (7,), (2, 3, 4))
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_sm3():
     optax = pytest.importorskip("optax")
     params, grads = problem(0, shapes=SHAPES)
@@ -20,6 +21,7 @@ def test_matches_optax_sm3():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_scale_by_sm3_momentum_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1, shapes=SHAPES)

@@ -22,6 +22,7 @@ def tf_reports(tmp_path_factory):
                              tmp_path_factory.mktemp("tf"))
 
 
+@pytest.mark.needs("tensorflow")
 def test_tf_kernels_pass_the_cases_they_compute(tf_reports):
     reports = tf_reports[0]
     ran = [r for r in reports if r.status != "skipped"]
@@ -43,6 +44,7 @@ def test_tf_kernels_pass_the_cases_they_compute(tf_reports):
         assert case in ids, case
 
 
+@pytest.mark.needs("tensorflow")
 def test_tf_kernels_fail_the_torch_cases_the_keras_conventions_override(tf_reports):
     reports = tf_reports[1]
     assert reports, "no Keras case has a torch twin run through a kernel"

@@ -10,6 +10,7 @@ from optax_compare import (assert_same_trajectory, npoptim_trajectory, optax_tra
 from npoptim.optim.yogi import Yogi, YogiHyper, yogi_rule
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_optax_yogi_defaults():
     optax = pytest.importorskip("optax")
     params, grads = problem(0)
@@ -18,6 +19,7 @@ def test_matches_optax_yogi_defaults():
     assert_same_trajectory(npoptim_trajectory(opt, params, grads), expected)
 
 
+@pytest.mark.needs("optax", "jax")
 def test_matches_scale_by_yogi_options_schedule_maximize():
     optax = pytest.importorskip("optax")
     params, grads = problem(1, scale=0.01)   # g^2 near v: the sign flips in places

@@ -38,7 +38,7 @@ except ImportError:  # the tests that do not compare with torch still run
 
 #: The mark of a test that runs torch: skipped where torch is not installed (and, with
 #: NPOPTIM_REQUIRE_TORCH=1 as in CI, the session fails instead: see conftest.py).
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+needs_torch = pytest.mark.needs("torch")
 
 
 def timm_optim(name):
