@@ -7,9 +7,9 @@ Muon's Newton–Schulz iteration in the parameter's dtype).
 the rule returns, in an order fixed by the array's size alone: bit-identical whatever the
 thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
 :func:`sum_pair` is the same with plain sums (the values themselves, not their squares).
-:func:`grad_sumsq` is the plain ``‖g‖²`` built on it. :func:`matmul` is ``a @ b`` with each entry summed over
-the inner index in order, not by BLAS (whose kernels, and so whose roundings, OpenBLAS picks
-by CPU).
+:func:`grad_sumsq` is the plain ``‖g‖²`` built on it. :func:`matmul` is ``a @ b`` with each
+entry summed over the inner index in order, not by BLAS (whose kernels, and so whose
+roundings, OpenBLAS picks by CPU).
 """
 import numpy as np
 from numba import prange

@@ -42,12 +42,14 @@ on the LAPACK build; the authors' depend on theirs. For matrices of at most
 Jacobi SVD (:func:`jacobi_singular_vectors`: cyclic sweeps of plane rotations in a fixed
 order, every operation a correctly rounded ``+ - * / sqrt``), so the projector, like the
 rest of the step, is the same bits on every CPU (LAPACK's are not: OpenBLAS picks its
-kernels by CPU, measured 1e-16 apart in float64 between its Haswell and SkylakeX kernels);
-larger matrices take LAPACK ``gesdd`` (``numpy.linalg.svd``, faster there), whose bits
-depend on the CPU and the LAPACK build. The cross-checks: against galore-torch with its SVD done in float64 and
-signed the same way, to 1e-12 of the parameters' scale over several refreshes; against
-galore-torch as published (float32 SVD, its build's signs) with one refresh, at 1e-5 (a
-float32 SVD moves the projector by ~1e-7 of its scale, carried by every later step).
+kernels by CPU, and the trajectories were 3.5e-16 of the scale apart in float64 between its
+Haswell and SkylakeX kernels, measured); larger matrices take LAPACK ``gesdd``
+(``numpy.linalg.svd``, faster there), whose bits depend on the CPU and the LAPACK build.
+The cross-checks: against galore-torch with its SVD
+done in float64 and signed the same way, to 1e-12 of the parameters' scale over several
+refreshes; against galore-torch as published (float32 SVD, its build's signs) with one
+refresh, at 1e-5 (a float32 SVD moves the projector by ~1e-7 of its scale, carried by every
+later step).
 Dense gradients only. A refresh step computes the SVDs of all its matrices before it changes
 any parameter or state: a gradient the SVD cannot take (a NaN or infinite value, in float32
 with ``svd_dtype="float32"``) raises ``FloatingPointError`` with nothing changed (with
