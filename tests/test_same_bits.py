@@ -198,6 +198,8 @@ LAPACK_LARGE = ("(d) matrices larger than JACOBI_MAX_SIDE: LAPACK gesdd for spee
                 "cases (8x5 and smaller) take the fixed-order Jacobi SVD")
 TEACHING = "(d) teaching problems, plots and theory: not an optimizer's result, no golden value"
 DEMO_BENCH = "(d) the demo and the benchmarks: not an optimizer's result, no golden value"
+EXPLAIN = ("(d) explain/diagnose: the bias corrections shown next to a step, as the optimizer "
+           "computes them (LIBM_AS_TORCH); not a result, no golden value")
 PENDING = ("TODO(lead): pending, another helper is making this file's probe inputs and "
            "problems exact (issue 24)")
 
@@ -248,10 +250,10 @@ for _file, _functions in {
         "npoptim/precision/nadam.py": ["NAdam._update", "RAdam._update"],
         "npoptim/precision/quantized.py": ["_dynamic_map"],
         "npoptim/precision/quantized_adam.py": ["QuantizedAdam._hyper"],
-        "npoptim/precision/sparse_adam.py": ["SparseAdam._update"],
-        "npoptim/diagnose/catalogue.py": ["_b1", "_b2"],
-        "npoptim/explainer/views.py": ["_adam_derived"]}.items():
+        "npoptim/precision/sparse_adam.py": ["SparseAdam._update"]}.items():
     _allow(LIBM_AS_TORCH, _file, *_functions)
+_allow(EXPLAIN, "npoptim/diagnose/catalogue.py", "_b1", "_b2")
+_allow(EXPLAIN, "npoptim/explainer/views.py", "_adam_derived")
 _allow(LIBM_AS_TORCH, "npoptim/optim/ademamix.py", "beta3_at", what=("math.pow",))
 _allow(LIBM_AS_TORCH, "npoptim/optim/ademamix.py", "beta3_at.half_life", what=("math.log",))
 _allow(LIBM_SCHEDULE, "npoptim/lr_scheduler.py", "CosineAnnealingWarmRestarts.step",
