@@ -227,7 +227,7 @@ for _file, _functions in {
         "npoptim/optim/dadapt.py": ["DAdaptAdamW._apply", "DAdaptAdamW._hyper"],
         "npoptim/optim/galore.py": ["GaLoreAdamW._update"],
         "npoptim/optim/lamb.py": ["LAMB._hyper", "LAMB._update"],
-        "npoptim/optim/mechanic.py": ["Mechanic._checked", "Mechanic.step"],
+        "npoptim/optim/mechanic.py": ["Mechanic._checked"],
         "npoptim/optim/momo.py": ["Momo._averaging", "MomoAdam._averaging",
                                   "_MomoBase._hyper"],
         "npoptim/optim/muon.py": ["momentum_direction"],
