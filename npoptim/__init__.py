@@ -16,15 +16,26 @@ checkpoint functions :func:`save` and :func:`load`, :func:`set_parallel_threshol
 :class:`~npoptim.optim.lookahead.Lookahead`, :class:`~npoptim.optim.sam.SAM` and
 :class:`~npoptim.optim.mechanic.Mechanic` wrappers,
 and :func:`explain` (:mod:`npoptim.explainer`).
-"""
-import importlib
 
-from npoptim import registry
-from npoptim.checkpoint import load, save
-from npoptim.kernels.parallel import get_parallel_threshold, set_parallel_threshold
-from npoptim.optim.optimizer import Optimizer
-from npoptim.sparse.rowgrad import embedding_row_grad
-from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad
+Importing npoptim before Numba sets ``NUMBA_DISABLE_INTEL_SVML=1`` (unless it is set): with
+Intel's SVML installed, Numba would vectorize the C library's ``log`` and ``pow`` in kernels
+with SVML's, whose last bits differ from glibc's (npoptim's results rest on glibc's there:
+the float64 jax stream, FTRL's and MADGRAD's powers; see the README, "On any CPU").
+"""
+import os
+import sys
+
+if "numba" not in sys.modules:
+    os.environ.setdefault("NUMBA_DISABLE_INTEL_SVML", "1")
+
+import importlib  # noqa: E402
+
+from npoptim import registry  # noqa: E402
+from npoptim.checkpoint import load, save  # noqa: E402
+from npoptim.kernels.parallel import get_parallel_threshold, set_parallel_threshold  # noqa: E402
+from npoptim.optim.optimizer import Optimizer  # noqa: E402
+from npoptim.sparse.rowgrad import embedding_row_grad  # noqa: E402
+from npoptim.sparse.rowsparse import RowSparseGrad, row_sparse_grad  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["Optimizer", "row_sparse_grad", "RowSparseGrad", "embedding_row_grad", "lr_scheduler",

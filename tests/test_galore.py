@@ -236,6 +236,32 @@ def test_scipy_gesdd_gives_jax_s_singular_vectors_bit_for_bit():
             np.testing.assert_array_equal(x, np.asarray(y))
 
 
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+def test_jacobi_singular_vectors_are_lapack_s_up_to_sign(dtype, atol):
+    """npoptim's fixed-order SVD (matrices up to JACOBI_MAX_SIDE) against LAPACK gesdd in
+    float64, signs fixed the same way, on the golden cases' shapes; and a larger matrix
+    takes LAPACK itself."""
+    from npoptim.optim import galore
+    rng = np.random.default_rng(4)
+    for shape in ((8, 5), (4, 9), (6, 4), (2, 7), (1, 3)):
+        a = rng.standard_normal(shape).astype(dtype)
+        for right in (True, False):
+            count = min(2, *shape)
+            got = galore.orthogonal_projector(a, (count, shape[1]) if right else
+                                              (shape[0], count), right)
+            got = got.T if right else got
+            u, _, vh = np.linalg.svd(a.astype(np.float64), full_matrices=False)
+            ref = vh[:count].T if right else u[:, :count]
+            ref = ref * np.where(ref[np.argmax(np.abs(ref), axis=0), np.arange(count)] < 0,
+                                 -1, 1)
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, ref, rtol=0, atol=atol)
+    big = rng.standard_normal((galore.JACOBI_MAX_SIDE + 1, 3))
+    u, _, vh = np.linalg.svd(big, full_matrices=False)
+    ref = vh[:2].T * np.where(vh[:2].T[np.argmax(np.abs(vh[:2].T), axis=0), [0, 1]] < 0, -1, 1)
+    np.testing.assert_array_equal(galore.orthogonal_projector(big, (2, 3), True).T, ref)
+
+
 def test_optax_form_first_step_hand_derived():
     # rank 1 on a tall 3x2 matrix, the larger side projected: P = the first left singular
     # vector (a column, +-e1), R = P^T G = (+-3, 0); optax's Adam's first step is

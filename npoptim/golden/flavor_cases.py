@@ -120,7 +120,8 @@ FLAVOR_ROWS = {
                   "parameter before the step).",
                   dict(lr=1e-2, rank=1, update_proj_gap=6, scale=0.5, weight_decay=0.1),
                   shapes=((3, 2), (2, 3), (2, 2), (2,)), steps=20, schedule="warmup-cosine",
-                  dtypes=("float32",), flavor="optax", matches=("optax.contrib.galore 0.2.8",)),
+                  dtypes=("float32",), flavor="optax", flags=("lapack-svd",),
+                  matches=("optax.contrib.galore 0.2.8",)),
     ),
         # the noise of optax's own stream: jax.random's normals from key(seed), split per step
         # and per parameter as optax splits them (npoptim noise_stream="jax"); float64 only and

@@ -8,10 +8,12 @@ case id (:func:`case_seed`), so they are the same on every platform and NumPy ve
 """
 import math
 import zlib
+from fractions import Fraction
 
 import numpy as np
 
 from npoptim.golden.codec import CsrGrad
+from npoptim.kernels.counter_stream import cos_turns
 
 # --------------------------------------------------------------------------------- the RNG
 _MASK = (1 << 64) - 1
@@ -55,8 +57,9 @@ def warmup_cosine(base_lr, steps, warmup_steps=4, start_factor=0.1, eta_min_fact
     (torch ``LinearLR``), then cosine decay to ``eta_min_factor * base_lr`` (torch
     ``CosineAnnealingLR`` with ``T_max = steps - warmup_steps``), in closed form.
 
-    Values are rounded to 12 significant digits, so the stored list does not depend on the
-    last bit of the platform's ``cos``. Returns ``(lrs, description)``.
+    The cosine is :func:`npoptim.kernels.counter_stream.cos_turns` (a fixed formula, not the
+    platform's ``cos``, whose last bit differs by CPU), and values are rounded to 12
+    significant digits. Returns ``(lrs, description)``.
     """
     eta_min = base_lr * eta_min_factor
     lrs = []
@@ -64,8 +67,9 @@ def warmup_cosine(base_lr, steps, warmup_steps=4, start_factor=0.1, eta_min_fact
         if t < warmup_steps:
             lr = base_lr * (start_factor + (1.0 - start_factor) * t / warmup_steps)
         else:
-            lr = eta_min + (base_lr - eta_min) * (
-                1.0 + math.cos(math.pi * (t - warmup_steps) / (steps - warmup_steps))) / 2.0
+            # cos(pi a / b) = cos_turns(a / 2b): npoptim's fixed cos, the same on every CPU
+            turns = (t - warmup_steps) / (2.0 * (steps - warmup_steps))
+            lr = eta_min + (base_lr - eta_min) * (1.0 + float(cos_turns(turns))) / 2.0
         lrs.append(float(f"{lr:.12g}"))
     description = {"kind": "warmup-cosine", "base_lr": base_lr, "warmup_steps": warmup_steps,
                    "start_factor": start_factor, "eta_min": eta_min,
@@ -138,8 +142,11 @@ def pattern_dense(rng, shapes, dtype, steps, scale, density):
 
 
 def pattern_dense_shrinking(rng, shapes, dtype, steps, scale, density):
-    """Dense gradients whose magnitude shrinks by 0.6 per step (amsgrad's max matters)."""
-    return [[_dense(rng, s, dtype, scale * 0.6 ** t) for s in shapes] for t in range(steps)]
+    """Dense gradients whose magnitude shrinks by 0.6 per step (amsgrad's max matters): the
+    factor of step t is the float64 nearest to 0.6**t (exactly, from the rational value, not
+    by the platform's pow)."""
+    return [[_dense(rng, s, dtype, scale * float(Fraction(0.6) ** t)) for s in shapes]
+            for t in range(steps)]
 
 
 def pattern_dense_signflip(rng, shapes, dtype, steps, scale, density):
@@ -150,7 +157,7 @@ def pattern_dense_signflip(rng, shapes, dtype, steps, scale, density):
         for s in shapes:
             n = int(np.prod(s, dtype=np.int64))
             base = 0.2 + rng.uniform(n, 0.0, 1.0)
-            flip = np.where(np.arange(n) % 2 == 0, (-1.0) ** t, 1.0)
+            flip = np.where(np.arange(n) % 2 == 0, -1.0 if t % 2 else 1.0, 1.0)
             grads.append((base * flip * scale).astype(dtype).reshape(s))
         out.append(grads)
     return out
@@ -198,7 +205,8 @@ def pattern_csr_embedding(rng, shapes, dtype, steps, scale, density):
         for s in shapes:
             rows, _ = _row_shape(s)
             k = max(2, int(round(density * rows)))
-            ids = np.floor(rows * rng.uniform(k, 0.0, 1.0) ** 2).astype(np.int64)
+            u = rng.uniform(k, 0.0, 1.0)
+            ids = np.floor(rows * (u * u)).astype(np.int64)
             grads.append(csr_from_entries(_lookups(rng, s, ids, dtype, scale), _row_shape(s),
                                           dtype))
         out.append(grads)
@@ -268,7 +276,8 @@ def pattern_csr_duplicate_sums(rng, shapes, dtype, steps, scale, density):
             first, other = (int(r) for r in rng.integers(2, rows - 2))
             if t % 5 == 1:
                 value = rng.uniform(cols) * scale
-                small = value * 2.0 ** -(9 + np.arange(cols) % 4) * rng.uniform(cols, 1.0, 1.9)
+                small = value * np.ldexp(1.0, -(9 + np.arange(cols) % 4)) * rng.uniform(cols, 1.0,
+                                                                                  1.9)
                 entries = ([(first, c, value[c]) for c in range(cols)]
                            + [(first, c, small[c]) for c in range(cols)] * 2
                            + _lookups(rng, s, [other], dtype, scale))
@@ -357,7 +366,7 @@ def pattern_per_example(rng, shapes, dtype, steps, scale, density):
         grads = []
         for s in shapes:
             n = int(np.prod(s, dtype=np.int64))
-            factors = scale * 2.0 ** (np.arange(PER_EXAMPLE_BATCH) - 1.0)
+            factors = scale * np.ldexp(1.0, np.arange(PER_EXAMPLE_BATCH) - 1)
             values = rng.uniform(PER_EXAMPLE_BATCH * n).reshape(PER_EXAMPLE_BATCH, n)
             grads.append((values * factors[:, None]).astype(dtype).reshape(
                 (PER_EXAMPLE_BATCH,) + tuple(s)))

@@ -17,6 +17,12 @@ Writes, bit for bit reproducibly:
 
 ``--check`` compares instead of writing and exits 1 when a file would change (what
 ``tests/test_golden.py`` runs, without torch).
+
+Every file is the same bits on every machine (the regeneration is checked with NumPy's SIMD
+dispatch lowered to the baseline, ``tests/test_same_bits.py``) except the cases flagged
+``lapack-svd`` (:data:`npoptim.golden.flags.FLAGS`), whose values go through LAPACK as the
+framework they follow: a fresh case of that flag that meets the committed one to its
+tolerance counts as the same (:func:`matches_committed`), so the committed file is kept.
 """
 import argparse
 import json
@@ -341,6 +347,51 @@ def assemble(out, files, provenance):
     return generated
 
 
+#: The flag of cases compared to their tolerance, not bit for bit, with the committed file.
+PLATFORM_FLAG = "lapack-svd"
+
+
+def _without_expected(case):
+    return dict(case, steps=[{k: v for k, v in step.items() if k != "expected"}
+                             for step in case["steps"]])
+
+
+def matches_committed(committed, fresh):
+    """Is ``fresh`` (a case file's text) the ``committed`` one: equal, or different only in
+    the expected values of :data:`PLATFORM_FLAG` cases, which meet the committed ones to
+    their tolerance?"""
+    if committed == fresh:
+        return True
+    from npoptim.golden.compare import compare_case
+    from npoptim.golden.generate import results_file
+    old, new = json.loads(committed), json.loads(fresh)
+    if ({k: v for k, v in old.items() if k != "cases"} != {k: v for k, v in new.items()
+                                                            if k != "cases"}
+            or len(old["cases"]) != len(new["cases"])):
+        return False
+    old_cases = parse(old, "<committed>", "cases").cases
+    for index, (a, b) in enumerate(zip(old["cases"], new["cases"])):
+        if a == b:
+            continue
+        if PLATFORM_FLAG not in a["flags"] or _without_expected(a) != _without_expected(b):
+            return False
+        entry = {"id": b["id"], "steps": [{"params": s["expected"]["params"],
+                                           "state": s["expected"]["state"]}
+                                          for s in b["steps"]]}
+        result = parse(results_file([entry], "fresh"), "<fresh>", "results").cases[0]
+        if not compare_case(old_cases[index], result, "<fresh>").passed:
+            return False
+    return True
+
+
+def keep_matching(files, committed):
+    """``files`` with each text that :func:`matches_committed` its committed one replaced by
+    the committed text (so a machine whose LAPACK rounds otherwise rewrites nothing)."""
+    return {name: committed[name] if name in committed and matches_committed(committed[name],
+                                                                             text) else text
+            for name, text in files.items()}
+
+
 def committed_case_files(out):
     """``{relative path: text}`` of the case files on disk."""
     return {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8")
@@ -392,8 +443,10 @@ def main(argv=None):
               file=sys.stderr)
 
     files = case_files(args.optimizer, on_error if args.skip_broken else None)
+    committed = committed_case_files(out) if (out / "cases").exists() else {}
+    files = keep_matching(files, committed)
     if args.optimizer is not None:  # keep the other optimizers' files as they are
-        for name, text in committed_case_files(out).items():
+        for name, text in committed.items():
             files.setdefault(name, text)
     provenance = load_provenance(out)
     if not args.no_torch and not args.check:

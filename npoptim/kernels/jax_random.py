@@ -35,17 +35,39 @@ float64 takes 64-bit draws (jax under ``jax_enable_x64``), float32 32-bit ones (
 23). ``erfinv`` is XLA's own approximation (Giles, "Approximating the erfinv function", GPU
 Computing Gems, 2011: :func:`erfinv`, its branches and coefficients as XLA 0.10.2's CPU
 code computes them), not an accurate erfinv: scipy's is 2e-12 relative from XLA's in
-float64 (11869 ulp; 6e-6, 90 ulp in float32). With XLA's polynomial the normals are not
-all bit-identical, because the ``log1p`` inside is NumPy's, not XLA's (they differ in the
-last bits, 16% of the time in float32): measured against jax 0.10.2 on CPU over 10**6 draws, float64 within 3.6e-15 relative
-(30 ulp at most, 89% identical), float32 within 2.4e-7 (3 ulp, 95% identical).
+float64 (11869 ulp; 6e-6, 90 ulp in float32). It is computed here as XLA's CPU backend
+computes it on an x86-64 CPU with FMA (every x86-64-v3 machine: XLA lets LLVM fuse each
+multiply-add, "always allow FMA fusion"), so the normals are jax's bit for bit:
+
+.. code-block:: text
+
+    w = -log1p(-x*x)                (x*x rounded first)
+    log1p(a) = a + fma(-0.5, a*a, (a*(a*a)) * (N(a) / D(a)))    if |a| < sqrt(2) - 1
+               log(1 + a)                                       otherwise
+      (XLA's EmitLog1p: Cephes' rational approximation, N and D of degree 6, Horner with
+       one fma per step, coefficients :data:`_LOG1P_NUMERATOR`, :data:`_LOG1P_DENOMINATOR`)
+    erfinv(x) = P(t) * x, P by Horner with one fma per step (p = fma(p, t, c))
+
+``log`` is XLA's too: in float64 it calls the C library's ``log`` (glibc's, as Python's
+``math.log``; measured identical to jax's on 10**6 values), in float32 its own Cephes
+polynomial (Eigen's ``plog_float``, :func:`_log_float32`, measured identical to
+``jnp.log`` on 8·10**4 values from 1e-30 to 2). ``fma`` is the correctly rounded fused
+multiply-add (:func:`npoptim.kernels.scalar.fma`), the same on every CPU. Measured against
+jax 0.10.2 on CPU (this formula, an AVX-512 machine): 10**6 normals of each dtype
+bit-identical. The float64 bits rest on glibc's ``log`` (its FMA variant, which every
+x86-64-v3 CPU takes: glibc picks it at load time, as it does for jax); jax itself gives
+other bits on a CPU without FMA (no fusion there).
 
 Keys are uint32 arrays of shape ``(2,)`` (what ``jax.random.key_data`` gives); ``split``
 returns shape ``(n, 2)``.
 """
+import math
 import numbers
 
 import numpy as np
+
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import fma
 
 _PARITY = np.uint32(0x1BD11BDA)
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -137,7 +159,8 @@ def uniform(key, shape, dtype=np.float64, minval=0.0, maxval=1.0):
 
 
 # XLA's erfinv (Giles 2011): w = -log1p(-x*x), a polynomial P(t) in t evaluated by Horner's
-# rule (coefficients from the highest degree down), erfinv(x) = P(t) x, x * inf at |x| = 1.
+# rule with an fma per step (coefficients from the highest degree down), erfinv(x) = P(t) x,
+# x * inf at |x| = 1.
 # float32: t = w - 2.5 (w < 5) or sqrt(w) - 3; float64: t = w - 3.125 (w < 6.25),
 # sqrt(w) - 3.25 (w < 16) or sqrt(w) - 5.
 _ERFINV32 = (
@@ -176,24 +199,111 @@ _ERFINV64 = (
 )
 
 
+#: XLA's log1p for |a| < sqrt(2) - 1 (Cephes): a + (-a²/2 + a³ N(a)/D(a)), highest degree first.
+_LOG1P_NUMERATOR = (4.5270000862445199635215e-5, 4.9854102823193375972212e-1,
+                    6.5787325942061044846969e0, 2.9911919328553073277375e1,
+                    6.0949667980987787057556e1, 5.7112963590585538103336e1,
+                    2.0039553499201281259648e1)
+_LOG1P_DENOMINATOR = (1.0, 1.5062909083469192043167e1, 8.3047565967967209469434e1,
+                      2.2176239823732856465394e2, 3.0909872225312059774938e2,
+                      2.1642788614495947685003e2, 6.0118660497603843919306e1)
+#: XLA's float32 log (Eigen's plog_float, Cephes): log(1+f) ~ f - f²/2 + f³ Q(f), Q's
+#: coefficients highest degree first; e ln 2 added as e (Q1 + Q2).
+_LOG32_POLYNOMIAL = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+                     1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+                     3.3333331174e-1)
+_LOG32_Q1, _LOG32_Q2 = -2.12194440e-4, 0.693359375
+
+
+@kernel
+def _fma_elements(a, b, c, out):
+    for i in range(out.size):
+        out[i] = fma(a[i], b[i], c[i])
+
+
+def _fma(a, b, c):
+    """Elementwise correctly rounded ``a * b + c`` of arrays (or scalars) of one dtype."""
+    a, b, c = np.broadcast_arrays(a, b, c)
+    out = np.empty(a.shape, a.dtype)
+    _fma_elements(np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(),
+                  np.ascontiguousarray(c).ravel(), out.reshape(-1))
+    return out
+
+
+def _horner_fma(coefficients, x):
+    """``c0 x^n + ... + cn`` by Horner's rule with one fma per step (highest degree first)."""
+    p = np.full_like(x, coefficients[0])
+    for c in coefficients[1:]:
+        p = _fma(p, x, np.full_like(x, c))
+    return p
+
+
+@kernel
+def _log_float64(x, out):
+    """The C library's ``log`` (Numba calls it, as XLA's CPU code does for float64)."""
+    for i in range(out.size):
+        out[i] = math.log(x[i])
+
+
+def _log_float32(y):
+    """XLA's float32 ``log`` of positive normal values (Eigen's ``plog_float``, Cephes), with
+    the fma of XLA's build at its one multiply-add that rounds differently fused."""
+    real = np.float32
+    m, e = np.frexp(y)
+    e = e.astype(real)
+    low = m < real(0.707106781186547524)
+    e = np.where(low, e - real(1), e)
+    x = np.where(low, (m - real(1)) + m, m - real(1))
+    x2 = x * x
+    x3 = x2 * x
+    c = [np.full_like(x, real(v)) for v in _LOG32_POLYNOMIAL]
+    y0 = _fma(_fma(c[0], x, c[1]), x, c[2])
+    y1 = _fma(_fma(c[3], x, c[4]), x, c[5])
+    y2 = _fma(_fma(c[6], x, c[7]), x, c[8])
+    p = _fma(_fma(y0, x3, y1), x3, y2)
+    p = _fma(p, x3, e * real(_LOG32_Q1))
+    # x2 * 0.5 and e * Q2 are exact: fused or not, these two round the same
+    return (x - x2 * real(0.5) + p) + e * real(_LOG32_Q2)
+
+
+def _log(y):
+    if y.dtype == np.float64:
+        out = np.empty_like(y)
+        _log_float64(np.ascontiguousarray(y).ravel(), out.reshape(-1))
+        return out
+    return _log_float32(y)
+
+
+def log1p(a):
+    """XLA's CPU ``log1p`` of a float32 or float64 array (see the module docstring)."""
+    a = np.asarray(a)
+    real = _float_type(a.dtype).type
+    small = np.abs(a) < real(0.41421356237309504880)
+    x2 = a * a
+    ratio = _horner_fma(_LOG1P_NUMERATOR, a) / _horner_fma(_LOG1P_DENOMINATOR, a)
+    near = a + _fma(np.full_like(a, real(-0.5)), x2, (a * x2) * ratio)
+    one_plus = real(1.0) + a
+    with np.errstate(divide="ignore", invalid="ignore"):   # a = -1: log(0) = -inf
+        far = _log(np.where(small | (one_plus <= 0), real(1.0), one_plus))
+    far = np.where(one_plus == 0, real(-np.inf), far)
+    return np.where(small, near, far)
+
+
 def erfinv(x):
     """XLA's ``erf_inv`` (what ``jax.lax.erf_inv`` runs on CPU) of a float32 or float64 array,
-    in that dtype's arithmetic: the branches and coefficients above."""
+    in that dtype's arithmetic: the branches and coefficients above, the fma of XLA's CPU
+    code (see the module docstring)."""
     x = np.asarray(x)
     dtype = _float_type(x.dtype)
     real = dtype.type
-    with np.errstate(divide="ignore"):  # |x| = 1: w = inf, replaced below
-        w = -np.log1p(-x * x)
+    w = -log1p(-(x * x))
     out = np.empty_like(x)
     taken = np.zeros(x.shape, bool)
     for bound, root, centre, coefficients in (_ERFINV32 if dtype == np.float32
                                               else _ERFINV64):
         where = ~taken if bound is None else ~taken & (w < real(bound))
         t = (np.sqrt(w[where]) if root else w[where]) - real(centre)
-        p = np.full_like(t, real(coefficients[0]))
-        for c in coefficients[1:]:
-            p = real(c) + p * t
-        out[where] = p * x[where]
+        out[where] = _horner_fma(coefficients, t) * x[where]
         taken |= where
     edge = np.abs(x) == real(1.0)
     out[edge] = x[edge] * real(np.inf)

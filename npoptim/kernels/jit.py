@@ -16,8 +16,19 @@ A driver may contain a ``prange`` loop (run above a size threshold, see
 time and their load time from the cache small.
 
 With ``NUMBA_DISABLE_JIT=1`` every kernel runs as plain Python, steppable in a debugger.
+
+Intel's SVML stays off (:mod:`npoptim` sets ``NUMBA_DISABLE_INTEL_SVML`` before Numba loads):
+a kernel's ``math.log`` or non-integer power is the C library's, the same function Python
+and XLA call. If Numba was imported first with SVML on, a warning says so.
 """
+import warnings
+
 import numba
+
+if numba.config.USING_SVML:
+    warnings.warn("Numba uses Intel SVML (imported before npoptim, NUMBA_DISABLE_INTEL_SVML "
+                  "unset): npoptim's float64 jax stream and its kernels' non-integer powers may "
+                  "differ from glibc's in the last bit", RuntimeWarning, stacklevel=2)
 
 JIT_OPTIONS = {"error_model": "numpy"}
 

@@ -1,12 +1,15 @@
 """Deterministic sums: the reduction drivers behind LAMB's and LARS's trust ratios and
-Prodigy's step-size estimate.
+Prodigy's step-size estimate, and a matrix product in a fixed order (GaLore's projections,
+Muon's Newton–Schulz iteration in the parameter's dtype).
 
 :func:`sumsq_pair` applies a rule to every element (as
 :func:`~npoptim.kernels.drivers.apply_dense` does) and returns two sums of squares of values
 the rule returns, in an order fixed by the array's size alone: bit-identical whatever the
 thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
 :func:`sum_pair` is the same with plain sums (the values themselves, not their squares).
-:func:`grad_sumsq` is the plain ``‖g‖²`` built on it.
+:func:`grad_sumsq` is the plain ``‖g‖²`` built on it. :func:`matmul` is ``a @ b`` with each
+entry summed over the inner index in order, not by BLAS (whose kernels, and so whose
+roundings, OpenBLAS picks by CPU).
 """
 import numpy as np
 from numba import prange
@@ -172,3 +175,27 @@ def grad_term(p, g, s, h):
 def grad_sumsq(grad):
     """``‖grad‖²`` in the gradient's dtype (deterministic, see :func:`sumsq_pair`)."""
     return sumsq_pair(grad_term, grad, grad, (), ())[0]
+
+
+@kernel
+def matmul(a, b, out):
+    """``out = a @ b`` of C-contiguous matrices of one float dtype, each entry summed over the
+    inner index in order, ``((a[i,0] b[0,j] + a[i,1] b[1,j]) + ...)``, every product and sum
+    rounded (no fma): the same bits on every CPU. The loop runs over ``j`` innermost, so
+    LLVM vectorizes it without reordering any entry's sum."""
+    rows, inner = a.shape
+    cols = b.shape[1]
+    for i in range(rows):
+        for j in range(cols):
+            out[i, j] = 0
+        for k in range(inner):
+            aik = a[i, k]
+            for j in range(cols):
+                out[i, j] += aik * b[k, j]
+
+
+def matmul_of(a, b):
+    """``a @ b`` by :func:`matmul` (a new array in the operands' dtype)."""
+    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    matmul(np.ascontiguousarray(a, out.dtype), np.ascontiguousarray(b, out.dtype), out)
+    return out

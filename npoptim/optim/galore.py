@@ -31,17 +31,25 @@ optax's ``scale_by_galore`` projects exactly the 2-D ones). State: ``exp_avg`` a
 the authors' ``GaLoreProjector`` gives it) and ``step``.
 
 The SVD: the authors (and optax) compute it in float32, whatever the parameter's dtype, and
-cast the projector back; npoptim computes it in the parameter's dtype (``numpy.linalg.svd``,
-LAPACK ``gesdd``), so a float64 GaLore is float64 throughout. Singular vectors are defined
-up to sign. The step does not depend on the signs while a projector is in use (Adam's
-direction is odd in the gradient), but at a refresh the moments carried over are read in the
-new basis, so a sign that another LAPACK build picks differently changes the trajectory:
-npoptim fixes the signs (each singular vector's entry of largest magnitude is positive, as
-scikit-learn's ``svd_flip``), so its results do not depend on the LAPACK build; the authors'
-depend on theirs. The cross-checks: against galore-torch with its SVD done in float64 and
-signed the same way, to 1e-12 of the parameters' scale over several refreshes; against
-galore-torch as published (float32 SVD, its build's signs) with one refresh, at 1e-5 (a
-float32 SVD moves the projector by ~1e-7 of its scale, carried by every later step).
+cast the projector back; npoptim computes it in the parameter's dtype, so a float64 GaLore is
+float64 throughout. Singular vectors are defined up to sign. The step does not depend on the
+signs while a projector is in use (Adam's direction is odd in the gradient), but at a refresh
+the moments carried over are read in the new basis, so a sign that another LAPACK build picks
+differently changes the trajectory: npoptim fixes the signs (each singular vector's entry of
+largest magnitude is positive, as scikit-learn's ``svd_flip``), so its results do not depend
+on the LAPACK build; the authors' depend on theirs. For matrices of at most
+:data:`JACOBI_MAX_SIDE` rows and columns the singular vectors come from npoptim's one-sided
+Jacobi SVD (:func:`jacobi_singular_vectors`: cyclic sweeps of plane rotations in a fixed
+order, every operation a correctly rounded ``+ - * / sqrt``), so the projector, like the
+rest of the step, is the same bits on every CPU (LAPACK's are not: OpenBLAS picks its
+kernels by CPU, and the trajectories were 3.5e-16 of the scale apart in float64 between its
+Haswell and SkylakeX kernels, measured); larger matrices take LAPACK ``gesdd``
+(``numpy.linalg.svd``, faster there), whose bits depend on the CPU and the LAPACK build.
+The cross-checks: against galore-torch with its SVD
+done in float64 and signed the same way, to 1e-12 of the parameters' scale over several
+refreshes; against galore-torch as published (float32 SVD, its build's signs) with one
+refresh, at 1e-5 (a float32 SVD moves the projector by ~1e-7 of its scale, carried by every
+later step).
 Dense gradients only. A refresh step computes the SVDs of all its matrices before it changes
 any parameter or state: a gradient the SVD cannot take (a NaN or infinite value, in float32
 with ``svd_dtype="float32"``) raises ``FloatingPointError`` with nothing changed (with
@@ -93,6 +101,7 @@ import scipy.linalg
 from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
 from npoptim.optim.variants import check_choice, check_flag
@@ -147,25 +156,6 @@ def _galore_param(param, direction, states, hyper):
     apply_dense(galore_param_rule, param, direction, states, GaLoreHyper(*hyper))
 
 
-@kernel
-def matmul(a, b, out):
-    """``out = a @ b``, each entry summed over the inner index in order (deterministic)."""
-    rows, inner = a.shape
-    cols = b.shape[1]
-    for i in range(rows):
-        for j in range(cols):
-            acc = out[i, j] - out[i, j]
-            for k in range(inner):
-                acc += a[i, k] * b[k, j]
-            out[i, j] = acc
-
-
-def _product(a, b):
-    out = np.zeros((a.shape[0], b.shape[1]), a.dtype)
-    matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
-    return out
-
-
 def projects_right(shape, projected_side):
     """Is the projector on the right (:math:`R = G P^\\top`, :math:`P` of shape
     :math:`r \\times n`)? It reduces the smaller side (the authors': :math:`m \\ge n`) or the
@@ -181,6 +171,79 @@ def svd_input(g, svd_dtype="param"):
         return g.astype(np.float32) if svd_dtype == "float32" else g
 
 
+#: The largest side (rows, columns) of a matrix whose singular vectors come from
+#: :func:`jacobi_singular_vectors` (with ``svd_signs="fixed"``); larger ones take LAPACK.
+JACOBI_MAX_SIDE = 128
+#: Sweeps after which the Jacobi iteration stops even if some pair is not yet orthogonal
+#: (a float64 matrix converges in about 6 to 10).
+JACOBI_MAX_SWEEPS = 60
+
+
+@kernel
+def _jacobi_sweeps(b, w, tolerance, max_sweeps):
+    """Rotate the columns of ``b`` (L x k) in place until each pair is orthogonal to
+    ``tolerance`` (relative), applying the same rotations to the columns of ``w`` (k x k, the
+    identity on entry). Pairs (p, q), p < q, are visited in row order; every sum runs over the
+    rows in order. Returns the number of sweeps."""
+    rows, k = b.shape
+    zero = tolerance - tolerance
+    one = zero + 1
+    two = one + one
+    for sweep in range(max_sweeps):
+        rotated = False
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                alpha = zero
+                beta = zero
+                gamma = zero
+                for i in range(rows):
+                    alpha += b[i, p] * b[i, p]
+                    beta += b[i, q] * b[i, q]
+                    gamma += b[i, p] * b[i, q]
+                if gamma == zero or abs(gamma) <= tolerance * np.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (two * gamma)
+                t = one / (abs(zeta) + np.sqrt(one + zeta * zeta))
+                if zeta < zero:
+                    t = -t
+                c = one / np.sqrt(one + t * t)
+                s = c * t
+                for i in range(rows):
+                    bp = b[i, p]
+                    bq = b[i, q]
+                    b[i, p] = c * bp - s * bq
+                    b[i, q] = s * bp + c * bq
+                for i in range(k):
+                    wp = w[i, p]
+                    wq = w[i, q]
+                    w[i, p] = c * wp - s * wq
+                    w[i, q] = s * wp + c * wq
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+def jacobi_singular_vectors(a, count):
+    """The first ``count`` right singular vectors of ``a`` (columns of an ``n x count`` array,
+    singular values descending, ties in column order), by the one-sided Jacobi method
+    (Hestenes 1958) in ``a``'s dtype: ``a`` scaled by a power of two (exact) so that its
+    largest entry is in [0.5, 1), its columns rotated pairwise (:func:`_jacobi_sweeps`,
+    tolerance the dtype's epsilon) until orthogonal; the accumulated rotations are the
+    vectors, the final column norms (summed in order) the singular values. Left singular
+    vectors of ``a`` are the right ones of ``a.T``."""
+    b = np.array(a, order="C", copy=True)
+    peak = np.max(np.abs(b)) if b.size else 0.0
+    if peak > 0:
+        b = np.ldexp(b, -np.frexp(peak)[1])
+    k = b.shape[1]
+    w = np.eye(k, dtype=b.dtype)
+    _jacobi_sweeps(b, w, np.finfo(b.dtype).eps, JACOBI_MAX_SWEEPS)
+    norms = np.sqrt(np.sum(b * b, axis=0))
+    order = np.argsort(-norms, kind="stable")
+    return w[:, order[:count]]
+
+
 def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
     """The projector of the gradient matrix ``g``: its first right singular vectors as rows
     (``right``) or left ones as columns, from the SVD in ``g``'s dtype or float32
@@ -188,12 +251,16 @@ def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
     positive, or as LAPACK's gesdd returns it through scipy (``svd_signs="lapack"``: jax's
     signs, see the module docstring)."""
     a = svd_input(g, svd_dtype)
+    count = shape[0] if right else shape[1]
     if svd_signs == "lapack":
         u, _, vh = scipy.linalg.svd(a, full_matrices=False, lapack_driver="gesdd",
                                     check_finite=False)
+        vectors = vh[:count, :].T if right else u[:, :count]
+    elif max(a.shape) <= JACOBI_MAX_SIDE:
+        vectors = jacobi_singular_vectors(a if right else a.T, count)
     else:
         u, _, vh = np.linalg.svd(a, full_matrices=False)
-    vectors = vh[:shape[0], :].T if right else u[:, :shape[1]]
+        vectors = vh[:count, :].T if right else u[:, :count]
     if svd_signs == "fixed":
         peaks = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
         vectors = vectors * np.where(peaks < 0, -1.0, 1.0).astype(vectors.dtype)
@@ -322,9 +389,9 @@ class GaLoreAdamW(Optimizer):
         projector = state["ortho_matrix"]
         if refresh:
             projector[...] = self._projectors.pop(self._current_index)
-        low = _product(g, projector.T) if right else _product(projector.T, g)
+        low = matmul_of(g, projector.T) if right else matmul_of(projector.T, g)
         direction = np.zeros_like(low)
         _galore_moments(direction.reshape(-1), low.reshape(-1), moments, hyper)
-        full = _product(direction, projector) if right else _product(projector, direction)
+        full = matmul_of(direction, projector) if right else matmul_of(projector, direction)
         full *= param.dtype.type(group["scale"])
         _galore_param(param, full.reshape(-1), (), hyper)

@@ -54,9 +54,10 @@ To agree with torch beyond that, the vector operations that round follow torch's
 :func:`axpy` (``add`` with ``alpha``: one fused multiply-add per element). With these the
 float64 iterates equal torch's bit for bit, except after a line search whose cubic
 interpolation takes a square root that torch (MKL's vector math) rounds differently from the
-correctly rounded ``np.sqrt``, about 1% of them. float32 dot products use NumPy's BLAS (MKL's
-``sdot`` order is not reproduced), so float32 agrees to rounding, then drifts as torch itself
-does when its parameters are listed in another order. bfloat16/float16 parameters, every
+correctly rounded ``np.sqrt``, about 1% of them. float32 dot products take the same order in
+float32 arithmetic (MKL's ``sdot`` order is not reproduced; BLAS's would depend on the CPU),
+so float32 agrees to rounding, then drifts as torch itself does when its parameters are
+listed in another order. bfloat16/float16 parameters, every
 operation rounded as torch rounds it: :mod:`npoptim.precision.lbfgs`.
 
 Which CPUs sum that way: torch's order depends on the kernels MKL and ATen pick for the CPU.
@@ -127,7 +128,7 @@ def axpy(x, alpha, y):
 
 @kernel
 def _dot_mkl(x, y):
-    """float64 ``x . y`` in the order torch's CPU ``dot`` (MKL's ``ddot``) sums it: eight
+    """``x . y`` in the order torch's float64 CPU ``dot`` (MKL's ``ddot``) sums it: eight
     running sums (four registers of two lanes) over blocks of eight products, the remaining
     pairs into the first register, a last odd product into its first lane; the registers
     then added in order and the two lanes last. Products and sums rounded separately."""
@@ -153,11 +154,10 @@ def _dot_mkl(x, y):
 
 def dot(x, y):
     """torch's CPU ``dot``: MKL's order for float64 (checked bit for bit below 4096 elements;
-    MKL splits longer vectors differently); NumPy's BLAS for float32, whose order MKL's
-    ``sdot`` does not share (float32 agrees to rounding only)."""
-    if x.dtype == np.float64:
-        return np.float64(_dot_mkl(x, y))  # a NumPy scalar, as torch's is a 0-d tensor
-    return np.dot(x, y)
+    MKL splits longer vectors differently); the same order in float32 arithmetic for float32,
+    where MKL's ``sdot`` sums in another (float32 agrees to rounding only). Not BLAS's, whose
+    kernel (and so order) OpenBLAS picks by CPU: the same bits on every machine."""
+    return x.dtype.type(_dot_mkl(x, y))  # a NumPy scalar, as torch's is a 0-d tensor
 
 
 @kernel

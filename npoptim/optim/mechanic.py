@@ -201,7 +201,7 @@ class Mechanic(OptimizerWrapper):
         betas = np.array(self.betas, self.dtype)
         clipped = np.clip(h, -self.m, self.m)
         m = np.maximum(betas * self.m, np.abs(h) + eps)
-        v = betas ** 2 * self.v + h * h
+        v = np.square(betas) * self.v + h * h
         r = betas * self.r + clipped * self.s
         wealth = dt(self.s_init / len(betas)) * m + np.maximum(dt(0.0), r)
         s = wealth / (np.sqrt(v) + eps)

@@ -105,6 +105,7 @@ import numpy as np
 
 from npoptim.flavors import flavored
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
 from npoptim.optim.variants import check_choice, check_flag
@@ -232,8 +233,10 @@ def bf16_addmm(c, a, b, beta, alpha):
 
 
 def float_addmm(c, a, b, beta, alpha):
-    """``beta * c + alpha * (a @ b)`` in the arrays' dtype (``c`` ignored if beta=0)."""
-    product = alpha * (a @ b)
+    """``beta * c + alpha * (a @ b)`` in the arrays' dtype (``c`` ignored if beta=0); the
+    product in a fixed order (:func:`npoptim.kernels.reduction.matmul`), not BLAS's, so the
+    same bits on every CPU."""
+    product = alpha * matmul_of(a, b)
     return product if beta == 0 else beta * c + product
 
 

@@ -172,9 +172,9 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
                     out[0] = self._norm(matrix, fmt)
                 else:
                     _column_norms(matrix, out)
-            row_mean = rounded(rounded(rounded(row_norms) ** 2) / np.float32(ncols))
+            row_mean = rounded(rounded(np.square(rounded(row_norms))) / np.float32(ncols))
             row_var = rounded(lerp_arrays(row_var, row_mean, weight))
-            col_mean = rounded(rounded(rounded(col_norms) ** 2) / np.float32(nrows))
+            col_mean = rounded(rounded(np.square(rounded(col_norms))) / np.float32(nrows))
             col_var = rounded(lerp_arrays(col_var, col_mean, weight))
             row_sums = np.array([torch_sum(np.ascontiguousarray(r))
                                  for r in row_var.reshape(-1, nrows)], np.float32)
