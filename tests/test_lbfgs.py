@@ -11,8 +11,10 @@ counters) must agree too. L-BFGS feeds every rounding difference back into its h
 runs that differ in the last bit drift apart within a few steps; npoptim therefore does
 torch's float64 dot, sum and add-with-alpha in torch's CPU order, and the float64 runs are
 bit-exact, with one exception: torch's sqrt of a float64 0-d tensor (used by the line
-search's cubic interpolation) is not correctly rounded in about 1% of cases, NumPy's is.
-The Rosenbrock run with ``strong_wolfe`` meets such a case and is checked separately.
+search's cubic interpolation) is MKL's, not correctly rounded for about 1% of arguments
+(which ones depends on the kernel MKL picks for the CPU), NumPy's is. Each torch run watches
+its square roots (:func:`lbfgs_problems.watching_torch_sqrt`); a run that meets such a root
+is held bit for bit until that step, and after it to torch's order sensitivity (below).
 
 That order is the one torch's MKL ``ddot`` and ATen ``cascade_sum`` use on some CPUs only
 (see :mod:`cpu_probe`): where the probe finds torch summing in another order, the float64
@@ -22,9 +24,9 @@ regime; :mod:`test_cpu_orders` checks both comparisons on every machine against 
 as recorded on each kind of CPU, and that a wrong LBFGS fails both.
 
 torch's LBFGS has no foreach variant. In float32 npoptim's dot products are NumPy's (MKL's
-float32 order is not reproduced), so float32 is held, over the first 3 steps, to torch's own
-sensitivity to summation order (torch run with the parameters listed in another order, which
-reorders every dot product and sum), times 4, plus a few float32 ulps.
+float32 order is not reproduced), so float32 is held, step by step over the first 3 steps, to
+torch's own sensitivity to summation order (torch run with the parameters listed in the three
+other orders, which reorders every dot product and sum), times 4, plus a few float32 ulps.
 """
 import numpy as np
 import pytest
@@ -34,8 +36,9 @@ import npoptim
 import optax_contrib
 from npoptim import flavors
 from lbfgs_problems import (OBJECTIVES, REORDERINGS, drifting_quartic, flat,
-                            order_sensitivity_failures, rosenbrock, start_params,
-                            torch_trajectory, trajectory, wavy)
+                            order_sensitivity_failures, rosenbrock, scaled_errors,
+                            start_params, torch_trajectory, trajectory, watching_torch_sqrt,
+                            wavy)
 from torch_compare import needs_torch, rel_error, torch, torch_state_dict
 
 STEPS = 20
@@ -53,9 +56,11 @@ CASES = [
     {"line_search_fn": "strong_wolfe", "max_iter": 6, "history_size": 2, "max_eval": 9},
     {"lr": 0.5, "max_iter": 3, "tolerance_change": 1e-5},
 ]
-# torch's sqrt rounds differently from the correctly rounded one in this run (see above)
-SQRT_DIVERGES = ({"line_search_fn": "strong_wolfe"}, "rosenbrock")
-F64_CASES = [(c, o) for c in CASES for o in OBJECTIVES if (c, o) != SQRT_DIVERGES]
+# and one whose line search meets a square root torch rounds otherwise (measured with MKL's
+# AVX2 and older kernels: at step 1, where the runs part; torch's spread then stays in the
+# rounding regime for 4 steps)
+F64_CASES = ([(c, o) for c in CASES for o in OBJECTIVES]
+             + [({"line_search_fn": "strong_wolfe", "lr": 1.5, "history_size": 3}, "rosenbrock")])
 F32_STEPS = 3
 
 
@@ -84,13 +89,19 @@ def torch_closure(tparams, objective):
     return closure
 
 
-def run_torch(options, objective, dtype, steps=STEPS, round_trip=True, order=None):
+def run_torch(options, objective, dtype, steps=STEPS, round_trip=True, order=None,
+              sqrt_departures=None):
+    """torch's run; the steps whose line search took a square root torch did not round
+    correctly are appended to ``sqrt_departures`` (a list)."""
     tparams = [torch.tensor(p) for p in start_params(dtype)]
     order = tparams if order is None else [tparams[i] for i in order]
     opt = torch.optim.LBFGS(order, **options)
     losses, mid = [], None
     for k in range(steps):
-        losses.append(opt.step(torch_closure(tparams, lambda ps: objective(ps, k))))
+        with watching_torch_sqrt() as departed:
+            losses.append(opt.step(torch_closure(tparams, lambda ps: objective(ps, k))))
+        if departed and sqrt_departures is not None:
+            sqrt_departures.append(k)
         if round_trip and k + 1 == ROUND_TRIP_AT:
             mid = torch_state_dict(opt)
             opt.load_state_dict(opt.state_dict())
@@ -135,7 +146,10 @@ def test_float64_matches_torch(options, objective):
         return check_within_torch_order_sensitivity(options, objective)
     fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
     ours, opt, losses, mid = run_ours(options, fn, np.float64)
-    theirs, topt, tlosses, tmid = run_torch(options, fn, np.float64)
+    departures = []
+    theirs, topt, tlosses, tmid = run_torch(options, fn, np.float64, sqrt_departures=departures)
+    if departures and not np.array_equal(flat(ours), flat(theirs)):
+        return check_until_torch_sqrt_departs(options, objective, departures[0])
     err = rel_error(ours, theirs)
     evals = opt.state[0]["func_evals"]
     print(f"LBFGS {options} {objective}: float64 scaled error {err:.2e}, {evals} evaluations, "
@@ -147,6 +161,22 @@ def test_float64_matches_torch(options, objective):
     # not vacuous: it moved, and kept evaluating past the first step
     assert rel_error(ours, start_params(np.float64)) > 1e-2
     assert evals > STEPS
+
+
+def check_until_torch_sqrt_departs(options, objective, step):
+    """Where torch's line search took a square root that is not correctly rounded (first at
+    ``step``) and the runs came apart: bit for bit before that step, and after it within
+    torch's order sensitivity (a last-bit difference of a trial step, which L-BFGS amplifies
+    as it does a reordered sum's) while that stays in the rounding regime."""
+    ours, _ = trajectory(options, objective, np.float64, STEPS)
+    theirs, _ = torch_trajectory(options, objective, np.float64, STEPS)
+    reordered = [torch_trajectory(options, objective, np.float64, STEPS, order=order)[0]
+                 for order in REORDERINGS]
+    np.testing.assert_array_equal(ours[:step], theirs[:step])
+    failures, horizon = order_sensitivity_failures(ours, theirs, reordered)
+    print(f"LBFGS {options} {objective}: torch's sqrt is not correctly rounded at step {step}; "
+          f"bit for bit before it, then checked to step {horizon} against torch's spread")
+    assert not failures, failures
 
 
 def check_within_torch_order_sensitivity(options, objective):
@@ -164,37 +194,27 @@ def check_within_torch_order_sensitivity(options, objective):
 
 
 @needs_torch
-def test_float64_strong_wolfe_on_rosenbrock_until_torch_sqrt_differs():
-    """Bit-exact for the first step; afterwards one of torch's cubic-interpolation square
-    roots rounds the other way, and the runs drift apart by the chaos L-BFGS amplifies, but
-    both reach the minimum."""
-    options, objective = SQRT_DIVERGES
-    fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
-    first, _, _, _ = run_ours(options, fn, np.float64, steps=1, round_trip=False)
-    tfirst, _, _, _ = run_torch(options, fn, np.float64, steps=1, round_trip=False)
-    assert rel_error(first, tfirst) <= 1e-12
-    ours, opt, losses, _ = run_ours(options, fn, np.float64)
-    theirs, topt, tlosses, _ = run_torch(options, fn, np.float64)
-    err = rel_error(ours, theirs)
-    print(f"LBFGS {options} {objective}: float64 scaled error {err:.2e} (sqrt rounding)")
-    assert err <= 1e-3
-    assert losses[-1] < 1e-8 and tlosses[-1] < 1e-8
-
-
-@needs_torch
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("options", CASES, ids=[str(c) for c in CASES])
 def test_float32_within_torch_order_sensitivity(options, objective):
+    """Each of the first 3 steps within 4 times torch's own spread (the largest of its runs
+    with the params listed in the three other orders, as a running maximum over the steps),
+    plus a few ulps. Within 3 steps torch's float32 runs can already be chaotic: Rosenbrock
+    with fixed steps and MKL's AVX2 ``sdot`` spreads by 4.3e-2, 1.1e-2 and 4.0e-1 at step 3
+    for the three orders (measured on an Intel Xeon, MKL_ENABLE_INSTRUCTIONS=AVX2), so no
+    one or two orders measure the spread there."""
     fn = {"drifting_quartic": drifting_quartic, "rosenbrock": rosenbrock}[objective]
-    ours, opt, _, _ = run_ours(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
-    theirs, topt, _, _ = run_torch(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
-    spread = max(rel_error(run_torch(options, fn, np.float32, steps=F32_STEPS,
-                                        round_trip=False, order=order)[0], theirs)
-                 for order in ([3, 2, 1, 0], [1, 2, 3, 0]))
-    err = rel_error(ours, theirs)
-    print(f"LBFGS float32 {options} {objective}: error {err:.2e}, torch order spread "
-          f"{spread:.2e}")
-    assert err <= 4 * spread + F32_ULPS, (err, spread)
+    _, opt, _, _ = run_ours(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
+    _, topt, _, _ = run_torch(options, fn, np.float32, steps=F32_STEPS, round_trip=False)
+    ours, _ = trajectory(options, objective, np.float32, F32_STEPS)
+    theirs, _ = torch_trajectory(options, objective, np.float32, F32_STEPS)
+    spread = np.maximum.accumulate(np.max(
+        [scaled_errors(torch_trajectory(options, objective, np.float32, F32_STEPS,
+                                        order=order)[0], theirs) for order in REORDERINGS],
+        axis=0))
+    err = scaled_errors(ours, theirs)
+    print(f"LBFGS float32 {options} {objective}: errors {err}, torch order spread {spread}")
+    assert np.all(err <= 4 * spread + F32_ULPS), (err, spread)
     # float32 throughout, as in torch: vectors, history, and the 0-d scalars
     ours_sd, torch_sd = opt.state_dict()["state"][0], torch_state_dict(topt)["state"][0]
     for name in ("d", "prev_flat_grad", "H_diag"):

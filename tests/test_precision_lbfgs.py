@@ -38,9 +38,10 @@ SCALARS = ("t", "H_diag")
 
 
 #: torch capabilities whose 16-bit dot/sum orders were measured (AVX-512: torch runs its AVX2
-#: float32 kernels there); on them the probe must find npoptim's order, so that a regression
-#: in dot16/sum16 fails instead of turning the trajectory tests into skips
-MEASURED_CAPABILITIES = ("AVX512",)
+#: float32 kernels there; AVX2: measured on an Intel Xeon with ATEN_CPU_CAPABILITY=avx2); on
+#: them the probe must find npoptim's order, so that a regression in dot16/sum16 fails
+#: instead of turning the trajectory tests into skips
+MEASURED_CAPABILITIES = ("AVX512", "AVX2")
 
 
 def needs_torch_order():

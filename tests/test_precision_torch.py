@@ -10,6 +10,7 @@ are not multiples of the 16-bit vector width); tensors stay below torch's parall
 import numpy as np
 import pytest
 
+import cpu_probe
 import npoptim.precision as precision
 from torch_compare import needs_torch, torch
 
@@ -50,11 +51,12 @@ def numpy_dtype(format):
 
 
 def torch_lanes():
-    """16-bit lanes of torch's CPU vectors here (the width of its scalar remainder)."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    lanes = {"AVX512": 32, "AVX2": 16}.get(capability)
+    """16-bit lanes of torch's CPU vectors here (the width of its scalar remainder), measured
+    on torch by :func:`cpu_probe.half_lanes` (32 with torch's AVX2 and AVX-512 kernels)."""
+    lanes = cpu_probe.half_lanes()
     if lanes is None:
-        pytest.skip(f"torch's vector width on a {capability} CPU is not known to npoptim")
+        pytest.skip("no vector width explains torch's 16-bit add here (torch capability "
+                    f"{torch.backends.cpu.get_cpu_capability()}): see cpu_probe.half_lanes")
     return lanes
 
 

@@ -241,12 +241,20 @@ def torch_sum(x):
 
 def cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     """Minimizer of the cubic through two points with values ``f`` and slopes ``g``, clamped
-    to ``bounds`` (default: the interval between the points); the midpoint if it has none."""
+    to ``bounds`` (default: the interval between the points); the midpoint if it has none.
+    Rounded as torch's ``_cubic_interpolate``, whose steps are 0-d tensors (NumPy scalars
+    here) or Python numbers, depending on how the line search reached them."""
     if bounds is not None:
         xmin_bound, xmax_bound = bounds
     else:
         xmin_bound, xmax_bound = (x1, x2) if x1 <= x2 else (x2, x1)
-    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    span = x1 - x2
+    if isinstance(span, np.generic):
+        # a 0-d tensor in torch, which divides a Python number by it as Tensor.__rdiv__ does,
+        # self.reciprocal() * other: two roundings, not one
+        d1 = g1 + g2 - (1 / span) * (3 * (f1 - f2))
+    else:
+        d1 = g1 + g2 - 3 * (f1 - f2) / span
     d2_square = d1 * d1 - g1 * g2  # torch squares a tensor as d1 * d1 (not pow)
     if d2_square >= 0:
         d2 = np.sqrt(d2_square)
