@@ -1,43 +1,131 @@
-"""A tiny smoke run of ``npoptim bench``: the cases run end to end and report something.
+"""A tiny smoke run of ``npoptim bench``: the cases run end to end and report something, and a
+case that fails is reported without losing the others.
 
 Benchmarks are not timed tests: nothing here checks a speed.
 """
 import json
+import re
 
 import numpy as np
 import pytest
 import scipy.sparse
 
 from npoptim.bench import floors, workloads
-from npoptim.bench.runner import main
+from npoptim.bench.runner import DEFAULT_CASES, format_targets, main
 from npoptim.kernels.drivers import ROWS_BLOCK
 from npoptim.kernels.parallel import (get_parallel_threshold, parallel_threshold_set,
                                       set_parallel_threshold)
 
 
-def test_quick_run_writes_json_and_markdown(tmp_path, capsys):
-    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
-    assert main(["--quick", "--cases", "sparse,dense,threads", "--no-torch", "--json",
-                 str(out), "--markdown", str(md)]) == 0
+#: what each default case leaves in the JSON output: the group names of its rows
+CASE_GROUPS = {"sparse": "sparse ", "dense": "dense ", "threads": "threads: ",
+               "startup": "start-up: "}
+
+
+def _check_quick_run(out, md, torch):
+    """The JSON and Markdown of a whole ``--quick`` run: every default case is in them, each
+    target once in the table, in the order of its number (an int), and nothing failed."""
     result = json.loads(out.read_text())
     assert result["quick"] and result["environment"]["numba"]
-    names = {row["name"] for row in result["rows"]}
-    assert "SparseAdam step (ready CSR)" in names and "Adam" in names
+    assert result["cases"] == list(DEFAULT_CASES)
+    assert result["failures"] == [] and result["skipped"] == []
+    assert bool(result["environment"]["torch"]) == torch
+    groups = {row["group"] for row in result["rows"]}
+    for case, prefix in CASE_GROUPS.items():
+        assert any(g.startswith(prefix) for g in groups), (case, sorted(groups))
+    assert len(result["sparse16"]) == 4 and any(g.startswith("sparse16: ") for g in groups)
     assert all(row["ms"] is None or row["ms"] > 0 for row in result["rows"])
-    identical = [t for t in result["targets"] if t["what"].startswith("results bit-identical")]
+    names = {row["name"] for row in result["rows"]}
+    assert {"SparseAdam step (ready CSR)", "Adam", "LARS",
+            "SparseAdam (CSR gradient): warm cache"} <= names
+    assert ("torch SparseAdam step" in names) == torch
+    assert ("torch fused Adam" in names) == torch
+
+    targets = result["targets"]
+    assert all(type(t["target"]) is int for t in targets), {t["target"] for t in targets}
+    assert {t["target"] for t in targets} >= {1, 2, 3, 4, 5, 6, 111, 112, 113, 114}
+    identical = [t for t in targets if t["what"].startswith("results bit-identical")]
     assert identical and identical[0]["met"], identical
-    assert "| # | what |" in md.read_text()
-    assert "targets" in capsys.readouterr().out
+    table = re.findall(r"^\| (\d+) \|", md.read_text(), re.MULTILINE)
+    assert [int(n) for n in table] == sorted(t["target"] for t in targets)
+    return result
+
+
+def test_quick_run_end_to_end(tmp_path, capsys):
+    """``npoptim bench --quick`` through the command line, every default case (torch's rows
+    left out: the test with torch is below)."""
+    from npoptim.cli import main as cli_main
+
+    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
+    assert cli_main(["bench", "--quick", "--no-torch", "--json", str(out), "--markdown",
+                     str(md)]) == 0
+    _check_quick_run(out, md, torch=False)
+    printed = capsys.readouterr().out
+    assert "== targets" in printed and " 111. " in printed
+
+
+@pytest.mark.needs("torch")
+def test_quick_run_with_torch_end_to_end(tmp_path):
+    """``npoptim bench --quick`` as a user types it, torch's rows included."""
+    from npoptim.cli import main as cli_main
+
+    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
+    assert cli_main(["bench", "--quick", "--json", str(out), "--markdown", str(md)]) == 0
+    result = _check_quick_run(out, md, torch=True)
+    assert all(c.get("torch bf16 SparseAdam", 0) > 0 for c in result["sparse16"])
+
+
+def test_a_failing_case_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    def planted(report, nrows, width, density, **kwargs):
+        if density == 0.01:
+            raise RuntimeError("planted failure")
+        return real(report, nrows, width, density, **kwargs)
+    real = workloads.sparse
+    monkeypatch.setattr(workloads, "sparse", planted)
+    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
+    assert main(["--quick", "--cases", "sparse,dense", "--no-torch", "--json", str(out),
+                 "--markdown", str(md)]) == 1
+    result = json.loads(out.read_text())
+    assert [(f["case"], f["error"]) for f in result["failures"]] == [
+        ("sparse 1.0%", "RuntimeError: planted failure")]
+    assert "in planted" in result["failures"][0]["traceback"]
+    assert {row["group"] for row in result["rows"]} == {  # the rest ran
+        "sparse 2,000x8 f32, 10.0% rows", "dense 20,000 float32"}
+    text = md.read_text()
+    assert "**Failed**" in text and "sparse 1.0%: RuntimeError: planted failure" in text
+    assert "| 3 |" in text and "| 4 |" in text  # the targets of the parts that ran
+    captured = capsys.readouterr()
+    assert "sparse 1.0%: RuntimeError: planted failure" in captured.out
+    assert "planted failure" in captured.err and "1 case(s) failed" in captured.err
+
+
+def test_a_target_number_is_an_int():
+    report = workloads.Report()
+    with pytest.raises(TypeError, match="int, not str"):
+        report.target("1", "a target", 1.0, "<= 2", True)
+    report.target(101, "later", 1.0, "<= 2", True)
+    report.target(2, "earlier", None, "-", None)
+    # sorted by number, not as text ("101" < "2")
+    assert [line.split(".")[0].strip() for line in
+            format_targets(report.targets).splitlines()[1:]] == ["2", "101"]
 
 
 def test_unknown_case_is_refused(capsys):
     assert main(["--quick", "--cases", "nope"]) == 2
 
 
-def test_cli_dispatches_to_bench(tmp_path):
-    from npoptim.cli import main as cli_main
-    assert cli_main(["bench", "--quick", "--cases", "dense", "--no-torch", "--dtypes",
-                     "float64", "--json", str(tmp_path / "b.json")]) == 0
+def test_a_missing_library_is_recorded_as_a_skip(tmp_path, monkeypatch):
+    from npoptim.precision import formats
+
+    def missing():
+        raise ImportError("no ml_dtypes here")
+    monkeypatch.setattr(formats, "bfloat16_dtype", missing)
+    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
+    assert main(["--quick", "--cases", "sparse16", "--no-torch", "--json", str(out),
+                 "--markdown", str(md)]) == 0
+    result = json.loads(out.read_text())
+    assert result["skipped"] == [{"case": "sparse16", "reason": "no ml_dtypes here"}]
+    assert "Skipped: sparse16 (no ml_dtypes here)." in md.read_text()
 
 
 def test_lookups_have_the_requested_distinct_rows():
@@ -57,12 +145,6 @@ def test_floor_leaves_the_values_alone():
         floors.rows_floor(table, [table.copy(), table.copy()], np.array([1, 3]),
                           np.ones(6, np.float32), 3, parallel)()
     assert np.array_equal(table, np.arange(12, dtype=np.float32).reshape(4, 3))
-
-
-def test_startup_quick_runs_in_a_fresh_process():
-    report = workloads.Report()
-    workloads.startup(report, optimizers=(("Adam", False),), warm_runs=1, cold=False)
-    assert report.targets and report.targets[0]["value"] > 0
 
 
 # ------------------------------------------- invariants the speed work relies on (fast)

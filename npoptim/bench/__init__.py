@@ -16,7 +16,8 @@ writes the same bytes as the update and does no math, the speed of memory on thi
   torch) against float32 as the table and the touched rows grow.
 * :mod:`npoptim.bench.runner` -- command line, tables, targets, JSON and Markdown output.
 
-These are benchmarks, not tests: CI runs only ``--quick`` (tiny sizes, seconds).
+These are benchmarks, not tests: the tests run only ``--quick`` (tiny sizes, few rounds,
+every code path; seconds once Numba's cache is warm).
 """
 
 

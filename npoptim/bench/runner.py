@@ -1,12 +1,19 @@
 """Command line of ``npoptim bench``: choose cases and sizes, print tables, write JSON/Markdown.
 
-``--quick`` runs every case at tiny sizes (the CI smoke run, seconds once Numba's cache is
-warm); the default sizes are the issue's: a 1,000,000 x 64 float32 table at 0.1%, 1% and 10%
-of rows, and 10,000,000-element dense parameters in float32 and float64.
+``--quick`` runs every case at tiny sizes with few rounds, one size of each kind of call where
+the full run sweeps several (``QUICK``): the smoke run the tests make, every code path of the
+runner in seconds once Numba's cache is warm. The default sizes are the issue's: a 1,000,000 x
+64 float32 table at 0.1%, 1% and 10% of rows, and 10,000,000-element dense parameters in
+float32 and float64.
+
+A case that raises is recorded (its error and traceback) and the run goes on with the next;
+``--json`` and ``--markdown`` are written all the same, with the failures in them, and the exit
+code is 1.
 """
 import argparse
 import json
 import sys
+import traceback
 
 import numba
 
@@ -14,6 +21,13 @@ CASES = ("sparse", "dense", "threads", "startup", "scale", "sparse16")
 #: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
 #: many minutes and up to 20 GB: run it by name
 DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16")
+
+#: ``--quick``: tiny sizes and few rounds, one of each kind of call where the full run sweeps
+#: several (both densities stay: they take the two branches of the sparse targets)
+QUICK = dict(rows=2_000, width=8, densities=(0.01, 0.1), dense_size=20_000, dtypes="float32",
+             rounds=3, thread_sizes=(1 << 12,), identity_size=20_000,
+             identity_table=(2_000, 8), scale_rows=(2_000, 20_000), scale_widths=(8,),
+             sparse16_rows=(2_000, 20_000), sparse16_touched=(20, 50, 200), sparse16_width=8)
 
 
 def add_arguments(parser):
@@ -37,7 +51,8 @@ def add_arguments(parser):
                         help="fractions of rows touched per step (default 0.001,0.01,0.1)")
     parser.add_argument("--dense-size", type=int, default=10_000_000,
                         help="elements of the dense parameters")
-    parser.add_argument("--dtypes", default="float32,float64", help="dense dtypes")
+    parser.add_argument("--dtypes", default=None,
+                        help="dense dtypes (default float32,float64; float32 with --quick)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="timing rounds per case (medians are reported)")
     parser.add_argument("--threads", type=int, default=None,
@@ -53,6 +68,9 @@ def add_arguments(parser):
 
 
 def run(args):
+    """Run the chosen cases; returns the exit code: 0, 1 when a case failed (the others ran,
+    and the outputs were written with the failure and its error in them), 2 on bad arguments.
+    """
     from npoptim.bench import torch_ref, workloads
     from npoptim.bench.timing import environment
 
@@ -68,73 +86,101 @@ def run(args):
     if torch is not None and args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     use_torch = torch is not None
-    if args.quick:
-        rows, width, densities = 2_000, 8, (0.01, 0.1)
-        size, rounds = 20_000, args.rounds or 3
-        sizes = (1 << 10, 1 << 14)
+    quick = QUICK if args.quick else None
+    if quick:
+        rows, width, densities = quick["rows"], quick["width"], quick["densities"]
+        size, rounds = quick["dense_size"], args.rounds or quick["rounds"]
+        sizes = quick["thread_sizes"]
+        identity = dict(identity_size=quick["identity_size"],
+                        identity_table=quick["identity_table"])
     else:
         rows, width = args.rows, args.width
         densities = tuple(float(d) for d in args.densities.split(","))
         size, rounds = args.dense_size, args.rounds
         sizes = (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
+        identity = {}
+    dtypes = args.dtypes or (quick["dtypes"] if quick else "float32,float64")
     report = workloads.Report()
     env = environment(torch)
     print(_environment_line(env), flush=True)
+
+    def attempt(case, call, prints=True):
+        """Run one case (or one size of it); a failure is recorded and the run goes on."""
+        before = len(report.rows)
+        try:
+            call()
+        except Exception as exc:  # recorded, printed, and the exit code says so
+            text = traceback.format_exc()
+            print(f"\n== {case}: FAILED\n{text}", file=sys.stderr, flush=True)
+            report.failure(case, f"{type(exc).__name__}: {exc}", text)
+            return
+        if prints:
+            for group in dict.fromkeys(row["group"] for row in report.rows[before:]):
+                _print_group(report, group)
+
     if "sparse" in wanted:
         for density in densities:
-            workloads.sparse(report, rows, width, density, rounds=rounds or 11,
-                         use_torch=use_torch)
-            _print_group(report, report.rows[-1]["group"])
+            attempt(f"sparse {density:.1%}", lambda: workloads.sparse(
+                report, rows, width, density, rounds=rounds or 11, use_torch=use_torch))
     if "dense" in wanted:
-        for dtype in args.dtypes.split(","):
-            workloads.dense(report, size, dtype.strip(), rounds=rounds or 11, use_torch=use_torch)
-            _print_group(report, report.rows[-1]["group"])
+        for dtype in dtypes.split(","):
+            attempt(f"dense {dtype.strip()}", lambda: workloads.dense(
+                report, size, dtype.strip(), rounds=rounds or 11, use_torch=use_torch))
     if "threads" in wanted:
-        workloads.threads(report, sizes=sizes, rounds=rounds or 15,
-                      gap=0.005 if args.quick else 0.05, table=(rows, width),
-                      densities=densities[:2])
-        _print_group(report, report.rows[-1]["group"])
+        attempt("threads", lambda: workloads.threads(
+            report, sizes=sizes, rounds=rounds or 15, gap=0.005 if quick else 0.05,
+            table=(rows, width), densities=densities[:1] if quick else densities[:2],
+            **identity))
     if "scale" in wanted:
         from npoptim.bench import scale
 
-        if args.quick:
-            scale_rows, scale_widths = (2_000, 20_000), (8,)
+        if quick:
+            scale_rows, scale_widths = quick["scale_rows"], quick["scale_widths"]
         else:
             scale_rows = tuple(int(n) for n in args.scale_rows.split(","))
             scale_widths = tuple(int(n) for n in args.scale_widths.split(","))
-        scale.scale(report, scale_rows, scale_widths, rounds=rounds or 15,
-                    use_torch=use_torch)
+        attempt("scale", lambda: scale.scale(report, scale_rows, scale_widths,
+                                             rounds=rounds or 15, use_torch=use_torch),
+                prints=False)  # it prints each cell as it comes
     if "sparse16" in wanted:
         from npoptim.bench import sparse16
 
-        if args.quick:
-            table_rows, touched = (2_000, 20_000), (20, 50, 200)
+        if quick:
+            table_rows, touched = quick["sparse16_rows"], quick["sparse16_touched"]
         else:
             table_rows = tuple(int(n) for n in args.sparse16_rows.split(","))
             touched = tuple(int(n) for n in args.sparse16_touched.split(","))
-        sparse16.sparse16(report, table_rows, touched, width=8 if args.quick else
-                          sparse16.WIDTH, rounds=rounds or 31, use_torch=use_torch)
+        attempt("sparse16", lambda: sparse16.sparse16(
+            report, table_rows, touched, width=quick["sparse16_width"] if quick
+            else sparse16.WIDTH, rounds=rounds or 31, use_torch=use_torch), prints=False)
     if "startup" in wanted:
-        optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if args.quick
+        optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if quick
                       else workloads.STARTUP_OPTIMIZERS)
-        workloads.startup(report, optimizers=optimizers, warm_runs=1 if args.quick else 3,
-                          cold=not (args.no_cold or args.quick))
-        _print_group(report, report.rows[-1]["group"])
+        attempt("startup", lambda: workloads.startup(
+            report, optimizers=optimizers, warm_runs=1 if quick else 3,
+            cold=not (args.no_cold or quick)))
     env = environment(torch)  # the threading layer is known once a parallel region ran
-    print()
-    print(format_targets(report.targets, quick=args.quick))
-    result = {"environment": env, "quick": bool(args.quick), "rows": report.rows,
-              "targets": report.targets}
+    result = {"environment": env, "quick": bool(quick), "cases": wanted, "rows": report.rows,
+              "targets": report.targets, "failures": report.failures,
+              "skipped": report.skipped}
     if getattr(report, "scale", None):
         result["scale"] = report.scale
     if getattr(report, "sparse16", None):
         result["sparse16"] = report.sparse16
+    # the outputs first: nothing printed below can lose them
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1, default=float)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(result))
+    print()
+    print(format_targets(report.targets, quick=bool(quick)))
+    if report.failures:
+        print(format_failures(report.failures))
+        print(f"npoptim bench: {len(report.failures)} case(s) failed: "
+              f"{', '.join(f['case'] for f in report.failures)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -203,6 +249,13 @@ def format_targets(targets, quick=False):
     return "\n".join(lines)
 
 
+def format_failures(failures):
+    lines = ["== FAILED (the run went on without them; the tracebacks are on stderr and in "
+             "--json)"]
+    lines += [f"  {f['case']}: {f['error']}" for f in failures]
+    return "\n".join(lines)
+
+
 def markdown(result):
     """One Markdown table (every target, with the timings behind it), labelled with the
     environment; the full timings are in the JSON output."""
@@ -222,6 +275,13 @@ def markdown(result):
         value = "" if t["value"] is None else _num(t["value"])
         out.append(f"| {t['target']} | {t['what']} | {value} | {t['goal']} | "
                    f"{_verdict(t['met'])} | {t['note']} |")
+    if result.get("skipped"):
+        out += ["", "Skipped: " + "; ".join(f"{s['case']} ({s['reason']})"
+                                           for s in result["skipped"]) + "."]
+    if result.get("failures"):
+        out += ["", "**Failed** (the run went on without them; the tracebacks are in the JSON "
+                "output):", ""]
+        out += [f"- {f['case']}: {f['error']}" for f in result["failures"]]
     if result.get("scale"):
         from npoptim.bench.scale import markdown_table
 

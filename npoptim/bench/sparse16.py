@@ -159,6 +159,7 @@ def sparse16(report, table_rows, touched_rows, width=WIDTH, rounds=31, use_torch
         bfloat16_dtype()
     except ImportError as exc:
         print(f"\n== sparse16 skipped: {exc}")
+        report.skip("sparse16", str(exc))
         return []
     fixed, biggest = touched_rows[len(touched_rows) // 2], max(table_rows)
     table_plan = [(n, fixed) for n in table_rows]

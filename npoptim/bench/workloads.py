@@ -27,18 +27,38 @@ from npoptim.kernels.parallel import parallel_threshold_set
 
 
 class Report:
-    """Rows of timings and the targets they are checked against."""
+    """Rows of timings, the targets they are checked against, the failures (a case, or a part
+    of one, that raised, with its error: the run goes on and its output says so) and the cases
+    skipped for a missing library (with the reason).
+
+    A target's number is an int: the performance issue's targets 1 to 6, and 101 on for the
+    cases added later (scale, sparse16); the tables sort by it.
+    """
 
     def __init__(self):
         self.rows = []
         self.targets = []
+        self.failures = []
+        self.skipped = []
 
     def row(self, group, name, ms, **ratios):
         self.rows.append({"group": group, "name": name, "ms": ms, **ratios})
 
     def target(self, number, text, value, goal, met, note=""):
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise TypeError(f"a target's number is an int, not {type(number).__name__} "
+                            f"({number!r})")
         self.targets.append({"target": number, "what": text, "value": value, "goal": goal,
                              "met": bool(met) if met is not None else None, "note": note})
+
+    def failure(self, case, error, traceback=""):
+        """Record that ``case`` failed with ``error`` (its message; ``traceback`` the text of
+        the Python traceback, where there is one)."""
+        self.failures.append({"case": case, "error": error, "traceback": traceback})
+
+    def skip(self, case, reason):
+        """Record that ``case`` did not run here and why (a library it needs is missing)."""
+        self.skipped.append({"case": case, "reason": reason})
 
 
 def lookups(nrows, density, rng, per_row=4, zipf=1.2):
@@ -161,7 +181,7 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
                       f"{_fmt(serial_floor)} ms: {ours / serial_floor:.3g}x)")
 
     if density == 0.01:
-        number = "1"
+        number = 1
         faster(torch_sa, sa, 10, f"SparseAdam step vs torch SparseAdam step, {label}")
         faster(torch_dense, sa, 25, f"SparseAdam step vs torch dense fused Adam, {label}")
         near_floor(sa, floor2, res["floor 2 states serial"],
@@ -170,19 +190,19 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
         faster(torch_dense, ag, 25, f"Adagrad sparse step vs torch dense fused Adam, {label}")
         near_floor(ag, floor1, res["floor 1 state serial"],
                    f"Adagrad sparse step / touch floor, {label}")
-        number = "2"
+        number = 2
         faster(torch_e2e, e2e, 4, f"end to end (lookups -> CSR -> SparseAdam) vs torch, "
                                   f"{label}", f"; building the CSR: "
                                               f"{_fmt(res['build CSR from lookups'])} ms")
     else:
         dense_np = res["dense Adam step, whole table"]
         best_dense = min(x for x in (dense_np, torch_dense) if x is not None)
-        report.target("3", f"SparseAdam step / fastest dense Adam step, {label}",
+        report.target(3, f"SparseAdam step / fastest dense Adam step, {label}",
                       sa / best_dense, "< 1", sa < best_dense,
                       f"{_fmt(sa)} ms vs {_fmt(best_dense)} ms; end to end from lookups "
                       f"{_fmt(e2e)} ms ({e2e / best_dense:.3g}x dense); torch SparseAdam "
                       f"step {_fmt(torch_sa)} ms ({_fmt(_ratio(torch_sa, best_dense))}x dense)")
-        report.target("2", f"end to end vs torch, {label} (context)", _ratio(torch_e2e, e2e),
+        report.target(2, f"end to end vs torch, {label} (context)", _ratio(torch_e2e, e2e),
                       "-", None, f"{_fmt(e2e)} ms vs {_fmt(torch_e2e)} ms; building the CSR: "
                                  f"{_fmt(res['build CSR from lookups'])} ms")
     return res
@@ -249,11 +269,11 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
         report.row(group, name, ms, x_floor=ms / floor,
                    x_torch_fused_adam=_ratio(ms, torch_adam),
                    x_torch_same=_ratio(ms, res.get(f"torch fused {name}")))
-        report.target("4", f"{name} {dtype.name} / torch fused Adam", _ratio(ms, torch_adam),
+        report.target(4, f"{name} {dtype.name} / torch fused Adam", _ratio(ms, torch_adam),
                       "<= 1.0", None if torch_adam is None else ms <= torch_adam,
                       f"{_fmt(ms)} ms vs {_fmt(torch_adam)} ms; its touch floor "
                       f"{_fmt(floor)} ms")
-        report.target("4", f"{name} {dtype.name} / touch floor ({len(passes)} pass"
+        report.target(4, f"{name} {dtype.name} / touch floor ({len(passes)} pass"
                            f"{'es' if len(passes) > 1 else ''}, {sweeps} array sweeps)",
                       ms / floor, "<= 1.2", ms / floor <= 1.2, f"floor {_fmt(floor)} ms")
     for name, ms in res.items():
@@ -264,11 +284,13 @@ def dense(report, size=10_000_000, dtype=np.float32, rounds=11, use_torch=True, 
 
 # ----------------------------------------------------------------------------- threads
 def threads(report, sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24),
-            rounds=15, gap=0.05, seed=0, table=(1_000_000, 64), densities=(0.001, 0.01)):
+            rounds=15, gap=0.05, seed=0, table=(1_000_000, 64), densities=(0.001, 0.01),
+            identity_size=300_000, identity_table=(20_000, 16)):
     """Serial (threshold None) vs parallel (threshold 0) steps, back to back and after an idle
     gap of ``gap`` seconds: Adam float32 by size, then SparseAdam on a ``table`` (rows,
     columns) float32 embedding table by fraction of rows touched; then a bit-identity check
-    across thread counts."""
+    across thread counts (:func:`bit_identical` at ``identity_size`` and
+    ``identity_table``)."""
     from npoptim import embedding_row_grad
     from npoptim.optim.adam import Adam
     from npoptim.optim.sparse_adam import SparseAdam
@@ -291,8 +313,8 @@ def threads(report, sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
         _serial_vs_parallel(report, group, f"SparseAdam {nrows:,}x{width} f32, {density:.1%} "
                             f"rows ({row_grad.nnz:,} entries)",
                             lambda: sparse_adam.step([row_grad]), rounds, gap)
-    same, detail = bit_identical()
-    report.target("6", "results bit-identical for any thread count and threshold",
+    same, detail = bit_identical(identity_size, identity_table)
+    report.target(6, "results bit-identical for any thread count and threshold",
                   None, "identical", same, detail)
     return same
 
@@ -314,11 +336,11 @@ def _serial_vs_parallel(report, group, label, step, rounds, gap):
         s, p = _ms(res["serial"]), _ms(res["parallel"])
         report.row(group, f"{label}, {mode}: serial", s)
         report.row(group, f"{label}, {mode}: parallel", p, parallel_over_serial=p / s)
-        report.target("6", f"{label}, {mode}: parallel / serial", p / s, "(policy)", None,
+        report.target(6, f"{label}, {mode}: parallel / serial", p / s, "(policy)", None,
                       f"serial {_fmt(s)} ms, parallel {_fmt(p)} ms")
 
 
-def _run_sequence(seed=1, size=300_000, nrows=20_000, width=16):
+def _run_sequence(size, nrows, width, seed=1):
     from npoptim import embedding_row_grad
 
     rng = np.random.default_rng(seed)
@@ -326,12 +348,9 @@ def _run_sequence(seed=1, size=300_000, nrows=20_000, width=16):
     for name in DENSE_OPTIMIZERS:
         for dtype in (np.float32, np.float64):
             p = rng.standard_normal(size).astype(dtype)
-            try:
-                opt = _optimizer(name, p)
-                for _ in range(3):
-                    opt.step([(rng.standard_normal(size) * 1e-2).astype(dtype)])
-            except Exception:
-                continue
+            opt = _optimizer(name, p)
+            for _ in range(3):
+                opt.step([(rng.standard_normal(size) * 1e-2).astype(dtype)])
             out[f"{name} {np.dtype(dtype).name}"] = p
     for name in ("SparseAdam", "Adagrad"):
         p = rng.standard_normal((nrows, width)).astype(np.float32)
@@ -344,18 +363,20 @@ def _run_sequence(seed=1, size=300_000, nrows=20_000, width=16):
     return out
 
 
-def bit_identical():
+def bit_identical(size=300_000, table=(20_000, 16)):
     """Run the same steps with 1 thread serial, all threads always parallel, and the default
-    policy; True when every result is bit for bit the same."""
+    policy: three steps of each dense optimizer on ``size`` elements in float32 and float64,
+    and two row-sparse steps of SparseAdam and Adagrad on a ``table`` (rows, columns) float32
+    table; True when every result is bit for bit the same."""
     saved = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
         with parallel_threshold_set(None):
-            reference = _run_sequence()
+            reference = _run_sequence(size, *table)
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
         with parallel_threshold_set(0):
-            parallel = _run_sequence()
-        default = _run_sequence()
+            parallel = _run_sequence(size, *table)
+        default = _run_sequence(size, *table)
     finally:
         numba.set_num_threads(saved)
     bad = [name for name in reference
@@ -390,8 +411,10 @@ print(time.perf_counter() - start)
 """
 
 
-def _startup_once(name, sparse_grad, cache_dir):
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+def _startup_once(name, sparse_grad, cache_dir=None):
+    """One fresh process's import + first step: (seconds it measured itself, wall seconds of
+    the process); Numba's cache in ``cache_dir``, or where this process's is when None."""
+    env = dict(os.environ) if cache_dir is None else dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     script = _STARTUP_SCRIPT.format(name=name, sparse=sparse_grad)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
@@ -407,28 +430,33 @@ STARTUP_OPTIMIZERS = (("SparseAdam", True), ("Adagrad", True), ("Adam", False),
 
 
 def startup(report, optimizers=STARTUP_OPTIMIZERS, warm_runs=3, cold=True):
-    """A fresh process's import + first step (float32) with Numba's cache cold (a new empty
-    cache directory: compiles everything the step needs) and then warm."""
+    """A fresh process's import + first step (float32) with Numba's cache warm, ``warm_runs``
+    times (the median is reported). With ``cold``, first with the cache cold: a new empty cache
+    directory, so that the first process compiles everything the step needs, and the warm runs
+    use that directory. Without, no process compiles on purpose: the warm runs use this
+    process's cache, after one untimed process that fills in whatever it lacks."""
     group = "start-up: fresh process, import + first step (float32)"
     worst_warm = None
     for name, sparse_grad in optimizers:
         label = f"{name} ({'CSR' if sparse_grad else 'dense'} gradient)"
-        with tempfile.TemporaryDirectory(prefix="npoptim-bench-cache-") as cache_dir:
+        with tempfile.TemporaryDirectory(prefix="npoptim-bench-cache-") as new_cache:
+            cache_dir = new_cache if cold else None
             try:
-                cold_s, cold_wall = _startup_once(name, sparse_grad, cache_dir)
+                first_s, first_wall = _startup_once(name, sparse_grad, cache_dir)
                 warm = [_startup_once(name, sparse_grad, cache_dir)
                         for _ in range(warm_runs)]
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                report.row(group, f"{label}: failed ({exc})", None)
+                report.failure(f"startup: {label}", f"{type(exc).__name__}: {exc}")
                 continue
         warm_s = float(np.median([w[0] for w in warm]))
         warm_wall = float(np.median([w[1] for w in warm]))
         if cold:
-            report.row(group, f"{label}: cold cache (compile)", cold_s * 1e3,
-                       process_wall_ms=cold_wall * 1e3)
+            report.row(group, f"{label}: cold cache (compile)", first_s * 1e3,
+                       process_wall_ms=first_wall * 1e3)
         report.row(group, f"{label}: warm cache", warm_s * 1e3,
                    process_wall_ms=warm_wall * 1e3)
         worst_warm = max(worst_warm or 0.0, warm_s)
-        report.target("5", f"{label}: warm import + first step", warm_s, "<= 1 s",
-                      warm_s <= 1.0, f"cold (compiling): {cold_s:.1f} s")
+        report.target(5, f"{label}: warm import + first step", warm_s, "<= 1 s",
+                      warm_s <= 1.0, f"cold (compiling): {first_s:.1f} s" if cold
+                      else "cold cache not measured")
     return worst_warm
