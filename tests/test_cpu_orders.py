@@ -205,10 +205,10 @@ def test_a_wrong_lbfgs_fails_both_comparisons_on_every_recorded_kind(name):
         assert caught_sensitivity == len(kind["runs"]), (kind["kind"], caught_sensitivity)
 
 
+@pytest.mark.needs("torch")
 def test_this_machine_is_a_recorded_kind_or_says_which_it_is():
     """With torch here: the live probe agrees with the record of this machine's kind, if the
     file has it; a kind it does not have is reported (record it with record_torch_cpu.py)."""
-    pytest.importorskip("torch")
     live = cpu_probe.torch_outputs()
     name = cpu_probe.kind_name(live, cpu_probe.cpu_description()["torch_capability"])
     print(f"machine kind {name}: {cpu_probe.describe_probe()}")

@@ -392,3 +392,31 @@ def test_optax_flavor_switches_and_refusals():
         npoptim.LBFGS([x], lr=1.0, max_iter=1, first_step_norm=norm).step(
             lambda: (0.0, [np.array([3.0, 4.0])]))
         np.testing.assert_allclose(x, -expected * np.array([3.0, 4.0]), rtol=1e-15)
+
+
+# Two points (x, f, g each) where one rounding of 3 (f1 - f2) / (x1 - x2) and torch's two,
+# reciprocal() * other, give cubic minimizers that differ, inside the interval (found by
+# search; about one point pair in four differs in d1).
+CUBIC_POINTS = tuple(float.fromhex(h) for h in (
+    "-0x1.ae0076c363126p+0", "0x1.d54f1b0619c82p-1", "0x1.d100efa38c4b7p-1",
+    "0x1.f3536aecb80eap+0", "-0x1.f2a3fb57c00aap-1", "0x1.57ad3c26d185bp+0"))
+
+
+def test_cubic_interpolate_divides_by_a_0d_step_as_torch_does():
+    """Hand-derived: where the steps are 0-d tensors (NumPy scalars here), torch's
+    ``3 * (f1 - f2) / (x1 - x2)`` is ``Tensor.__rdiv__``, ``reciprocal() * other``; with
+    Python floats it is one division. The minimizers differ on these points."""
+    from npoptim.optim.lbfgs import cubic_interpolate
+    x1, f1, g1, x2, f2, g2 = CUBIC_POINTS
+    span = np.float64(x1) - np.float64(x2)
+
+    def by_hand(d1):
+        d2 = np.sqrt(d1 * d1 - g1 * g2)
+        x = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))  # x1 <= x2 here
+        return min(max(x, x1), x2)
+
+    two_roundings = by_hand(g1 + g2 - (1 / span) * (3 * (f1 - f2)))
+    one_rounding = by_hand(g1 + g2 - 3 * (f1 - f2) / (x1 - x2))
+    assert x1 < two_roundings < x2 and two_roundings != one_rounding  # the points show it
+    assert cubic_interpolate(np.float64(x1), f1, g1, np.float64(x2), f2, g2) == two_roundings
+    assert cubic_interpolate(x1, f1, g1, x2, f2, g2) == one_rounding

@@ -64,8 +64,8 @@ Which CPUs sum that way: torch's order depends on the kernels MKL and ATen pick 
 npoptim's order is fixed (the same results, and golden files, on every machine): it is the one
 torch 2.13 uses on an AMD EPYC (Zen 5) that torch reports as ``AVX512``, where MKL's ``ddot``
 takes its two-lane path and ATen's float64 sum reads four doubles at a time. On an Intel Xeon
-with AVX-512 and AMX, also reported as ``AVX512``, MKL and ATen add in other orders (a dot of
-8 float64 values already differs by an ulp) and the float64 runs drift apart as above. The
+with AVX-512 and AMX, also reported as ``AVX512``, MKL's ``ddot`` adds in another order (ATen's
+sum is the same; measured by the probe) and the float64 runs drift apart as above. The
 test suite finds out which by a probe (``tests/cpu_probe.py``) and keeps torch's outputs as
 recorded on each kind of CPU (``tests/data/torch_cpu_records.json``).
 
