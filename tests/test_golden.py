@@ -36,8 +36,8 @@ def test_committed_case_file_equals_fresh_generation(name):
         old, new = json.loads(committed), json.loads(fresh)
         changed = [c["id"] for c, d in zip(old["cases"], new["cases"]) if c != d]
         pytest.fail(f"{path} differs from a fresh generation (cases {changed[:5]}, "
-                    f"{len(old['cases'])} vs {len(new['cases'])} cases). If the change of "
-                    f"{name}'s numerics is intended, run python -m npoptim.golden.regenerate")
+                    f"{len(old['cases'])} vs {len(new['cases'])} cases). "
+                    f"{regenerate.MACHINE_ADVICE}")
 
 
 FLAVOR_FILES = [(f, n) for f in regenerate.flavor_cases.GENERATED
@@ -54,7 +54,7 @@ def test_committed_flavor_file_equals_fresh_generation(flavor, name):
         return
     assert path.exists() and regenerate.matches_committed(
         path.read_text(encoding="utf-8"), codec.dumps(doc)), (
-        f"{path} differs from a fresh generation: run python -m npoptim.golden.regenerate")
+        f"{path} differs from a fresh generation. {regenerate.MACHINE_ADVICE}")
 
 
 def test_lapack_svd_cases_are_compared_to_their_tolerance_others_bit_for_bit():

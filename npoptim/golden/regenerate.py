@@ -54,6 +54,14 @@ KNOWN_TORCH_DIVERGENCES = {
 }
 
 
+#: What ``--check`` (and tests/test_golden.py) say when a committed file differs.
+MACHINE_ADVICE = (
+    "If you changed an optimizer's numerics on purpose, run: python -m npoptim.golden.regenerate. "
+    "If not, the golden files depend on this machine, which is a bug (they must be the same on "
+    "every CPU; see tests/test_same_bits.py): do not regenerate, report it with the output of "
+    "python -c 'import numpy; numpy.show_runtime()' and python tests/cpu_probe.py.")
+
+
 # -------------------------------------------------------------------------------- cases
 def covered_optimizers(optimizers=None):
     """Optimizers with rows in the table (in table order)."""
@@ -469,7 +477,7 @@ def main(argv=None):
         for name in changed:
             print(f"out of date: {out / name}")
         if changed:
-            print("run: python -m npoptim.golden.regenerate", file=sys.stderr)
+            print(MACHINE_ADVICE, file=sys.stderr)
         return 1 if changed or broken else 0
     (out / "cases").mkdir(parents=True, exist_ok=True)
     for name, text in sorted(generated.items()):
