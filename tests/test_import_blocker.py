@@ -7,8 +7,10 @@ canary below proves that torch (installed there) cannot be imported, and anywher
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import conftest
 
@@ -80,3 +82,24 @@ def test_what_stays_importable_is_the_runtime_and_the_test_extra():
         except importlib.metadata.PackageNotFoundError:
             continue
         assert module_name in blocked, module_name
+
+
+def test_under_the_blocker_an_unmarked_skip_for_a_library_fails(tmp_path):
+    """The enforcement, in a pytest run of its own with this conftest and blocker: a test that
+    importorskips a library without the needs marker fails, a marked one is deselected by
+    ``-m "not needs"``, and a skip for another reason stays a skip."""
+    shutil.copy(Path(conftest.__file__), tmp_path / "conftest.py")
+    shutil.copytree(conftest.BLOCKER_DIR, tmp_path / "import_blocker")
+    (tmp_path / "test_planted.py").write_text(
+        "import pytest\n\n"
+        "def test_unmarked():\n    pytest.importorskip('colorsys')\n\n"
+        "@pytest.mark.needs('colorsys')\ndef test_marked():\n    import colorsys\n\n"
+        "def test_other_reason():\n    pytest.skip('torch sums in another order on this CPU')\n")
+    env = blocked_env(NPOPTIM_BLOCKED_MODULES="colorsys")
+    for name in [n for n in env if n.startswith("NPOPTIM_REQUIRE_")]:
+        del env[name]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "-m", "not needs", "-rA", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "1 failed, 1 skipped, 1 deselected" in done.stdout, done.stdout + done.stderr
+    assert "test_unmarked skipped under the import blocker without a needs marker" in done.stdout

@@ -34,8 +34,8 @@ rounded once when stored, and the step uses the unrounded float32 ``m`` and ``v`
         + \epsilon)\big),\qquad m, v, \hat v \text{ stored as } R(\cdot)
 
 torch's CPU kernels run the last ``n % lanes`` elements of a tensor through scalar code
-(``lanes`` = 32 16-bit lanes with AVX-512 and with AVX2, as measured; option ``torch_cpu_lanes``, default
-None: no such tail, as on a GPU). There the per-op ``add(.., alpha)`` rounds the product
+(``lanes`` = 32 16-bit lanes with AVX-512 and with AVX2, as measured; option
+``torch_cpu_lanes``, default None: no such tail, as on a GPU). There the per-op ``add(.., alpha)`` rounds the product
 first, :math:`R(g + R(\lambda\theta))`; every other operation, and the whole fused kernel,
 rounds there as in the vector loop. Above 32768 elements torch splits each per-op operation
 between its threads, each part with its own tail: npoptim matches it bit for bit with

@@ -13,8 +13,8 @@ A 16-bit optimizer (``npoptim.precision.Adam``, ``AdamW``, ``SGD``, ``KahanAdamW
 * ``format``: ``"bfloat16"`` or ``"float16"``, needed only for raw ``uint16`` arrays (the bits);
   ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their format.
 * ``torch_cpu_lanes``: None (default), or the number of 16-bit lanes of torch's CPU vectors
-  (32 with AVX-512 and with AVX2, as measured) to reproduce the different rounding of torch's scalar
-  remainder loop on the last ``n % lanes`` elements of each tensor.
+  (32 with AVX-512 and with AVX2, as measured) to reproduce the different rounding of torch's
+  scalar remainder loop on the last ``n % lanes`` elements of each tensor.
 
 Params, grads and state all have the param's dtype (torch's ``zeros_like(param)`` state); a
 gradient of another dtype (a float16 grad for a bfloat16 param) is refused before anything
