@@ -76,11 +76,22 @@ import importlib
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 BLOCKER_DIR = Path(__file__).resolve().parent / "import_blocker"
+
+# Each pytest-xdist worker keeps Numba's compiled kernels in a cache of its own (its children,
+# which it waits for, share it). Numba's on-disk cache is not safe for processes that compile
+# the same function at once: two of them can number different signatures alike, and a kernel
+# then loads another signature's code ("can't unbox array", seen in a cold-cache CI run).
+if "PYTEST_XDIST_WORKER" in os.environ and "NUMBA_CACHE_DIR" not in os.environ:
+    if "numba" in sys.modules:
+        raise RuntimeError("numba was imported before tests/conftest.py set its cache directory")
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".numba_cache"
+                                        / os.environ["PYTEST_XDIST_WORKER"])
 
 
 def _start_blocker():
