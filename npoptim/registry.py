@@ -1,4 +1,5 @@
-"""Every optimizer npoptim has: where it lives, its torch counterpart and its sparse kind.
+"""Every optimizer and wrapper npoptim has: its name, the module it lives in and its torch
+counterpart (its sparse kind and variants are read from the class itself).
 
 The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the README's table
 are all read from :data:`OPTIMIZERS`, so an optimizer is added in one place. Modules are

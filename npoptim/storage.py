@@ -53,14 +53,6 @@ _META = "meta.json"
 _JOURNAL = "journal.npz"
 
 
-def _fsync_file(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path, write, sync):
     """Write ``path`` through a temporary file in its directory and rename it into place."""
     tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"

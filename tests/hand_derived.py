@@ -1,5 +1,7 @@
-"""Helpers for the hand-derived tests of LAMB and LARS (a plain module imported by the tests;
-pytest puts tests/ on sys.path)."""
+"""Helpers for the hand-derived tests: closeness at 1e-13, float32-typing checks of a rule, and
+the values worked out by hand that the tests of LAMB, LARS, Lion and about two dozen other
+optimizers compare with (a plain module imported by the tests; pytest puts tests/ on
+sys.path)."""
 import numba
 import numpy as np
 

@@ -50,3 +50,14 @@ def test_ci_runs_the_readme_test_command():
         assert set(run.split()) <= set(ci_run.split()), (run, ci_run)
     # (CI adds extras of its own to the test extra: ".[test,dask]")
     assert '-e ".[test]"' in install and '-e ".[test' in ci
+
+
+def test_links_to_files_in_the_repository_resolve():
+    """Every relative link of the README (``[text](path)`` or ``[text](path#anchor)``) names a
+    file or folder of the checkout, and the README links to the developers' map."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    links = [target.split("#")[0] for target in re.findall(r"\]\(([^)\s]+)\)", README)
+             if not re.match(r"[a-z]+:", target) and not target.startswith("#")]
+    assert "docs/developing.md" in links
+    missing = [link for link in links if not (root / link).exists()]
+    assert not missing, missing

@@ -1,10 +1,15 @@
-"""Numba machinery shared by every optimizer.
+"""Numba machinery shared by every optimizer, and the bit-exact number streams golden cases name.
 
 * :mod:`npoptim.kernels.jit` -- the one ``numba.njit`` configuration the package uses.
 * :mod:`npoptim.kernels.drivers` -- loops that apply a per-element update rule to a dense
-  array or to the stored entries of CSR rows.
-* :mod:`npoptim.kernels.reduction` -- the deterministic sums of squares behind LAMB's and
-  LARS's trust ratios.
+  array, to the stored entries of CSR rows and to row-sparse rows.
+* :mod:`npoptim.kernels.parallel` -- when a driver splits its loop over threads.
+* :mod:`npoptim.kernels.reduction` -- sums and sums of squares in an order fixed by the size
+  alone (trust ratios, step-size estimates, gradient norms) and a matrix product in a fixed
+  order (GaLore's projections, Muon's Newton–Schulz in the parameter's dtype).
 * :mod:`npoptim.kernels.scalar` -- scalar helpers that rules share (torch's ``lerp``,
   ``constant`` for a number in a rule).
+* :mod:`npoptim.kernels.counter_stream` and :mod:`npoptim.kernels.jax_random` -- normal
+  numbers from counters, the same bits on every CPU: npoptim's own stream, and the part of
+  ``jax.random`` that optax's noisy optimizers draw from.
 """

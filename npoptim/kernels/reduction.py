@@ -1,6 +1,7 @@
-"""Deterministic sums: the reduction drivers behind LAMB's and LARS's trust ratios and
-Prodigy's step-size estimate, and a matrix product in a fixed order (GaLore's projections,
-Muon's Newton–Schulz iteration in the parameter's dtype).
+"""Deterministic sums and products: the reduction drivers behind the trust ratios (LAMB, LARS,
+Fromage, NovoGrad), the step-size estimates (Prodigy, D-Adaptation, DoG, Momo, Mechanic, Polyak
+SGD), the gradient norms (DP-SGD's clipping, SAM), and a matrix product in a fixed order
+(GaLore's projections, Muon's Newton–Schulz iteration in the parameter's dtype).
 
 :func:`sumsq_pair` applies a rule to every element (as
 :func:`~npoptim.kernels.drivers.apply_dense` does) and returns two sums of squares of values
