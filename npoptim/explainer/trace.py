@@ -126,7 +126,7 @@ def _is_dispatcher(value):
 def python_kernels():
     """Within the block, every npoptim kernel runs as its Python ``py_func`` (see the module
     docstring); restored on exit, whatever happens."""
-    swapped = []
+    swapped, swapped_attributes = [], []
     for module in _npoptim_modules():
         namespace = vars(module)
         for name, value in list(namespace.items()):
@@ -138,11 +138,21 @@ def python_kernels():
                 swapped.append((namespace, name, value))
                 namespace[name] = {k: v.py_func if _is_dispatcher(v) else v
                                    for k, v in value.items()}
+            elif isinstance(value, type) and value.__module__ == module.__name__:
+                # kernels a class holds (Momo's KERNELS tuple): called inside the block, a
+                # dispatcher would compile against the swapped globals, and fail
+                for attribute, held in list(vars(value).items()):
+                    if isinstance(held, tuple) and any(_is_dispatcher(v) for v in held):
+                        swapped_attributes.append((value, attribute, held))
+                        setattr(value, attribute, tuple(v.py_func if _is_dispatcher(v) else v
+                                                        for v in held))
     try:
         yield
     finally:
         for namespace, name, value in swapped:
             namespace[name] = value
+        for cls, attribute, value in swapped_attributes:
+            setattr(cls, attribute, value)
 
 
 def _kind(code, lines):
