@@ -33,8 +33,8 @@ def test_keras_defaults_and_explicit_keywords_win():
     opt = npoptim.Adam([np.zeros(2)], flavor="keras")
     assert opt.defaults["eps"] == 1e-7 and opt.defaults["eps_mode"] == "eps_hat"
     assert opt.defaults["decoupled_weight_decay"] is True
-    opt = npoptim.Adam([np.zeros(2)], flavor="keras", eps=1e-3, eps_mode="torch")
-    assert opt.defaults["eps"] == 1e-3 and opt.defaults["eps_mode"] == "torch"
+    opt = npoptim.Adam([np.zeros(2)], flavor="keras", eps=1e-3, eps_mode="bias_corrected")
+    assert opt.defaults["eps"] == 1e-3 and opt.defaults["eps_mode"] == "bias_corrected"
     assert npoptim.AdamW([np.zeros(2)], flavor="keras").defaults["weight_decay"] == 0.004
     assert npoptim.AdamW([np.zeros(2)], flavor="optax").defaults["weight_decay"] == 1e-4
 

@@ -23,6 +23,12 @@ ones too.
 Convention switches (other frameworks; see :mod:`npoptim.flavors`), each a change of the
 hyperparameters the one rule reads, not of the rule:
 
+* ``eps_mode`` says where :math:`\epsilon` goes, in the words every optimizer with the switch
+  uses (RAdam, GaLore): ``"bias_corrected"`` (torch's, the default) adds it to the
+  bias-corrected :math:`\sqrt{v/b_2}`, as above; ``"eps_hat"`` to :math:`\sqrt{v}` before the
+  bias correction; ``"in_sqrt"`` inside the root. ``"torch"``, this switch's word for
+  ``"bias_corrected"`` before 2026-12 (in RAdam it named ``"eps_hat"``), is read as an alias,
+  so older checkpoints and scripts keep working.
 * ``eps_mode="eps_hat"`` (Keras, TF ``ApplyAdam``, ONNX): :math:`\epsilon` is added to
   :math:`\sqrt{\hat v}` and the bias correction moves into the step size,
   :math:`\theta \leftarrow \theta - \gamma\frac{\sqrt{b_2}}{b_1}\cdot\frac{m}{\sqrt{\hat v}
@@ -30,10 +36,10 @@ hyperparameters the one rule reads, not of the rule:
 * ``eps_mode="in_sqrt"``: :math:`\epsilon` inside the square root,
   :math:`\theta \leftarrow \theta - \frac{\gamma}{b_1}\cdot\frac{m}{\sqrt{\hat v/b_2 +
   \epsilon}}` (optax ``adam(eps=0, eps_root=ε)``; a common hand-written form). The rule runs
-  with ``eps = 0`` and ``eps_in_sqrt = ε·b_2``, as
+  with ``eps = 0`` and ``eps_root = ε·b_2``, as
   :math:`\sqrt{\hat v + \epsilon b_2}/\sqrt{b_2} = \sqrt{\hat v/b_2 + \epsilon}` (with
   ``amsgrad_max="bias_corrected"``, whose :math:`\hat v` is already divided by :math:`b_2`,
-  ``eps_in_sqrt = ε``). In the torch form ``eps_in_sqrt = 0`` and ``sqrt(v + 0)`` is
+  ``eps_root = ε``). In the torch form ``eps_root = 0`` and ``sqrt(v + 0)`` is
   ``sqrt(v)`` to the bit.
 * ``amsgrad_max="bias_corrected"`` (optax ``amsgrad``): the running max is taken of
   :math:`v/b_2` (and ``max_exp_avg_sq`` holds it), :math:`\hat v \leftarrow \max(\hat v,
@@ -80,7 +86,7 @@ class AdamHyper(NamedTuple):
     eps: float
     neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
     v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
-    eps_in_sqrt: float            # eps_mode="in_sqrt": eps * b2 (see above), else 0
+    eps_root: float               # eps_mode="in_sqrt": eps * b2 (see above), else 0
 
 
 def moment_hyper(group):
@@ -114,7 +120,7 @@ def adam_moments(p, g, m, v, h):
 @kernel
 def _adam_param(p, m, v_hat, h):
     """The last line of the math: ``p - step_size * m / denom``."""
-    denom = np.sqrt(v_hat + h.eps_in_sqrt) / h.bias_correction2_sqrt + h.eps
+    denom = np.sqrt(v_hat + h.eps_root) / h.bias_correction2_sqrt + h.eps
     update = h.neg_step_size * m / denom
     return p + update
 
@@ -146,6 +152,10 @@ def _amsgrad_dense(param, grad, states, hyper):
     apply_dense(amsgrad_rule, param, grad, states, AdamHyper(*hyper))
 
 
+#: Words this switch had before 2026-12, read as today's (old checkpoints, old scripts).
+EPS_MODE_ALIASES = {"torch": "bias_corrected"}
+
+
 class Adam(Optimizer):
     """Adam, matching ``torch.optim.Adam`` option for option (see the module docstring).
 
@@ -155,7 +165,7 @@ class Adam(Optimizer):
 
     sparse_kind = "dense-only"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps_mode": "torch", "amsgrad_max": "raw", "post_weight_decay": 0.0,
+    torch_conventions = {"eps_mode": "bias_corrected", "amsgrad_max": "raw", "post_weight_decay": 0.0,
                          "decay_after_update": False, "bias_correction": True}
     #: A switch that matters only when this option is on (else it is left out of golden
     #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
@@ -165,7 +175,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
-                 eps_mode="torch", amsgrad_max="raw", post_weight_decay=0.0,
+                 eps_mode="bias_corrected", amsgrad_max="raw", post_weight_decay=0.0,
                  decay_after_update=False, bias_correction=True):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
@@ -179,7 +189,7 @@ class Adam(Optimizer):
         check_nonnegative(group, "lr", "eps", "weight_decay")
         check_nonnegative(group, "post_weight_decay", label="post_weight_decay value")
         check_betas(group["betas"])
-        check_choice(group, "eps_mode", ("torch", "eps_hat", "in_sqrt"))
+        check_choice(group, "eps_mode", ("bias_corrected", "eps_hat", "in_sqrt"), EPS_MODE_ALIASES)
         check_choice(group, "amsgrad_max", ("raw", "bias_corrected"))
         if group["eps_mode"] == "eps_hat" and group["amsgrad_max"] == "bias_corrected":
             raise ValueError("eps_mode='eps_hat' moves the bias correction into the step size; "
@@ -210,9 +220,9 @@ class Adam(Optimizer):
         elif group["eps_mode"] == "eps_hat":  # Keras: lr * sqrt(b2) / b1, as the framework
             step_size = group["lr"] * bias_correction2 ** 0.5 / bias_correction1
             bias_correction2_sqrt = 1.0
-        eps, eps_in_sqrt = group["eps"], 0.0
+        eps, eps_root = group["eps"], 0.0
         if group["eps_mode"] == "in_sqrt":  # sqrt(v_hat + eps b2) / sqrt(b2)
-            eps, eps_in_sqrt = 0.0, group["eps"] * (1.0 if max_of_v_hat else bias_correction2)
+            eps, eps_root = 0.0, group["eps"] * (1.0 if max_of_v_hat else bias_correction2)
         moments = moment_hyper(group)
         decay_after = moments["decay_factor"] if group["decay_after_update"] else 1.0
         if group["decay_after_update"]:  # the rule runs undecayed; the decay follows it
@@ -220,7 +230,7 @@ class Adam(Optimizer):
         hyper = typed_record(AdamHyper, param, **moments,
                              bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
                              neg_step_size=-step_size, v_divisor=v_divisor,
-                             eps_in_sqrt=eps_in_sqrt)
+                             eps_root=eps_root)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
         kernel_(param, grad, self._flat_states(state, group), hyper)
         if decay_after != 1.0:  # onnxruntime adam_mode=1: x <- x - lr * wd * x, after the update
@@ -235,7 +245,7 @@ class AdamW(Adam):
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None, eps_mode="torch", amsgrad_max="raw",
+                 differentiable=False, fused=None, eps_mode="bias_corrected", amsgrad_max="raw",
                  decay_after_update=False, bias_correction=True):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,

@@ -30,6 +30,10 @@ update are fused multiply-adds and :math:`m` a ``lerp``, as in torch's CPU kerne
 Convention switches (see :mod:`npoptim.flavors`; the ``optax`` flavor sets both, as
 ``optax.scale_by_radam`` 0.2.8 computes):
 
+* ``eps_mode`` in the words of Adam's switch: ``"eps_hat"`` (torch's, the default) adds
+  :math:`\epsilon` to :math:`\sqrt{v}` before the bias correction, as above. ``"torch"``, this
+  switch's word for ``"eps_hat"`` before 2026-12 (in Adam it named ``"bias_corrected"``), is
+  read as an alias.
 * ``eps_mode="bias_corrected"``: :math:`\epsilon` added to :math:`\sqrt{\hat v}`, the
   bias-corrected :math:`v`: the rectified step is
   :math:`\theta \leftarrow \theta - \gamma\, r_t\,\tfrac{m}{b_1} / (\sqrt{v / b_2} + \epsilon)`,
@@ -98,6 +102,10 @@ def _unrectified_dense(param, grad, states, hyper):
     apply_dense(unrectified_rule, param, grad, states, RAdamHyper(*hyper))
 
 
+#: Words this switch had before 2026-12, read as today's (old checkpoints, old scripts).
+EPS_MODE_ALIASES = {"torch": "eps_hat"}
+
+
 class RAdam(Optimizer):
     """RAdam, matching ``torch.optim.RAdam`` option for option (see the module docstring).
 
@@ -106,12 +114,12 @@ class RAdam(Optimizer):
     ``rectify_threshold_inclusive``.
     """
 
-    torch_conventions = {"eps_mode": "torch", "rectify_threshold_inclusive": False}
+    torch_conventions = {"eps_mode": "eps_hat", "rectify_threshold_inclusive": False}
 
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
-                 capturable=False, differentiable=False, eps_mode="torch",
+                 capturable=False, differentiable=False, eps_mode="eps_hat",
                  rectify_threshold_inclusive=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, foreach=foreach,
@@ -121,7 +129,7 @@ class RAdam(Optimizer):
                                       rectify_threshold_inclusive=rectify_threshold_inclusive))
 
     def _check_group(self, group):
-        check_choice(group, "eps_mode", ("torch", "bias_corrected"))
+        check_choice(group, "eps_mode", ("eps_hat", "bias_corrected"), EPS_MODE_ALIASES)
         check_flag(group, "rectify_threshold_inclusive")
         check_nonnegative(group, "lr", "eps")
         check_betas(group["betas"])

@@ -49,8 +49,11 @@ def check_flag(group, *names):
             raise ValueError(f"{name} must be True or False, got {group[name]!r}")
 
 
-def check_choice(group, name, choices):
-    """``ValueError`` unless the option is one of ``choices`` (strings)."""
+def check_choice(group, name, choices, aliases=None):
+    """``ValueError`` unless the option is one of ``choices`` (strings). A word of ``aliases``
+    (an older spelling: alias -> choice) is replaced in ``group`` by the choice it names."""
+    if aliases and isinstance(group[name], str) and group[name] in aliases:
+        group[name] = aliases[group[name]]
     if not isinstance(group[name], str) or group[name] not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got "
                          f"{group[name]!r}")

@@ -92,6 +92,7 @@ class LowPrecision:
             # these two options: the subclass's __init__ set them aside
             group.update(self._low_precision_defaults)
         check_rounding(group, self.roundings)
+        super()._check_group(group)   # first: it reads a switch's older words as today's
         # the 16-bit kernels compute torch's form only (another framework's convention switch
         # would do nothing here; the float optimizers' decay outside the rule is not rounded as
         # these kernels round)
@@ -102,7 +103,6 @@ class LowPrecision:
                     f"{name}={group[name]!r} is not implemented for 16-bit parameters: "
                     f"npoptim.precision.{type(self).__name__} has torch's conventions only ("
                     + ", ".join(f"{k}={v!r}" for k, v in conventions.items()) + ")")
-        super()._check_group(group)
 
     def _apply(self, prepared):
         # one parameter at a time, so that _update knows its index (stochastic rounding's
