@@ -102,7 +102,7 @@ def get_wrapper(name):
 def variants(name):
     """``(VARIANTS, ALIASES)`` of the optimizer called ``name``: its published forms (name ->
     the switches they set) and their other names, from the class or else its module; two empty
-    dicts for an optimizer without variants (see :mod:`npoptim.optim.variants`)."""
+    dicts for an optimizer without variants (see :mod:`npoptim.optim.options`)."""
     module = importlib.import_module(OPTIMIZERS[name][0])
     cls = getattr(module, name)   # a module with two optimizers keeps them on the class
     return (getattr(cls, "VARIANTS", getattr(module, "VARIANTS", {})),

@@ -87,7 +87,7 @@ def probe_inputs():
 def emulated_outputs():
     """npoptim's results for the probe inputs, as ``{"dot": [...], "sum": [...],
     "bf16_matmul": [...]}`` (floats as hex strings, matrices as lists of them)."""
-    from npoptim.optim.lbfgs import dot, torch_sum
+    from npoptim.kernels.torch_order import dot, torch_sum
     from npoptim.optim.muon import bf16_matmul_float32, round_to_bfloat16, to_bfloat16
     dots, sums, matmuls = probe_inputs()
     return {

@@ -94,7 +94,7 @@ import numpy as np
 from npoptim.flavors import flavored
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag
 
 
 def norm(x, axis=None):

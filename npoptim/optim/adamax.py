@@ -31,7 +31,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag
 
 
 class AdamaxHyper(NamedTuple):

@@ -56,8 +56,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag,
-                                    check_no_variant, resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag,
+                                   check_no_variant, check_three_betas, resolve_variant)
 
 
 class AdanHyper(NamedTuple):
@@ -121,15 +121,6 @@ _DIFF_WEIGHTS = ("beta2", "one_minus_beta2")
 _WEIGHT_DECAY_FORMS = ("proximal", "decoupled", "in_update")
 
 
-def check_betas3(betas):
-    """Each of the three betas in [0, 1) (the authors' messages)."""
-    if not isinstance(betas, (tuple, list)) or len(betas) != 3:
-        raise ValueError(f"betas must be three floats, got {betas!r}")
-    for k, beta in enumerate(betas):
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"Invalid beta parameter at index {k}: {beta}")
-
-
 class Adan(Optimizer):
     """Adan (see the module docstring): ``lr``, ``betas`` (three decay rates), ``eps``,
     ``weight_decay``, ``maximize``; ``variant`` ``"paper"`` (the authors' code) or
@@ -152,7 +143,7 @@ class Adan(Optimizer):
         check_no_variant(group)
         check_nonnegative(group, "lr", "eps", "weight_decay")
         check_nonnegative(group, "eps_root", label="eps_root value")
-        check_betas3(group["betas"])
+        check_three_betas(group["betas"])
         check_flag(group, "maximize")
         check_choice(group, "diff_weight", _DIFF_WEIGHTS)
         check_choice(group, "weight_decay_form", _WEIGHT_DECAY_FORMS)

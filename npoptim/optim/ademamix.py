@@ -62,7 +62,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_flag, is_real
+from npoptim.optim.options import check_flag, check_three_betas
 
 
 class AdEMAMixHyper(NamedTuple):
@@ -122,14 +122,6 @@ def beta3_at(step, beta1, beta3, warmup):
     return math.pow(0.5, 1 / ((1.0 - a) * half_life(beta1) + a * half_life(beta3) + 1))
 
 
-def _check_three_betas(betas):
-    if not isinstance(betas, (tuple, list)) or len(betas) != 3:
-        raise ValueError(f"betas must be three floats (beta1, beta2, beta3), got {betas!r}")
-    for i, beta in enumerate(betas):
-        if not (is_real(beta) and 0.0 <= beta < 1.0):
-            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
-
-
 def _check_warmup(group, name):
     warmup = group[name]
     if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int)
@@ -158,7 +150,7 @@ class AdEMAMix(Optimizer):
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "eps", "weight_decay", "alpha")
-        _check_three_betas(group["betas"])
+        check_three_betas(group["betas"])
         _check_warmup(group, "alpha_warmup")
         _check_warmup(group, "beta3_warmup")
         check_flag(group, "maximize")

@@ -29,8 +29,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma, maximum
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.prodigy import check_positive
-from npoptim.optim.variants import check_flag
+from npoptim.optim.options import check_flag, check_positive
 
 
 class COCOBHyper(NamedTuple):

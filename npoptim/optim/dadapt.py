@@ -55,9 +55,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
 from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import Optimizer, check_betas, flat_view, typed_record
-from npoptim.optim.prodigy import growth_bound, check_counter, check_one_lr, check_positive
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
-                                    resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_counter, check_flag, check_no_variant,
+                                   check_one_lr, check_positive, growth_bound, is_real,
+                                   resolve_variant)
 
 
 class DAdaptHyper(NamedTuple):

@@ -53,8 +53,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.prodigy import check_counter, check_positive
-from npoptim.optim.variants import check_flag, is_real
+from npoptim.optim.options import check_counter, check_flag, check_positive, is_real
 
 
 class DoGHyper(NamedTuple):

@@ -42,12 +42,11 @@ Where :math:`z` comes from, as for :class:`~npoptim.optim.noisy_sgd.NoisySGD`:
   (``differentially_private_aggregate``). Every step must give every parameter a gradient
   (optax's update takes one per leaf), ``seed`` in [0, 2**63). The current key ``k_t`` is
   state, as optax's ``rng_key``: ``state[0]["rng_key"]``, two uint32 words (see
-  :class:`~npoptim.optim.noisy_sgd.OptaxKeyState`), so a resumed run splits once a step.
+  :class:`~npoptim.optim.noise.OptaxKeyState`), so a resumed run splits once a step.
 
 Dense gradients only (the noise is dense).
 """
 import math
-import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -58,10 +57,10 @@ from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.noisy_sgd import (OptaxKeyState, check_noise, check_noise_stream,
-                                     check_seed, jax_stream_step)
+from npoptim.optim.noise import (OptaxKeyState, check_noise, check_noise_stream, check_seed,
+                                 jax_stream_step)
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import check_flag
+from npoptim.optim.options import check_flag, is_real
 
 _GLOBAL = ("l2_norm_clip", "noise_multiplier", "seed")
 
@@ -151,7 +150,7 @@ class DPSGD(OptaxKeyState, Optimizer):
         check_nonnegative(group, "lr", "momentum")
         for name in ("l2_norm_clip", "noise_multiplier"):
             value = group[name]
-            if (not isinstance(value, numbers.Real) or isinstance(value, bool)
+            if (not is_real(value)
                     or not 0.0 <= value < math.inf):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         check_noise_stream(self, group, _GLOBAL + ("noise_stream",))   # first: the jax seed

@@ -29,8 +29,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_flag, check_no_variant,
-                                    resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant,
+                                   resolve_variant)
 
 
 class FromageHyper(NamedTuple):

@@ -104,7 +104,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag
 
 
 class GaLoreHyper(NamedTuple):

@@ -68,7 +68,7 @@ its weight decay and clip* that step, npoptim (as timm and torchlars) applies ra
 at zero (identical results). FBGEMM's ``lars_sgd`` (per embedding row, no zero guard) is not a
 variant here. Norms are computed by the deterministic reduction
 :func:`~npoptim.kernels.reduction.sumsq_pair`; the variant machinery is LAMB's
-(:mod:`npoptim.optim.variants`). Dense gradients only.
+(:mod:`npoptim.optim.options`). Dense gradients only.
 """
 import math
 from typing import NamedTuple
@@ -80,8 +80,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                    is_real, resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                   is_real, resolve_variant)
 
 
 class LARSNormHyper(NamedTuple):

@@ -38,6 +38,7 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import flat_view, typed_record
+from npoptim.optim.options import is_real
 from npoptim.optim.wrapper import OptimizerWrapper
 
 
@@ -71,7 +72,7 @@ class Lookahead(OptimizerWrapper):
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"k (the synchronization period) must be an integer >= 1, got "
                              f"{k!r}")
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) \
+        if not is_real(alpha) \
                 or not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha (the slow step size) must be in [0, 1], got {alpha!r}")
         if not isinstance(reset_state, (bool, np.bool_)):

@@ -55,6 +55,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair, sumsq_pair
 from npoptim.kernels.scalar import constant
 from npoptim.optim.optimizer import flat_view, step_arguments, typed_record
+from npoptim.optim.options import is_real
 from npoptim.optim.wrapper import OptimizerWrapper
 
 
@@ -106,7 +107,7 @@ def _mechanic_step(param, before, states, hyper):
 
 
 def _checked_real(name, value, low, low_open=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
+    if not is_real(value) or not math.isfinite(
             value) or value < low or (low_open and value == low):
         raise ValueError(f"{name} must be a finite number {'>' if low_open else '>='} {low}, "
                          f"got {value!r}")
@@ -151,7 +152,7 @@ class Mechanic(OptimizerWrapper):
                                  f"{betas!r}")
             betas = tuple(betas)
             for b in betas:
-                if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0.0 <= b < 1.0:
+                if not is_real(b) or not 0.0 <= b < 1.0:
                     raise ValueError(f"betas must be numbers in [0, 1), got {betas!r}")
             if num_betas is not None and num_betas != len(betas):
                 raise ValueError(f"num_betas {num_betas} does not match the {len(betas)} betas")

@@ -108,7 +108,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag, is_real
 
 EPS = 1e-7
 DEFAULT_A = 3.4445
@@ -374,7 +374,7 @@ class Muon(Optimizer):
         check_choice(group, "weight_layout", ("out_in", "in_out"))
         check_choice(group, "momentum_form", ("lerp", "sum"))
         rate = group["rms_rate"]
-        if rate is not None and not (isinstance(rate, numbers.Real) and not isinstance(rate, bool)
+        if rate is not None and not (is_real(rate)
                                      and 0.0 <= rate < math.inf):
             raise ValueError(f"rms_rate must be None or a finite number >= 0, got {rate!r}")
         if rate != MATCH_RMS_RATE and fn != "match_rms_adamw":

@@ -39,7 +39,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
 from npoptim.optim.optimizer import (Optimizer, check_nonnegative, loss_and_grads,
                                      typed_record)
-from npoptim.optim.variants import check_choice, check_flag, is_real
+from npoptim.optim.options import check_choice, check_flag, is_real
 
 _GLOBAL = ("max_learning_rate", "f_min", "eps", "mode", "maximize")
 _MODES = ("sps", "sps+")

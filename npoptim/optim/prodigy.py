@@ -59,8 +59,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
 from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import Optimizer, check_betas, flat_view, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
-                                    resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_counter, check_flag, check_no_variant,
+                                   check_one_lr, check_positive, growth_bound, is_real,
+                                   resolve_variant)
 
 
 class ProdigyHyper(NamedTuple):
@@ -127,38 +128,6 @@ def _update(param, states, hyper):
 VARIANTS = {"paper": dict(use_bias_correction=False), "optax": dict(use_bias_correction=True)}
 #: Other names of the variants.
 ALIASES = {"authors": "paper", "prodigyopt": "paper"}
-
-
-def check_positive(group, name, allow_inf=False):
-    """``ValueError`` unless the option is a positive (finite, unless ``allow_inf``) number."""
-    value = group[name]
-    if not (is_real(value) and value > 0 and (allow_inf or math.isfinite(value))):
-        raise ValueError(f"Invalid {name} value: {value!r} (must be positive"
-                         + ("" if allow_inf else " and finite") + ")")
-
-
-def growth_bound(group):
-    """The growth-rate bound of d: ``None`` (the default) is the authors' ``float('inf')``."""
-    rate = group["growth_rate"]
-    return math.inf if rate is None else rate
-
-
-def check_counter(group, name):
-    """``ValueError`` unless the group's step counter is a non-negative whole number."""
-    k = group[name]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"{name} (the step count) must be a non-negative whole number, "
-                         f"got {k!r}")
-
-
-def check_one_lr(groups, optimizer):
-    """``ValueError`` unless every group's lr is the largest one or 0 (the authors' rule for
-    Prodigy and D-Adaptation, whose step size is shared by all groups)."""
-    lr = max(group["lr"] for group in groups)
-    for i, group in enumerate(groups):
-        if group["lr"] not in (lr, 0.0):
-            raise ValueError(f"param group {i}: lr {group['lr']!r}: {optimizer} takes one lr "
-                             f"for all groups ({lr!r}), or 0 for a group")
 
 
 class Prodigy(Optimizer):

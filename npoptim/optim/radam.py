@@ -53,7 +53,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag
 
 
 class RAdamHyper(NamedTuple):

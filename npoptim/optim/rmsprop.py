@@ -45,7 +45,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import check_flag
+from npoptim.optim.options import check_flag
 
 
 class RMSpropHyper(NamedTuple):

@@ -57,6 +57,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
 from npoptim.kernels.scalar import constant
 from npoptim.optim.optimizer import flat_view, step_arguments, typed_record
+from npoptim.optim.options import is_real
 from npoptim.optim.wrapper import OptimizerWrapper
 
 
@@ -120,7 +121,7 @@ class SAM(OptimizerWrapper):
             raise ValueError(f"adaptive must be True, False or one bool per parameter ({count}), "
                              f"got {adaptive!r}")
         for name, value in (("rho", rho), ("eps", eps), ("eta", eta)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            if not is_real(value) \
                     or not 0.0 <= value < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if isinstance(adversarial_steps, bool) or not isinstance(

@@ -63,8 +63,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, lerp_arrays
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
-                                    resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
+                                   resolve_variant)
 
 
 class ScheduleFreeHyper(NamedTuple):

@@ -50,7 +50,6 @@ Convention switch (see :mod:`npoptim.flavors`): ``lr_in_buffer=True`` (Keras, TF
 step's :math:`b = \gamma g`). The rule runs with ``grad_scale = lr`` and ``neg_lr = -1``; it
 equals torch at constant lr only. Keras has no dampening, so the switch refuses one.
 """
-import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -60,7 +59,7 @@ from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
-from npoptim.optim.variants import check_flag
+from npoptim.optim.options import check_flag, is_real
 from npoptim.sparse.rowgrad import RowGradient
 
 
@@ -184,7 +183,7 @@ class SGD(Optimizer):
     def _check_group(self, group):
         check_nonnegative(group, "lr", "momentum", "weight_decay")
         dampening = group["dampening"]
-        if not isinstance(dampening, numbers.Real) or isinstance(dampening, bool):
+        if not is_real(dampening):
             raise ValueError(f"Invalid dampening value: {dampening}")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")

@@ -32,7 +32,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.sgd import _decayed_grad  # maximize and L2 decay, as torch SGD
-from npoptim.optim.variants import check_flag
+from npoptim.optim.options import check_flag
 
 
 class SignHyper(NamedTuple):

@@ -94,10 +94,10 @@ from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
-from npoptim.optim.noisy_sgd import check_noise, check_seed
+from npoptim.optim.noise import check_noise, check_seed
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.variants import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                    resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                   is_real, resolve_variant)
 
 _ESTIMATES = ("caller", "squared-gradient")
 _EPS_MODES = ("max", "added")
@@ -189,7 +189,7 @@ class Sophia(Optimizer):
         check_nonnegative(group, "lr", "eps", "weight_decay", "gamma")
         check_betas(group["betas"])
         clip = group["clip_threshold"]
-        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, numbers.Real)
+        if clip is not None and (not is_real(clip)
                                  or not clip >= 0.0):
             raise ValueError(f"clip_threshold must be a number >= 0 or None, got {clip!r}")
         k = group["update_interval"]

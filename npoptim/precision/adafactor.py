@@ -34,7 +34,7 @@ torch's CPU order, which is not one order for all (measured on an AVX-512 machin
   one running float32 sum of the squares in index order (torch's generic reduction,
   :func:`norm_sequential`; a single column is contiguous, a last-dimension norm to torch);
 * the row mean :math:`S(r)/R_{\text{rows}}` (torch's ``mean`` of a 16-bit tensor: a float32
-  ``sum``, divided, rounded): ATen's cascade sum (:func:`npoptim.optim.lbfgs.torch_sum`).
+  ``sum``, divided, rounded): ATen's cascade sum (:func:`npoptim.kernels.torch_order.torch_sum`).
 
 Squares of 16-bit values are exact in float32, so these orders are all that matters; torch
 splits a reduction between threads only above 32768 elements (compare with
@@ -51,7 +51,7 @@ import numpy as np
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim import adafactor
-from npoptim.optim.lbfgs import torch_sum
+from npoptim.kernels.torch_order import torch_sum
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import to_float32_array
 from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar, tail_start

@@ -18,7 +18,7 @@ even) changes is where each value lives, as in torch's code:
   eight float32 accumulators of 8 lanes over blocks of 64 products, folded by halving, the
   lanes added as a tree; then 16-element vectors into one accumulator, two products per
   lane; then the rest one by one), ``abs().sum()`` in ATen's cascade order
-  (:func:`npoptim.optim.lbfgs.torch_sum`, 16-element vectors loaded as the sum of their two
+  (:func:`npoptim.kernels.torch_order.torch_sum`, 16-element vectors loaded as the sum of their two
   halves), ``abs().max()`` exactly. Products of 16-bit values are exact in float32.
 * **Scalars** are either 0-d 16-bit tensors (:class:`Scalar16`: ``ys``, ``ro``, ``al``,
   ``H_diag``, ``gtd``, the line search's slopes and the steps interpolated from them, and the
@@ -39,6 +39,7 @@ import numbers
 
 import numpy as np
 
+from npoptim.kernels import torch_order
 from npoptim.kernels.jit import kernel
 from npoptim.optim import lbfgs
 from npoptim.precision.formats import (FORMATS, bits_of, format_of, from_float32_array, round_to,
@@ -233,11 +234,11 @@ def sum16(x):
     n = x.size
     vector = 16
     if n < vector:
-        return lbfgs.cascade_sum(x, 1, n)
+        return torch_order.cascade_sum(x, 1, n)
     count = n // vector
     halves = x[:count * vector].reshape(count, 2, vector // 2)
     loaded = np.concatenate([(halves[:, 0] + halves[:, 1]).reshape(-1), x[count * vector:]])
-    return lbfgs.cascade_sum(loaded, vector // 2, count)
+    return torch_order.cascade_sum(loaded, vector // 2, count)
 
 
 @kernel

@@ -1,5 +1,7 @@
-"""The variant machinery LAMB and LARS share: published forms chosen by name, switches that
-override them one by one, and the checks of those switches.
+"""The checks of an optimizer's keywords, shared by the optimizers: the variant machinery
+(published forms chosen by name, switches that override them one by one), the checks of those
+switches, and the checks of numbers several optimizers take (positive, a step counter, one lr
+for all groups, three betas).
 
 An optimizer with variants has a table ``VARIANTS`` (name -> the switches that form sets) and
 ``ALIASES`` (other names of the same forms). Its constructor's switches default to
@@ -74,3 +76,45 @@ def check_bounds(group, name):
 def is_real(value):
     """A real number that is not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_positive(group, name, allow_inf=False):
+    """``ValueError`` unless the option is a positive (finite, unless ``allow_inf``) number."""
+    value = group[name]
+    if not (is_real(value) and value > 0 and (allow_inf or math.isfinite(value))):
+        raise ValueError(f"Invalid {name} value: {value!r} (must be positive"
+                         + ("" if allow_inf else " and finite") + ")")
+
+
+def growth_bound(group):
+    """The growth-rate bound of d: ``None`` (the default) is the authors' ``float('inf')``."""
+    rate = group["growth_rate"]
+    return math.inf if rate is None else rate
+
+
+def check_counter(group, name):
+    """``ValueError`` unless the group's step counter is a non-negative whole number."""
+    k = group[name]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"{name} (the step count) must be a non-negative whole number, "
+                         f"got {k!r}")
+
+
+def check_one_lr(groups, optimizer):
+    """``ValueError`` unless every group's lr is the largest one or 0 (the authors' rule for
+    Prodigy and D-Adaptation, whose step size is shared by all groups)."""
+    lr = max(group["lr"] for group in groups)
+    for i, group in enumerate(groups):
+        if group["lr"] not in (lr, 0.0):
+            raise ValueError(f"param group {i}: lr {group['lr']!r}: {optimizer} takes one lr "
+                             f"for all groups ({lr!r}), or 0 for a group")
+
+
+def check_three_betas(betas):
+    """``ValueError`` unless ``betas`` is three reals in [0, 1) (Adan's and AdEMAMix's, with
+    torch's message for a beta out of range)."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 3:
+        raise ValueError(f"betas must be three floats (beta1, beta2, beta3), got {betas!r}")
+    for i, beta in enumerate(betas):
+        if not (is_real(beta) and 0.0 <= beta < 1.0):
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
