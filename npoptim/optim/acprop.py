@@ -92,7 +92,7 @@ class ACProp(Optimizer):
     def _state_names(self, group):
         return ("exp_avg", "exp_avg_var")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]

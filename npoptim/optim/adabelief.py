@@ -210,7 +210,7 @@ class AdaBelief(Optimizer):
             return False, 1 / bias_correction1, 0.0, 1.0, False
         return None
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]

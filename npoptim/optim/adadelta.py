@@ -83,7 +83,7 @@ class Adadelta(Optimizer):
     def _state_names(self, group):
         return ("square_avg", "acc_delta")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         rho = group["rho"]
         hyper = typed_record(AdadeltaHyper, param, rho=rho, one_minus_rho=1 - rho,

@@ -219,7 +219,7 @@ class Adafactor(Optimizer):
         self._default_eps1 = {}
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         dtype = param.dtype.type
         eps1, eps2 = group["eps"]
         if eps1 is None:
@@ -245,8 +245,8 @@ class Adafactor(Optimizer):
 
         if "row_var" in state:
             row_var, col_var = state["row_var"], state["col_var"]
-            axes = factored_axes(self._current_shape, group)
-            g = np.moveaxis(grad.reshape(self._current_shape), axes, (-2, -1))
+            axes = factored_axes(shape, group)
+            g = np.moveaxis(grad.reshape(shape), axes, (-2, -1))
             nrows, ncols = g.shape[-2], g.shape[-1]
             if added:
                 square = g * g + dtype(eps1)

@@ -127,7 +127,7 @@ class Adagrad(Optimizer):
                              "gradients")
         return prepared
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         hyper = typed_record(AdagradHyper, param, weight_decay=group["weight_decay"],

@@ -205,7 +205,7 @@ class Adam(Optimizer):
         names = ("exp_avg", "exp_avg_sq")
         return names + ("max_exp_avg_sq",) if group["amsgrad"] else names
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]

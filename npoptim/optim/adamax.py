@@ -97,7 +97,7 @@ class Adamax(Optimizer):
     def _state_names(self, group):
         return ("exp_avg", "exp_inf")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         beta1, beta2 = group["betas"]
         clr = group["lr"] / (1 - beta1 ** state["step"])

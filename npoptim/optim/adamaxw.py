@@ -81,7 +81,7 @@ class AdamaxW(Optimizer):
     def _state_names(self, group):
         return ("exp_avg", "exp_inf")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         beta1, beta2 = group["betas"]
         hyper = typed_record(AdamaxWHyper, param, maximize=bool(group["maximize"]),

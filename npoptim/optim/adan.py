@@ -151,7 +151,7 @@ class Adan(Optimizer):
     def _state_names(self, group):
         return ("exp_avg", "exp_avg_sq", "exp_avg_diff", "neg_pre_grad")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         lr, wd = group["lr"], group["weight_decay"]

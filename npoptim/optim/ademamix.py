@@ -158,7 +158,7 @@ class AdEMAMix(Optimizer):
     def _state_names(self, group):
         return ("exp_avg_fast", "exp_avg_slow", "exp_avg_sq")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         beta1, beta2, beta3 = group["betas"]
@@ -225,7 +225,7 @@ class SimplifiedAdEMAMix(Optimizer):
     def _state_names(self, group):
         return ("exp_avg", "exp_avg_sq")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         beta1, beta2 = group["betas"]
         hyper = typed_record(

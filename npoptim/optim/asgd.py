@@ -96,7 +96,7 @@ class ASGD(Optimizer):
                 "mu": np.ones((), SCALAR_DTYPE),
                 "ax": np.zeros(param.shape, param.dtype)}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = float(state["step"])
         lr, lambd = group["lr"], group["lambd"]

@@ -91,7 +91,7 @@ class COCOB(Optimizer):
         state["scale"][...] = group["eps"]
         return state
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         hyper = typed_record(COCOBHyper, param, maximize=bool(group["maximize"]),
                              weight_decay=group["weight_decay"], lr=group["lr"],
                              alpha=group["alpha"])

@@ -155,7 +155,7 @@ class _DistanceOverGradients(Optimizer):
             group.update(scalars, k=group["k"] + 1)
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         _dog_step(param, grad, (), self._hyper(param, group, -group["lr"] * self._eta))
 
     def _step_size(self, first, dist_sq, grad_sq, init_sq):

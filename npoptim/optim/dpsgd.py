@@ -221,9 +221,8 @@ class DPSGD(OptaxKeyState, Optimizer):
         self._multipliers = clip_multipliers(sumsq, self.defaults["l2_norm_clip"])
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
-        index = self._current_index
         per_example = grad.reshape(self._batch, param.size)
         summed = np.zeros_like(param)
         clipped_sum(per_example, self._multipliers.astype(param.dtype), summed)

@@ -86,7 +86,7 @@ class Fromage(Optimizer):
         check_nonnegative(group, "min_norm", label="min_norm value")
         check_flag(group, "maximize")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         lr, floor = group["lr"], group["min_norm"]
         w_sq, g_sq = _fromage_norms(param, grad)
         w_norm = max(math.sqrt(float(w_sq)), floor)

@@ -150,7 +150,7 @@ class Ftrl(Optimizer):
                                        param.dtype),
                 "linear": np.zeros(param.shape, param.dtype)}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         lr = group["lr"]
         neg_power = -group["learning_rate_power"]
         hyper = typed_record(FtrlHyper, param, lr=lr, neg_lr_power=neg_power,

@@ -359,7 +359,7 @@ class GaLoreAdamW(Optimizer):
                 group["svd_dtype"], group["svd_signs"])
         return prepared
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         refresh = refreshes(state, group)
         state["step"] += 1
         step = state["step"]
@@ -377,7 +377,6 @@ class GaLoreAdamW(Optimizer):
                              neg_step_size=-step_size,
                              decay_factor=1.0 if after else 1.0 - decay,
                              neg_decay=-decay if after else 0.0)
-        shape = self._current_shape
         moments = (state["exp_avg"].reshape(-1), state["exp_avg_sq"].reshape(-1))
         if projection_shapes(shape, group["rank"]) is None:
             direction = np.zeros_like(param)
@@ -388,7 +387,7 @@ class GaLoreAdamW(Optimizer):
         right = projects_right(shape, group["projected_side"])
         projector = state["ortho_matrix"]
         if refresh:
-            projector[...] = self._projectors.pop(self._current_index)
+            projector[...] = self._projectors.pop(index)
         low = matmul_of(g, projector.T) if right else matmul_of(projector.T, g)
         direction = np.zeros_like(low)
         _galore_moments(direction.reshape(-1), low.reshape(-1), moments, hyper)

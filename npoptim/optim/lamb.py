@@ -317,7 +317,7 @@ class LAMB(Optimizer):
             trust_norm_is_grad=group["trust_norm"] == "grad" or not self._adapts(group),
             neg_step=neg_step)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         states = self._flat_states(state, group)
         w_sq, x_sq = _lamb_moments_norms(param, grad, states, self._hyper(param, state, group))

@@ -221,7 +221,7 @@ class LARS(Optimizer):
     def _state_names(self, group):
         return ("momentum_buffer",)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         # the buffer has the parameter's shape (``param`` here is a flat view)
         excluded = group["exclude_1d"] and state["momentum_buffer"].ndim <= 1

@@ -616,7 +616,7 @@ class LBFGS(Optimizer):
             offset += p.size
         return eta, loss, flat_grad, evaluations
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         raise TypeError("LBFGS updates all parameters together: use step(closure)")
 
     # ------------------------------------------------------------------------ state_dict

@@ -118,7 +118,7 @@ class Lion(Optimizer):
     def _state_names(self, group):
         return ("exp_avg",)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         decoupled = group["weight_decay_form"] == "decoupled"

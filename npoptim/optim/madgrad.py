@@ -143,7 +143,7 @@ class MADGRAD(Optimizer):
         for group in self.param_groups:  # every step counts, with or without gradients
             group["k"] = group["k"] + 1
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
         if lr != 0.0:
             lr = lr + eps

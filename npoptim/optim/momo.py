@@ -281,7 +281,7 @@ class _MomoBase(Optimizer):
         self._step_form = (k, rho, keep, -tau, divisor)
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         """The last pass over one parameter, with the step size of :meth:`_apply`."""
         k, rho, keep, neg_tau, divisor = self._step_form
         hyper = self._hyper(param, self.param_groups[0], k, rho, keep, neg_tau, divisor)

@@ -396,9 +396,8 @@ class Muon(Optimizer):
             shapes["count"] = ()
         return shapes
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         buf = state["momentum_buffer"]
-        shape = buf.shape
         flat_buf = buf.reshape(-1)
         update = momentum_direction(param, grad, flat_buf, state, group)
         ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],

@@ -157,7 +157,7 @@ class NAdam(Optimizer):
 
     _age = _advance  # step_scope="global": a step without a gradient ages both
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         step = self._advance(state, group)
         lr = group["lr"]
         beta2 = group["betas"][1]

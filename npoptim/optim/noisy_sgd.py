@@ -122,10 +122,9 @@ class NoisySGD(OptaxKeyState, Optimizer):
         keys = jax_random.split(sample, len(self.params))
         return [jax_random.normal(k, p.shape, p.dtype) for k, p in zip(keys, self.params)]
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
-        index = self._current_index
         if self._noise is not None:
             z = np.ascontiguousarray(self._noise[index]).reshape(-1).copy()
         else:

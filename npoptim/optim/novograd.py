@@ -86,7 +86,7 @@ class NovoGrad(Optimizer):
     def _state_shapes(self, param, group):
         return {"exp_avg": param.shape, "exp_avg_sq": ()}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         first = state["step"] == 1
         beta1, beta2 = group["betas"]

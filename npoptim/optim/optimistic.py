@@ -129,7 +129,7 @@ class OptimisticGD(Optimizer):
     def _state_names(self, group):
         return ("previous_gradient",)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         hyper = _hyper(param, state["step"], group)
         _optimistic_gd_dense(param, grad, self._flat_states(state, group), hyper)
@@ -171,7 +171,7 @@ class OptimisticAdam(Optimizer):
     def _state_names(self, group):
         return ("mu", "nu", "previous_gradient")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]

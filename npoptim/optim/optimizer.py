@@ -19,9 +19,11 @@ A step is atomic: every gradient, parameter and hyperparameter is checked before
 array is written, so a step either completes or raises leaving parameters and state untouched.
 
 Subclasses provide ``_check_group`` (hyperparameter checks, torch's ``ValueError`` messages),
-``_state_names`` (the array state a group creates), ``_init_state`` and ``_update``; the
-update itself is a per-element rule bound to a driver (:mod:`npoptim.kernels.drivers`), given
-the family's hyperparameter record built by :func:`typed_record`.
+``_state_names`` (the array state a group creates), ``_init_state`` and
+``_update(param, grad, state, group, index, shape)`` (the flat parameter and gradient, the
+parameter's index and shape); the update itself is a per-element rule bound to a driver
+(:mod:`npoptim.kernels.drivers`), given the family's hyperparameter record built by
+:func:`typed_record`.
 """
 import copy
 import math
@@ -273,10 +275,9 @@ class Optimizer:
             state = self.state.get(index)
             if state is None:
                 state = self.state[index] = self._init_state(param, group)
-            # for an _update that needs them: the index (a noise stream's key) and the shape
-            self._current_index, self._current_shape = index, param.shape
             with flat_view(param) as flat:
-                self._update(flat, grad, state, self._decay_before_rule(flat, group))
+                self._update(flat, grad, state, self._decay_before_rule(flat, group), index,
+                             param.shape)
 
     def _age_skipped(self, prepared):
         """``step_scope="global"``: age every parameter without a gradient this step."""
@@ -380,8 +381,10 @@ class Optimizer:
         """The group's array states as a tuple of flat views, in ``_state_names`` order."""
         return tuple(np.asarray(state[name]).reshape(-1) for name in self._state_names(group))
 
-    def _update(self, param, grad, state, group):
-        """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient."""
+    def _update(self, param, grad, state, group, index, shape):
+        """Update the flat ``param`` (and ``state``) with a dense flat ``grad`` or RowGradient;
+        ``index`` is the parameter's (its key in :attr:`state`, a noise stream's key) and
+        ``shape`` its shape (``param`` is flat)."""
         raise NotImplementedError
 
     @staticmethod

@@ -112,7 +112,7 @@ class PolyakSGD(Optimizer):
                                                               d["max_learning_rate"])
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         sign = 1.0 if group["maximize"] else -1.0
         hyper = typed_record(PolyakHyper, param,
                              neg_step=sign * group["lr"] * self._step_size)

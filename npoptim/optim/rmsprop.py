@@ -196,7 +196,7 @@ class RMSprop(Optimizer):
         return (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
                 + (("grad_avg",) if group["centered"] else ()))
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         for name in self._state_names(group):
             if name not in state:  # the group turned momentum or centered on after state
                 state[name] = np.zeros(state["square_avg"].shape, param.dtype)

@@ -135,7 +135,7 @@ class RowWiseAdagrad(Optimizer):
     def _state_shapes(self, param, group):
         return {"momentum1": param.shape[:1]}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         mode = group["weight_decay_mode"]
         decay = group["weight_decay"]
         (momentum,) = self._flat_states(state, group)

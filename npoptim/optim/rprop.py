@@ -112,7 +112,7 @@ class Rprop(Optimizer):
         state["step_size"][...] = group["lr"]
         return state
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         etaminus, etaplus = group["etas"]
         size_min, size_max = group["step_sizes"]

@@ -262,7 +262,7 @@ class ScheduleFreeSGD(ScheduleFree):
     def _state_names(self, group):
         return ("z",)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         _sgd_dense(param, grad, self._flat_states(state, group), self._hyper(param, group))
 
 
@@ -296,5 +296,5 @@ class ScheduleFreeAdamW(ScheduleFree):
     def _state_names(self, group):
         return ("z", "exp_avg_sq")
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         _adamw_dense(param, grad, self._flat_states(state, group), self._hyper(param, group))

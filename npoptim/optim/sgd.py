@@ -210,7 +210,8 @@ class SGD(Optimizer):
             if state:
                 self.state[index] = state
             with flat_view(param) as flat:
-                self._update(flat, grad, state, self._decay_before_rule(flat, group), first)
+                self._update(flat, grad, state, self._decay_before_rule(flat, group), index,
+                             param.shape, first)
 
     def _load_param_state(self, entry, param, group, where):
         # torch accepts a buffer whatever the group's momentum now is (it ignores it at 0)
@@ -225,7 +226,7 @@ class SGD(Optimizer):
                              "gradients")
         return prepared
 
-    def _update(self, param, grad, state, group, first=False):
+    def _update(self, param, grad, state, group, index, shape, first=False):
         """``first``: the momentum buffer was just created and is not initialised yet."""
         momentum = group["momentum"]
         lr_in_buffer = group["lr_in_buffer"] and momentum != 0

@@ -99,7 +99,7 @@ class Signum(Optimizer):
                             weight_decay=group["weight_decay"], beta=beta,
                             one_minus_beta=1 - beta, neg_lr=-group["lr"])
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         _signum_dense(param, grad, self._flat_states(state, group), self._hyper(param, group))
 
 
@@ -114,5 +114,5 @@ class SignSGD(Signum):
     def _state_names(self, group):
         return ()
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         _sign_sgd_dense(param, grad, (), self._hyper(param, group))

@@ -98,9 +98,7 @@ class SM3(Optimizer):
             shapes["mu_0"] = param.shape
         return shapes
 
-    def _update(self, param, grad, state, group):
-        # ``param`` and ``grad`` are flat here: the shape is the state's
-        shape = state["nu"].shape
+    def _update(self, param, grad, state, group, index, shape):
         if len(shape) >= 2:
             axes = [state[f"mu_{k}"].reshape([n if j == k else 1 for j in range(len(shape))])
                     for k, n in enumerate(shape)]

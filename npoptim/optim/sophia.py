@@ -276,13 +276,13 @@ class Sophia(Optimizer):
                     param.shape)
         return vectors
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         due = _takes_estimate(step, group)
         beta1, beta2 = group["betas"]
         clip = group["clip_threshold"]
-        estimate = (np.ascontiguousarray(self._estimates[self._current_index]).reshape(-1)
+        estimate = (np.ascontiguousarray(self._estimates[index]).reshape(-1)
                     .copy() if due else np.zeros_like(param))
         hyper = typed_record(SophiaHyper, param, beta1=beta1, one_minus_beta1=1 - beta1,
                              bias_correction1=(1 - beta1 ** step if group["bias_correction"]

@@ -109,7 +109,7 @@ class SparseAdam(Optimizer):
             return as_row_gradient(grad, param.shape, param.dtype, where)
         return super()._prepare_grad(grad, param, group, where)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         if grad.nnz == 0:

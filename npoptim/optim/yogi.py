@@ -97,7 +97,7 @@ class Yogi(Optimizer):
         return {"step": 0, "mu": np.full(param.shape, value, param.dtype),
                 "nu": np.full(param.shape, value, param.dtype)}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]

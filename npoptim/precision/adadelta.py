@@ -110,7 +110,7 @@ class Adamax(LowPrecision, adamax.Adamax):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          maximize=maximize, **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         beta1, beta2 = group["betas"]
         hyper = record16(Adamax16Hyper, param, group,
@@ -138,7 +138,7 @@ class Adadelta(LowPrecision, adadelta.Adadelta):
         super().__init__(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
                          maximize=maximize, **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         code = self._code(param, group)
         rho = group["rho"]

@@ -131,11 +131,11 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
 
     def _apply(self, prepared):
         # torch's loop sets eps1 from the first parameter of each group it updates (the float
-        # class's _apply, which LowPrecision calls once per parameter, resets its own record)
+        # class's _apply resets a record of its own, which this class's _update does not read)
         self._group_eps1 = {}
         super()._apply(prepared)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         fmt = format_of(param, group["format"])
         code = FORMATS[fmt]
         eps1, eps2 = group["eps"]
@@ -158,7 +158,6 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
         if weight_decay != 0:
             p = rounded(p * np.float32(1 - lr * weight_decay))
 
-        shape = self._current_shape
         if "row_var" in state:
             g = g.reshape(shape)
             nrows, ncols = shape[-2], shape[-1]

@@ -130,7 +130,7 @@ class Adagrad(LowPrecision, adagrad.Adagrad):
         bits_of(out)[...] = from_float32_array(value, fmt)
         return {"step": 0, "sum": out}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         code = self._code(param, group)
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])

@@ -225,7 +225,7 @@ class Adam(LowPrecision, adam.Adam):
                          amsgrad=amsgrad, maximize=maximize,
                          decoupled_weight_decay=decoupled_weight_decay, **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         code = self._code(param, group)
@@ -233,7 +233,7 @@ class Adam(LowPrecision, adam.Adam):
         moments = adam.moment_hyper(group)
         if group["rounding"] == "per-op" and moments["l2"] != 0:
             moments["l2"] = rounded_scalar(moments["l2"], code)
-        key = (stream_key(group["seed"], self._param_index, step)
+        key = (stream_key(group["seed"], index, step)
                if group["rounding"] == "stochastic" else 0)
         hyper = record16(Adam16Hyper, param, group, key=key, **moments,
                          bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5,

@@ -81,7 +81,7 @@ class ASGD(LowPrecision, asgd.ASGD):
         super().__init__(params, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
                          weight_decay=weight_decay, maximize=maximize, **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = float(state["step"])
         code = self._code(param, group)

@@ -187,7 +187,7 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
             eps=f32(eps), neg_step=f32(-lr / c1), eps_c2=f32(eps * c2),
             step_size=f32(-lr * c2 / c1))
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         bfloat16 = param.dtype.name == "bfloat16"
         if not self.quantized(param):

@@ -182,7 +182,7 @@ class _Kahan(LowPrecision, Optimizer):
     def _hyper(self, param, group, step):
         raise NotImplementedError
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         hyper, kernel_ = self._hyper(param, group, state["step"])
         kernel_(param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group),

@@ -131,8 +131,7 @@ class Muon(LowPrecision, muon.Muon):
                          nesterov=nesterov, ns_coefficients=ns_coefficients, eps=eps,
                          ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn, **torch_options)
 
-    def _update(self, param, grad, state, group):
-        shape = self._current_shape
+    def _update(self, param, grad, state, group, index, shape):
         code = self._code(param, group)
         lr, momentum = group["lr"], group["momentum"]
         alpha = -muon.adjust_lr(lr, group["adjust_lr_fn"], shape)

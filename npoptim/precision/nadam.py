@@ -170,7 +170,7 @@ class NAdam(LowPrecision, nadam.NAdam):
                 "exp_avg": np.zeros(param.shape, param.dtype),
                 "exp_avg_sq": np.zeros(param.shape, param.dtype)}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         code = self._code(param, group)
@@ -204,7 +204,7 @@ class RAdam(LowPrecision, radam.RAdam):
                          decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                          **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         code = self._code(param, group)

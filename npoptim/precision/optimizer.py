@@ -104,13 +104,6 @@ class LowPrecision:
                     f"npoptim.precision.{type(self).__name__} has torch's conventions only ("
                     + ", ".join(f"{k}={v!r}" for k, v in conventions.items()) + ")")
 
-    def _apply(self, prepared):
-        # one parameter at a time, so that _update knows its index (stochastic rounding's
-        # stream is keyed by it)
-        for item in prepared:
-            self._param_index = item[1]
-            super()._apply([item])
-
     def _prepare_grad(self, grad, param, group, where):
         format_of(param, group["format"])  # the group's format may have been edited
         return super()._prepare_grad(grad, param, group, where)

@@ -351,10 +351,10 @@ class QuantizedAdam(BlockwiseStateOptimizer):
             bias_correction2_sqrt=np.sqrt(f32(1) - f32(beta2) ** t), eps=f32(group["eps"]),
             lr=lr, stochastic=np.int64(key is not None), key=np.uint64(key or 0))
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         bfloat16 = param.dtype.name == "bfloat16"
-        key = (stream_key(self.seed, self._current_index, state["step"])
+        key = (stream_key(self.seed, index, state["step"])
                if bfloat16 and self.bf16_stochastic_round else None)
         hyper = tuple(self._hyper(group, state["step"], BFLOAT16 if bfloat16 else -1, key))
         if bfloat16:

@@ -158,7 +158,7 @@ class RMSprop(LowPrecision, rmsprop.RMSprop):
                          momentum=momentum, centered=centered, maximize=maximize,
                          **torch_options)
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         for name in self._state_names(group):
             if name not in state:
                 state[name] = np.zeros(param.shape, param.dtype)

@@ -122,7 +122,7 @@ class Rprop(LowPrecision, rprop.Rprop):
             np.full(param.shape, group["lr"], np.float32), fmt)
         return {"step": 0, "prev": np.zeros(param.shape, param.dtype), "step_size": step_size}
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         code = self._code(param, group)
         (etaminus, etaplus), (size_min, size_max) = group["etas"], group["step_sizes"]

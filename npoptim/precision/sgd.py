@@ -106,7 +106,7 @@ class SGD(LowPrecision, sgd.SGD):
                          weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                          **torch_options)
 
-    def _update(self, param, grad, state, group, first=False):
+    def _update(self, param, grad, state, group, index, shape, first=False):
         code = self._code(param, group)
         momentum = group["momentum"]
         hyper = record16(SGD16Hyper, param, group,

@@ -129,7 +129,7 @@ class SparseAdam(LowPrecision, sparse_adam.SparseAdam):
         return _as_bits(as_row_gradient(grad, param.shape, param.dtype, where,
                                         coalesce=coalesce))
 
-    def _update(self, param, grad, state, group):
+    def _update(self, param, grad, state, group, index, shape):
         state["step"] += 1
         step = state["step"]
         if grad.nnz == 0:
