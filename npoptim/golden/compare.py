@@ -305,11 +305,6 @@ def _compare_state(a, e, case, results_file, field_, name, scale=None):
     return [compare_arrays(a, e, case.tolerance, name, scale)]
 
 
-def compare_all(cases, results, results_file="<results>"):
-    """Reports for every case; ``results`` maps case id to ResultCase (missing = no result)."""
-    return [compare_case(c, results.get(c.id), results_file) for c in cases]
-
-
 # ------------------------------------------------------------------------------ reporting
 def _num(x):
     if isinstance(x, float) and math.isnan(x):
@@ -457,15 +452,12 @@ def _torch_id(case):
 
 def _flavor_optimizers(flavor):
     """The optimizers of a flavor whose torch cases apply to it where it has no case of its
-    own: not those it has no cases for at all (``flavor_cases.NOT_GENERATED``: their torch
-    cases say nothing of the flavor)."""
+    own: those it has switches for."""
     from npoptim import flavors as flavors_
-    from npoptim.golden.flavor_cases import NOT_GENERATED
     try:
-        names = set(flavors_.get(flavor).switches)
+        return set(flavors_.get(flavor).switches)
     except ValueError:
         return set()
-    return names - set(NOT_GENERATED.get(flavor, {}))
 
 
 def load_results(path):

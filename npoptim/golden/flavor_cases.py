@@ -175,17 +175,12 @@ def expressible(flavor, optimizer):
 #: so does optax.contrib.muon.
 FLAVOR_TOLERANCE = {("keras", "Muon"): None, ("optax", "Muon"): None}
 
-#: flavor -> {optimizer: why it has no flavor cases although the flavor has switches for it}
-NOT_GENERATED = {}
-
 
 def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
-    defaults it changes, and that have rows and no variants (variants have their own rows),
-    less :data:`NOT_GENERATED`."""
+    defaults it changes, and that have rows and no variants (variants have their own rows)."""
     return [name for name in flavors.get(flavor).switches
-            if name in table.TABLE and not registry.variants(name)[0]
-            and name not in NOT_GENERATED.get(flavor, {})]
+            if name in table.TABLE and not registry.variants(name)[0]]
 
 
 def candidate_rows(flavor, optimizer):
