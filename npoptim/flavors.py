@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npoptim import registry
-from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
+
+#: Conventions of an optimizer's own bookkeeping (attributes of the optimizer, not param-group
+#: options), at torch's values; flavored optimizers take them as keywords (:func:`flavored`).
+#: They live here, not in :mod:`npoptim.optim.optimizer`, which reads them, so that this
+#: module imports nothing above it.
+OPTIMIZER_CONVENTIONS = {"step_scope": "per_param"}
+STEP_SCOPES = ("per_param", "global")
 
 #: Framework options that wrap the update rather than change it: refused by name.
 NOT_CONVENTIONS = {
@@ -1237,7 +1243,7 @@ def flavored(init):
 
     The flavor fills every keyword the caller did not give with the flavor's value; the
     optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
-    (``step_scope``, :data:`npoptim.optim.optimizer.OPTIMIZER_CONVENTIONS`), which are
+    (``step_scope``, :data:`OPTIMIZER_CONVENTIONS`), which are
     attributes of the optimizer rather than group options: the flavor's
     :attr:`Flavor.step_scope` unless given. Keyword checks of values the flavor cannot take
     (:attr:`Flavor.zero_only`) run on the final values.

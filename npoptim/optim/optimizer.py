@@ -32,16 +32,13 @@ import sys
 
 import numpy as np
 
+from npoptim.flavors import OPTIMIZER_CONVENTIONS, STEP_SCOPES  # noqa: F401 (also named here)
 from npoptim.kernels.jit import kernel
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr, is_sparse
 from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
-#: Conventions of the optimizer's own bookkeeping (attributes of the optimizer, not param-group
-#: options), at torch's values; flavored optimizers take them as keywords (npoptim.flavors).
-OPTIMIZER_CONVENTIONS = {"step_scope": "per_param"}
-STEP_SCOPES = ("per_param", "global")
 
 
 class Optimizer:
