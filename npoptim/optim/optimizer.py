@@ -40,7 +40,6 @@ from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-
 class Optimizer:
     """Base class: param groups, state, gradient checks, atomic steps, torch-layout state_dict.
 
