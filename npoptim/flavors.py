@@ -78,6 +78,9 @@ class FrameworkOptimizer:
     * ``aliases``: a deprecated framework keyword -> the keyword it stands for (optax
       noisy_sgd's ``seed`` is its ``key``): given (not None) it is that keyword; both given is
       refused, as the framework refuses it.
+    * ``derived``: a framework keyword that sets several npoptim keywords -> a function of the
+      call's keywords (with the framework's defaults) returning them; applied after the
+      one-to-one names, over them (optax Adam's ``eps_root``: :func:`_optax_eps_root`).
     """
 
     npoptim: str
@@ -87,6 +90,7 @@ class FrameworkOptimizer:
     unsupported: dict = field(default_factory=dict)
     elsewhere: dict = field(default_factory=dict)
     aliases: dict = field(default_factory=dict)
+    derived: dict = field(default_factory=dict)
 
 
 REQUIRED = object()
@@ -303,12 +307,30 @@ KERAS = Flavor(
 _OPTAX_MASK = ((None,), "use param groups with weight_decay=0")
 _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
                      "eps": "eps"}
-_OPTAX_ADAM_UNSUPPORTED = {"eps_root": ((0.0,), "eps_root (eps inside the square root) is not "
-                                                "implemented"),
+_OPTAX_EPS_ROOT = ((0.0,), "eps_root (eps inside the square root) is not implemented here")
+_OPTAX_ADAM_UNSUPPORTED = {"eps_root": _OPTAX_EPS_ROOT,
                            "nesterov": ((False,), "Adam with nesterov is optax's nadam: "
                                                   "from_framework('optax', 'nadam', ...)"),
                            "mu_dtype": ((None,), "npoptim keeps the moments in the "
                                                  "parameter's dtype")}
+#: optax's Adam keywords npoptim's Adam refuses, less eps_root, which it computes
+_OPTAX_ADAM_ROOTED = {k: v for k, v in _OPTAX_ADAM_UNSUPPORTED.items() if k != "eps_root"}
+
+
+def _optax_eps_root(given):
+    """optax's ``scale_by_adam`` divides by ``sqrt(nu_hat + eps_root) + eps``; npoptim's Adam
+    puts its ``eps`` outside the root (``eps_mode="bias_corrected"``) or inside it
+    (``"in_sqrt"``), not both: ``eps_root`` is taken where ``eps`` is 0."""
+    eps_root, eps = given.get("eps_root", 0.0), given.get("eps", 0.0)
+    if eps_root == 0:
+        return {}
+    if eps != 0:
+        raise ValueError(f"optax: eps_root={eps_root!r} with eps={eps!r}: npoptim's Adam adds "
+                         "eps inside the square root or outside it, not both; pass eps=0.0 "
+                         "with eps_root (or eps_root=0.0)")
+    return {"eps": eps_root, "eps_mode": "in_sqrt"}
+
+
 _OPTAX_NADAM_UNSUPPORTED = dict(
     eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
     nesterov=((True,), "nadam without nesterov is optax's adam (npoptim Adam)"))
@@ -379,18 +401,21 @@ OPTAX = Flavor(
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
                                    dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
                                         eps_root=0.0, nesterov=False, mu_dtype=None),
-                                   unsupported=_OPTAX_ADAM_UNSUPPORTED),
+                                   unsupported=_OPTAX_ADAM_ROOTED,
+                                   derived={"eps_root": _optax_eps_root}),
         "amsgrad": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
                                       dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
                                            eps_root=0.0, mu_dtype=None),
                                       fixed=dict(amsgrad=True),
-                                      unsupported=_OPTAX_ADAM_UNSUPPORTED),
+                                      unsupported=_OPTAX_ADAM_ROOTED,
+                                      derived={"eps_root": _optax_eps_root}),
         "adamw": FrameworkOptimizer("AdamW", dict(_OPTAX_ADAM_NAMES, weight_decay="weight_decay"),
                                     dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8,
                                          eps_root=0.0, mu_dtype=None, weight_decay=1e-4,
                                          mask=None, nesterov=False),
-                                    unsupported=dict(_OPTAX_ADAM_UNSUPPORTED, mask=(
-                                        (None,), "use param groups with weight_decay=0"))),
+                                    unsupported=dict(_OPTAX_ADAM_ROOTED, mask=(
+                                        (None,), "use param groups with weight_decay=0")),
+                                    derived={"eps_root": _optax_eps_root}),
         "adagrad": FrameworkOptimizer(
             "Adagrad", {"learning_rate": "lr", "initial_accumulator_value":
                         "initial_accumulator_value", "eps": "eps"},
@@ -1027,7 +1052,7 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             raise ValueError(f"{flavor_name}: {key}={value!r} is not a convention of the "
                              f"update, and npoptim does not implement it: "
                              f"{NOT_CONVENTIONS[key]}")
-        if key in entry.elsewhere:
+        if key in entry.elsewhere or key in entry.derived:
             continue
         if key in entry.unsupported:
             allowed, why = entry.unsupported[key]
@@ -1057,6 +1082,10 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
             out[target] = value
     for name, parts in pairs.items():
         out[name] = tuple(parts.get(i) for i in range(max(2, max(parts) + 1)))
+    given = _without_aliases(entry, framework_kwargs, flavor_name)
+    for key, derive in entry.derived.items():
+        if key in given:
+            out.update(derive(given))
     return out
 
 

@@ -504,3 +504,45 @@ def test_optax_sophia_names_its_hessian_estimate_and_keeps_clip_threshold_none()
     entry = flavors.get("optax").constructors["contrib.sophia"]
     assert flavors.framework_call(entry, dict(hessian_estimate="caller"))[
         "hessian_diagonal_fn"] == "hutchinson"
+
+
+def _optax_adam_eps_root(name, **extra):
+    """optax's ``adam``/``amsgrad``/``adamw`` with ``eps=0`` and ``eps_root``, through
+    from_framework, and the parameters after 24 steps of the standard problem."""
+    import optax_compare
+    params, grads = optax_compare.problem(seed=7)
+    live = [p.copy() for p in params]
+    opt = flavors.from_framework("optax", name, live, learning_rate=0.05, eps=0.0,
+                                 eps_root=1e-3, **extra)
+    assert opt.defaults["eps_mode"] == "in_sqrt" and opt.defaults["eps"] == 1e-3
+    return params, grads, optax_compare.npoptim_trajectory(opt, live, grads)
+
+
+def test_optax_eps_root_is_eps_inside_the_root_by_hand():
+    """optax: ``mu_hat / (sqrt(nu_hat + eps_root) + eps)``; with eps = 0, written out here in
+    NumPy for three steps of one element."""
+    w = np.array([0.5, -1.0, 2.0])
+    opt = flavors.from_framework("optax", "adam", [w], learning_rate=0.1, eps=0.0,
+                                 eps_root=1e-3)
+    expected, m, v = w.copy(), 0.0, 0.0
+    for t, g in enumerate((np.array([0.3, -0.2, 0.1]), np.array([-0.1, 0.4, 0.05]),
+                           np.array([0.2, 0.2, -0.3])), start=1):
+        opt.step([g])
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        expected = expected - 0.1 * (m / (1 - 0.9 ** t)) / np.sqrt(v / (1 - 0.999 ** t) + 1e-3)
+        np.testing.assert_allclose(w, expected, rtol=1e-13, atol=0)
+    with pytest.raises(ValueError, match="not both; pass eps=0.0"):  # optax's default eps
+        flavors.from_framework("optax", "adam", [np.zeros(2)], learning_rate=0.1,
+                               eps_root=1e-8)
+
+
+@pytest.mark.needs("optax", "jax")
+@pytest.mark.parametrize("name", ["adam", "amsgrad", "adamw"])
+def test_optax_eps_root_matches_optax(name):
+    import optax
+    import optax_compare
+    params, grads, ours = _optax_adam_eps_root(name)
+    make = getattr(optax, name)
+    theirs = optax_compare.optax_trajectory(
+        lambda: make(learning_rate=0.05, eps=0.0, eps_root=1e-3), params, grads)
+    optax_compare.assert_same_trajectory(ours, theirs)
