@@ -40,7 +40,7 @@ the rule above:
 * ``eps1_mode="added"``: :math:`\epsilon_1` is added to the squared gradient,
   :math:`G^2 + \epsilon_1` in :math:`R`, :math:`C` (or :math:`V`), and neither clamp is taken:
   :math:`\hat V = R C / \mathrm{mean}_{\text{rows}}(R)`, :math:`U = G/\sqrt{\hat V}` (optax,
-  Keras; torch ``"clamp"``).
+  Keras; torch ``"max"``, its ``clamp(min=...)``; ``"clamp"``, the older word, is an alias).
 * ``relative_step=False``: :math:`\rho_t = \gamma` (optax: ``scale_by_learning_rate``, no
   :math:`1/\sqrt t`).
 * ``parameter_scale=False``: :math:`\alpha_t = \rho_t` (optax
@@ -96,6 +96,9 @@ from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
 from npoptim.optim.options import check_choice, check_flag
 
+#: Older words of ``eps1_mode``: "clamp" (torch's ``clamp(min=eps1)``) is the floor that Muon's
+#: ``ns_eps_mode`` and Sophia's ``eps_mode`` call "max".
+EPS1_MODE_ALIASES = {"clamp": "max"}
 
 def norm(x, axis=None):
     """The 2-norm in ``x``'s dtype (accumulated in float64, rounded once)."""
@@ -135,7 +138,7 @@ class Adafactor(Optimizer):
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
-    torch_conventions = {"eps1_mode": "clamp", "relative_step": True, "parameter_scale": True,
+    torch_conventions = {"eps1_mode": "max", "relative_step": True, "parameter_scale": True,
                          "decay_offset": 0, "min_dim_size_to_factor": 0,
                          "factor_dims": "last_two", "momentum": 0.0, "momentum_dtype": "param",
                          "weight_decay_mode": "decoupled"}
@@ -144,7 +147,7 @@ class Adafactor(Optimizer):
 
     @flavored
     def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0,
-                 weight_decay=0.0, *, foreach=None, maximize=False, eps1_mode="clamp",
+                 weight_decay=0.0, *, foreach=None, maximize=False, eps1_mode="max",
                  relative_step=True, parameter_scale=True, decay_offset=0,
                  min_dim_size_to_factor=0, factor_dims="last_two", momentum=0.0,
                  momentum_dtype="param", weight_decay_mode="decoupled"):
@@ -175,7 +178,7 @@ class Adafactor(Optimizer):
             raise ValueError(f"Clipping threshold d should be >= 1 but is: {group['d']}")
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"weight_decay should be >= 0 but is: {group['weight_decay']}")
-        check_choice(group, "eps1_mode", ("clamp", "added"))
+        check_choice(group, "eps1_mode", ("max", "added"), EPS1_MODE_ALIASES)
         check_choice(group, "factor_dims", ("last_two", "largest_two"))
         check_choice(group, "momentum_dtype", ("param", "float32"))
         check_choice(group, "weight_decay_mode", ("decoupled", "before_rule", "added"))

@@ -57,8 +57,9 @@ parameters):
   else :math:`U = M/(1-\mu^t)`; torch has none.
 * ``ns_dtype="param"``: the Newton–Schulz iteration in the parameter's dtype (torch:
   ``"bfloat16"``).
-* ``ns_eps_mode="added"``: :math:`X/(\|X\|_F + \epsilon)` (torch: ``"clamp"``,
-  :math:`X/\max(\|X\|_F, \epsilon)`).
+* ``ns_eps_mode="added"``: :math:`X/(\|X\|_F + \epsilon)` (torch: ``"max"``,
+  :math:`X/\max(\|X\|_F, \epsilon)`, its ``clamp(min=eps)``; ``"clamp"``, the older word,
+  is an alias).
 * ``weight_layout="in_out"``: the matrix is (fan-in, fan-out) as in JAX's ``x @ W``, so
   ``adjust_lr_fn`` None/"original" scales by :math:`\sqrt{\max(1, B/A)}` (torch's
   ``"out_in"``, ``nn.Linear``'s (fan-out, fan-in): :math:`\sqrt{\max(1, A/B)}`).
@@ -117,6 +118,9 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 #: "match_rms_adamw"'s factor: torch's constant, Keras's ``rms_rate`` (Liu et al., 2025)
 MATCH_RMS_RATE = 0.2
+#: Older words of ``ns_eps_mode``: "clamp" (torch's ``clamp(min=eps)``) is the floor that
+#: Adafactor's ``eps1_mode`` and Sophia's ``eps_mode`` call "max".
+NS_EPS_MODE_ALIASES = {"clamp": "max"}
 
 
 # ------------------------------------------------------------------------------- bfloat16
@@ -241,7 +245,7 @@ def float_addmm(c, a, b, beta, alpha):
 
 
 def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="bfloat16",
-                               ns_eps_mode="clamp", normalized=None):
+                               ns_eps_mode="max", normalized=None):
     """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values
     (``ns_dtype="param"``: computed in ``grad``'s dtype; ``ns_eps_mode="added"``: divided by
     ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``). ``normalized``, an array
@@ -262,7 +266,7 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
         x = x.T
     # x.div_(x.norm().clamp(min=eps)), every result rounded to bfloat16 (torch)
     frob = round_(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
-    if ns_eps_mode == "clamp":
+    if ns_eps_mode == "max":
         x = round_(x / np.maximum(frob, cast(eps)))
     else:
         x = round_(x / round_(frob + cast(eps)))
@@ -322,14 +326,14 @@ class Muon(Optimizer):
     #: optax's ``adaptive``, which torch lacks (off): left out of torch-form state_dicts.
     #: Keras's ``momentum_form`` and ``rms_rate`` (torch's fixed 0.2) are left out likewise.
     torch_conventions = {"bias_correction": False, "ns_dtype": "bfloat16",
-                         "ns_eps_mode": "clamp", "weight_layout": "out_in", "adaptive": False,
+                         "ns_eps_mode": "max", "weight_layout": "out_in", "adaptive": False,
                          "momentum_form": "lerp", "rms_rate": MATCH_RMS_RATE}
 
     @flavored
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
                  ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None, *, adaptive=False,
-                 bias_correction=False, ns_dtype="bfloat16", ns_eps_mode="clamp",
+                 bias_correction=False, ns_dtype="bfloat16", ns_eps_mode="max",
                  weight_layout="out_in", momentum_form="lerp", rms_rate=MATCH_RMS_RATE):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
                                       nesterov=nesterov, ns_coefficients=ns_coefficients,
@@ -370,7 +374,7 @@ class Muon(Optimizer):
             raise ValueError("Coefficients must be a tuple of exactly 3 values")
         check_flag(group, "adaptive", "bias_correction")
         check_choice(group, "ns_dtype", ("bfloat16", "param"))
-        check_choice(group, "ns_eps_mode", ("clamp", "added"))
+        check_choice(group, "ns_eps_mode", ("max", "added"), NS_EPS_MODE_ALIASES)
         check_choice(group, "weight_layout", ("out_in", "in_out"))
         check_choice(group, "momentum_form", ("lerp", "sum"))
         rate = group["rms_rate"]
