@@ -36,8 +36,6 @@ ALLOWED = {
     ("npoptim/optim/radam.py", "npoptim/optim/adam.py"): "RAdam's moments are Adam's",
     ("npoptim/optim/muon.py", "npoptim/optim/adam.py"):
         "keras's Muon steps its non-matrix parameters with AdamW (a local import)",
-    ("npoptim/optim/sign.py", "npoptim/optim/sgd.py"):
-        "signSGD takes torch SGD's maximize and L2 decay of the gradient (to move to a room)",
     ("npoptim/precision/adadelta.py", "npoptim/optim/adadelta.py"): _WRAPS,
     ("npoptim/precision/adadelta.py", "npoptim/optim/adamax.py"):
         "16-bit Adamax shares the module of 16-bit Adadelta (to move to a room)",

@@ -95,6 +95,19 @@ def lerp(start, end, weight):
 
 
 @kernel
+def decayed_grad(p, g, h):
+    """The gradient torch's SGD-style rules step on: negated with ``h.maximize`` (1 or 0),
+    then ``weight_decay * p`` added (L2 decay, ``grad.add(param, alpha=weight_decay)``; no
+    fma when the decay is 0, so ``g`` passes unchanged, -0 and an infinite ``p`` included).
+    The record ``h`` has the fields ``maximize`` and ``weight_decay``."""
+    if h.maximize != 0:
+        g = -g
+    if h.weight_decay != 0:
+        g = fma(h.weight_decay, p, g)
+    return g
+
+
+@kernel
 def maximum(a, b):
     """``torch.maximum`` of two scalars: NaN if either is NaN (Python's ``max`` drops it)."""
     if a > b or a != a:

@@ -51,7 +51,7 @@ from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
-from npoptim.kernels.scalar import fma
+from npoptim.kernels.scalar import decayed_grad, fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
 from npoptim.optim.options import check_counter, check_flag, check_positive, is_real
 
@@ -60,15 +60,8 @@ class DoGHyper(NamedTuple):
     """One step's hyperparameters of the DoG and DoWG rules (built by ``_hyper``)."""
 
     maximize: float   # 1 or 0
-    l2: float         # weight_decay
+    weight_decay: float  # L2 decay added to the gradient
     neg_step: float   # -lr * eta (0 in the norms pass)
-
-
-@kernel
-def _decayed_grad(p, g, h):
-    if h.maximize != 0:
-        g = -g
-    return fma(h.l2, p, g)
 
 
 @kernel
@@ -76,13 +69,13 @@ def dog_norms_rule(p, g, s, h):
     """Pass 1: ``theta - theta_0`` and the gradient, for their sums of squares;
     ``s = (init_params,)``, only read."""
     (init_params,) = s
-    return (init_params,), p - init_params, _decayed_grad(p, g, h)
+    return (init_params,), p - init_params, decayed_grad(p, g, h)
 
 
 @kernel
 def dog_step_rule(p, g, s, h):
     """Pass 2: the SGD step with the global step size (no state)."""
-    return fma(h.neg_step, _decayed_grad(p, g, h), p), s
+    return fma(h.neg_step, decayed_grad(p, g, h), p), s
 
 
 @kernel
@@ -165,7 +158,7 @@ class _DistanceOverGradients(Optimizer):
     @staticmethod
     def _hyper(param, group, neg_step=0.0):
         return typed_record(DoGHyper, param, maximize=bool(group["maximize"]),
-                            l2=group["weight_decay"], neg_step=neg_step)
+                            weight_decay=group["weight_decay"], neg_step=neg_step)
 
 
 _INIT_KINDS = ("heuristic", "distance", "learning_rate")

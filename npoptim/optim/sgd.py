@@ -57,7 +57,7 @@ import numpy as np
 from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma
+from npoptim.kernels.scalar import decayed_grad, fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
 from npoptim.optim.options import check_flag, is_real
 from npoptim.sparse.rowgrad import RowGradient
@@ -76,16 +76,6 @@ class SGDHyper(NamedTuple):
 
 
 @kernel
-def _decayed_grad(p, g, h):
-    """The gradient after ``maximize`` and weight decay (torch's ``grad.add(param, alpha=wd)``)."""
-    if h.maximize != 0:
-        g = -g
-    if h.weight_decay != 0:
-        g = fma(h.weight_decay, p, g)
-    return g
-
-
-@kernel
 def _momentum_step(p, g, buf, h):
     """The parameter after the step with the updated buffer ``buf`` (torch's
     ``grad.add(buf, alpha=momentum)`` for nesterov, then ``param.add_(.., alpha=-lr)``)."""
@@ -96,14 +86,14 @@ def _momentum_step(p, g, buf, h):
 @kernel
 def sgd_rule(p, g, s, h):
     """One element of SGD without momentum; ``s = ()``."""
-    g = _decayed_grad(p, g, h)
+    g = decayed_grad(p, g, h)
     return fma(h.neg_lr, g, p), s
 
 
 @kernel
 def momentum_first_rule(p, g, s, h):
     """The first momentum step: the buffer becomes the (decayed) gradient; ``s = (buf,)``."""
-    g = _decayed_grad(p, g, h) * h.grad_scale
+    g = decayed_grad(p, g, h) * h.grad_scale
     buf = g
     return _momentum_step(p, g, buf, h), (buf,)
 
@@ -113,7 +103,7 @@ def momentum_rule(p, g, s, h):
     """A later momentum step: ``buf = momentum * buf + (1 - dampening) * g`` (torch's
     ``buf.mul_(momentum).add_(g, alpha=1 - dampening)``); ``s = (buf,)``."""
     (buf,) = s
-    g = _decayed_grad(p, g, h) * h.grad_scale
+    g = decayed_grad(p, g, h) * h.grad_scale
     buf = fma(h.one_minus_dampening, g, buf * h.momentum)
     return _momentum_step(p, g, buf, h), (buf,)
 

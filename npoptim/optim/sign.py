@@ -30,8 +30,8 @@ import numpy as np
 from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.scalar import decayed_grad
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.sgd import _decayed_grad  # maximize and L2 decay, as torch SGD
 from npoptim.optim.options import check_flag
 
 
@@ -48,14 +48,14 @@ class SignHyper(NamedTuple):
 @kernel
 def sign_sgd_rule(p, g, s, h):
     """One element of signSGD (no state)."""
-    return p + h.neg_lr * np.sign(_decayed_grad(p, g, h)), s
+    return p + h.neg_lr * np.sign(decayed_grad(p, g, h)), s
 
 
 @kernel
 def signum_rule(p, g, s, h):
     """One element of Signum; ``s = (momentum_buffer,)``."""
     (momentum_buffer,) = s
-    g = _decayed_grad(p, g, h)
+    g = decayed_grad(p, g, h)
     m = h.beta * momentum_buffer + h.one_minus_beta * g
     return p + h.neg_lr * np.sign(m), (m,)
 
