@@ -157,6 +157,19 @@ def test_other_sparse_formats_are_refused():
     assert_unchanged(opt, snap)
 
 
+def test_one_sparse_gradient_of_another_format_is_refused_by_name():
+    """A single scipy.sparse gradient of a non-CSR format, passed without a list, is one
+    gradient (refused as not CSR), not a sequence of its rows ("got 6 gradients")."""
+    w = np.zeros((6, 3))
+    opt = npoptim.SparseAdam([w], lr=0.1)
+    with pytest.raises(TypeError, match="grads\\[0\\]: expected a scipy.sparse CSR gradient, "
+                       "got 'coo'; convert it with .tocsr()"):
+        opt.step(scipy.sparse.coo_array(np.ones((6, 3))))
+    assert not w.any() and not opt.state
+    opt.step(scipy.sparse.csr_array(np.ones((6, 3))))
+    assert (w != 0).all()
+
+
 BAD_CSR = {
     "wrong shape": (scipy.sparse.csr_array(np.ones((5, 3))), "shape"),
     "negative column": (_csr((6, 3), [0, 1, 1, 1, 1, 1, 1], [-1], [1.0]), "out of range"),

@@ -34,7 +34,7 @@ import numpy as np
 
 from npoptim.flavors import OPTIMIZER_CONVENTIONS, STEP_SCOPES  # noqa: F401 (also named here)
 from npoptim.kernels.jit import kernel
-from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_csr, is_sparse
+from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_sparse
 from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -214,8 +214,9 @@ class Optimizer:
         if grads is None:
             raise TypeError("step() needs grads: a sequence with one gradient (or None) per "
                             "parameter")
-        if isinstance(grads, (np.ndarray, RowSparseGrad)) or is_csr(grads):
-            grads = [grads]
+        if isinstance(grads, (np.ndarray, RowSparseGrad)) or hasattr(grads, "tocsr"):
+            grads = [grads]  # one gradient (a scipy.sparse one of any format: CSR is checked
+            #                  with the others, and another format refused by name)
         grads = list(grads)
         if len(grads) != len(params):
             raise ValueError(f"step() got {len(grads)} gradients for {len(params)} parameters "
