@@ -22,9 +22,7 @@ value the caller wrote.
 Framework options that are not conventions of the update (Keras ``clipnorm``,
 ``global_clipnorm``, ``use_ema``, ``gradient_accumulation_steps``, ``loss_scale_factor``, ...)
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
-which), and a framework constructor of an optimizer npoptim has whose math no switch
-reproduces (:attr:`Flavor.not_reproduced`; no flavor has one today: optax's ``contrib.galore``,
-``noisy_sgd`` and ``contrib.dpsgd`` were, until their switches came).
+which).
 """
 import functools
 import inspect
@@ -127,9 +125,6 @@ class Flavor:
     #: zeros, which is a step; ONNX and the TF kernels: the caller passes the step count), so
     #: its ``none-grad`` cases are not generated
     step_scope: object = "per_param"
-    #: framework constructors of optimizers npoptim has, whose math differs where npoptim has
-    #: no switch for it: framework name -> why (``from_framework`` refuses them by name)
-    not_reproduced: dict = field(default_factory=dict)
 
     def dtypes_of(self, optimizer):
         """The dtypes the framework computes ``optimizer`` in."""
@@ -1247,9 +1242,6 @@ def from_framework(framework, optimizer, params, **framework_kwargs):
     switches are set; a framework option that is not a convention is refused by name.
     """
     flavor = get(framework)
-    if optimizer in flavor.not_reproduced:
-        raise ValueError(f"{framework} {optimizer} is not reproduced: "
-                         f"{flavor.not_reproduced[optimizer]}")
     if optimizer not in flavor.constructors:
         raise ValueError(f"{framework} has no optimizer {optimizer!r} that npoptim reproduces; "
                          f"it has {', '.join(flavor.constructors)}")

@@ -353,16 +353,6 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.Adam([w], step_scope="global")
 
 
-def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(monkeypatch):
-    # no flavor has such a constructor today (optax's galore, noisy_sgd and dpsgd were until
-    # their switches came): the refusal is checked on a stand-in entry
-    framework, name, why = "optax", "contrib.galore", "a stand-in reason"
-    monkeypatch.setitem(flavors.get(framework).not_reproduced, name, why)
-    with pytest.raises(ValueError, match="is not reproduced") as info:
-        flavors.from_framework(framework, name, [np.zeros(2)], learning_rate=1e-2)
-    assert why in str(info.value)
-
-
 def test_optax_noisy_constructors_take_the_jax_stream_and_their_key():
     opt = flavors.from_framework("optax", "noisy_sgd", [np.zeros(2)], learning_rate=1e-2,
                                  key=9)
