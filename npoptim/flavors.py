@@ -1013,8 +1013,8 @@ ONNX = Flavor(
 )
 
 #: The optimizers that take ``flavor=`` (the others are torch's or a paper's only).
-FLAVORED = sorted({opt for f in (KERAS, OPTAX, TF, TFJS, ONNX) for opt in f.switches}
-                  | {"NAdam"}, key=list(registry.OPTIMIZERS).index)
+FLAVORED = sorted({opt for f in (KERAS, OPTAX, TF, TFJS, ONNX) for opt in f.switches},
+                  key=list(registry.OPTIMIZERS).index)
 
 TORCH = Flavor(
     name="torch", framework="torch.optim 2.13 (npoptim's default)",

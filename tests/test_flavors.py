@@ -29,6 +29,15 @@ def test_every_flavor_optimizer_builds_and_records_its_flavor():
             assert opt.flavor == name
 
 
+def test_the_flavored_optimizers_are_the_tables_and_the_decorated_ones():
+    """One source for which optimizers take ``flavor=``: FLAVORED (the frameworks' switches)
+    names exactly the registry optimizers whose ``__init__`` ``flavored`` wraps."""
+    decorated = {name for name in registry.OPTIMIZERS
+                 if getattr(registry.get(name).__init__, "takes_flavor", False)}
+    assert set(flavors.FLAVORED) <= set(registry.OPTIMIZERS)
+    assert set(flavors.FLAVORED) == decorated
+
+
 def test_keras_defaults_and_explicit_keywords_win():
     opt = npoptim.Adam([np.zeros(2)], flavor="keras")
     assert opt.defaults["eps"] == 1e-7 and opt.defaults["eps_mode"] == "eps_hat"
