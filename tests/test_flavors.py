@@ -1,4 +1,4 @@
-"""Flavors and convention switches (npoptim/flavors.py): the precedence rule, the framework
+"""Flavors and convention switches (npoptim/flavors/): the precedence rule, the framework
 constructors, refusals, and that torch's flavor is untouched by the switches.
 
 The switches are checked against the frameworks themselves in tests/test_framework_replay.py;
