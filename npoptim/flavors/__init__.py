@@ -29,11 +29,9 @@ The package: :mod:`~npoptim.flavors.model` (:class:`FrameworkOptimizer`, :data:`
 :mod:`~npoptim.flavors.optax`, :mod:`~npoptim.flavors.tf`, :mod:`~npoptim.flavors.tfjs`,
 :mod:`~npoptim.flavors.onnx`), :mod:`~npoptim.flavors.translation` (a framework's keywords to
 npoptim's and back); here: the torch flavor, :data:`FLAVORS`, :data:`FLAVORED`, :func:`get`,
-:func:`from_framework` and :func:`framework_names`.
+:func:`from_framework` and :func:`framework_names`. The decorator that gives an optimizer
+``flavor=`` is :func:`npoptim.optim.options.flavored`, where an optimizer takes its keywords.
 """
-import functools
-import inspect
-
 from npoptim import registry
 from npoptim.flavors.keras import KERAS
 from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
@@ -45,17 +43,10 @@ from npoptim.flavors.translation import NOT_CONVENTIONS, framework_call, transla
 
 __all__ = ["Flavor", "FrameworkOptimizer", "REQUIRED", "NOT_CONVENTIONS", "KERAS", "OPTAX",
            "TF", "TFJS", "ONNX", "TORCH", "FLAVORS", "FLAVORED", "get", "translate",
-           "framework_call", "framework_names", "from_framework", "OPTIMIZER_CONVENTIONS",
-           "STEP_SCOPES", "flavored"]
+           "framework_call", "framework_names", "from_framework"]
 
-#: Conventions of an optimizer's own bookkeeping (attributes of the optimizer, not param-group
-#: options), at torch's values; flavored optimizers take them as keywords (:func:`flavored`).
-#: They live here, not in :mod:`npoptim.optim.optimizer`, which reads them, so that this
-#: package imports nothing above it.
-OPTIMIZER_CONVENTIONS = {"step_scope": "per_param"}
-STEP_SCOPES = ("per_param", "global")
-
-#: The optimizers that take ``flavor=`` (the others are torch's or a paper's only).
+#: The optimizers that take ``flavor=`` (the others are torch's or a paper's only): those whose
+#: ``__init__`` :func:`npoptim.optim.options.flavored` wraps.
 FLAVORED = sorted({opt for f in (KERAS, OPTAX, TF, TFJS, ONNX) for opt in f.switches},
                   key=list(registry.OPTIMIZERS).index)
 
@@ -104,49 +95,3 @@ def from_framework(framework, optimizer, params, **framework_kwargs):
     kwargs = translate(entry, given, framework)  # a pair's missing half: the default's
     kwargs.update(entry.fixed)
     return registry.get(entry.npoptim)(params, flavor=framework, **kwargs)
-
-
-# ------------------------------------------------------------------ the constructor wrapper
-def flavored(init):
-    """Give an optimizer's ``__init__`` the keyword ``flavor`` (see the module docstring).
-
-    The flavor fills every keyword the caller did not give with the flavor's value; the
-    optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
-    (``step_scope``, :data:`OPTIMIZER_CONVENTIONS`), which are
-    attributes of the optimizer rather than group options: the flavor's
-    :attr:`Flavor.step_scope` unless given. Keyword checks of values the flavor cannot take
-    (:attr:`Flavor.zero_only`) run on the final values.
-    """
-    owner = init.__qualname__.split(".")[0]
-    signature = inspect.signature(init)
-
-    @functools.wraps(init)
-    def __init__(self, params, *args, flavor="torch", step_scope=None, **kwargs):
-        preset = get(flavor)
-        if flavor == "torch":
-            init(self, params, *args, **kwargs)
-        else:
-            given = signature.bind_partial(self, params, *args, **kwargs).arguments
-            given.pop("self")
-            given.pop("params")
-            merged = preset.defaults(owner)
-            unknown = set(merged) - set(signature.parameters)
-            if unknown:  # a switch this optimizer lacks: a table error, not a user error
-                raise TypeError(f"flavor {flavor!r} sets {sorted(unknown)}, which {owner} lacks")
-            merged.update(given)
-            for name, why in preset.zero_only.get(owner, {}).items():
-                if merged.get(name, 0) not in (0, 0.0, None):
-                    raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
-            init(self, params, **merged)
-        self.flavor = flavor
-        self.step_scope = step_scope if step_scope is not None else (preset.step_scope
-                                                                     or "per_param")
-
-    # the optimizer-wide conventions are keywords too (inspect, golden hyperparameters)
-    parameters = list(signature.parameters.values())
-    at = len(parameters) - (parameters[-1].kind is inspect.Parameter.VAR_KEYWORD)
-    parameters[at:at] = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
-                         for name, value in OPTIMIZER_CONVENTIONS.items()]
-    __init__.__signature__ = signature.replace(parameters=parameters)
-    __init__.takes_flavor = True
-    return __init__
