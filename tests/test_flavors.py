@@ -1,4 +1,4 @@
-"""Flavors and convention switches (npoptim/flavors.py): the precedence rule, the framework
+"""Flavors and convention switches (npoptim/flavors/): the precedence rule, the framework
 constructors, refusals, and that torch's flavor is untouched by the switches.
 
 The switches are checked against the frameworks themselves in tests/test_framework_replay.py;
@@ -27,6 +27,15 @@ def test_every_flavor_optimizer_builds_and_records_its_flavor():
         for optimizer in flavor.switches:
             opt = registry.get(optimizer)([np.zeros((2, 2))], flavor=name)
             assert opt.flavor == name
+
+
+def test_the_flavored_optimizers_are_the_tables_and_the_decorated_ones():
+    """One source for which optimizers take ``flavor=``: FLAVORED (the frameworks' switches)
+    names exactly the registry optimizers whose ``__init__`` ``flavored`` wraps."""
+    decorated = {name for name in registry.OPTIMIZERS
+                 if getattr(registry.get(name).__init__, "takes_flavor", False)}
+    assert set(flavors.FLAVORED) <= set(registry.OPTIMIZERS)
+    assert set(flavors.FLAVORED) == decorated
 
 
 def test_keras_defaults_and_explicit_keywords_win():
@@ -351,16 +360,6 @@ def test_conventions_outside_the_rule_are_refused_where_they_are_not_defined():
         precision.AdamW([w], bias_correction=False)
     with pytest.raises(ValueError, match="per-parameter step counts only"):
         precision.Adam([w], step_scope="global")
-
-
-def test_constructors_whose_math_no_switch_reproduces_are_refused_with_the_reason(monkeypatch):
-    # no flavor has such a constructor today (optax's galore, noisy_sgd and dpsgd were until
-    # their switches came): the refusal is checked on a stand-in entry
-    framework, name, why = "optax", "contrib.galore", "a stand-in reason"
-    monkeypatch.setitem(flavors.get(framework).not_reproduced, name, why)
-    with pytest.raises(ValueError, match="is not reproduced") as info:
-        flavors.from_framework(framework, name, [np.zeros(2)], learning_rate=1e-2)
-    assert why in str(info.value)
 
 
 def test_optax_noisy_constructors_take_the_jax_stream_and_their_key():

@@ -91,10 +91,9 @@ plain NumPy, in the parameter's dtype. Dense gradients only, real parameters onl
 """
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.options import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag, flavored
 
 #: Older words of ``eps1_mode``: "clamp" (torch's ``clamp(min=eps1)``) is the floor that Muon's
 #: ``ns_eps_mode`` and Sophia's ``eps_mode`` call "max".

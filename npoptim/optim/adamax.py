@@ -26,12 +26,11 @@ runs with ``eps_in_max`` and ``eps_added``, one of them 0.
 """
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag, flavored
 
 
 class AdamaxHyper(NamedTuple):

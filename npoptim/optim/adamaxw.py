@@ -22,12 +22,11 @@ Dense gradients only: a zero gradient still decays :math:`m`, :math:`u` and :mat
 """
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import lerp, maximum
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag
+from npoptim.optim.options import check_flag, flavored
 
 
 class AdamaxWHyper(NamedTuple):

@@ -51,13 +51,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag,
-                                   check_no_variant, check_three_betas, resolve_variant)
+from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                   check_three_betas, flavored, resolve_variant)
 
 
 class AdanHyper(NamedTuple):

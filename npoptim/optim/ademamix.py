@@ -57,12 +57,11 @@ gradients only.
 import math
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, check_three_betas
+from npoptim.optim.options import check_flag, check_three_betas, flavored
 
 
 class AdEMAMixHyper(NamedTuple):

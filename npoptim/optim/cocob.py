@@ -24,12 +24,11 @@ gradients only (a zero gradient still moves the parameter to the bet of the curr
 """
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma, maximum
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, check_positive
+from npoptim.optim.options import check_flag, check_positive, flavored
 
 
 class COCOBHyper(NamedTuple):

@@ -51,7 +51,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
@@ -60,7 +59,7 @@ from npoptim.kernels.reduction import grad_sumsq
 from npoptim.optim.noise import (OptaxKeyState, check_noise, check_noise_stream, check_seed,
                                  jax_stream_step)
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, is_real
+from npoptim.optim.options import check_flag, flavored, is_real
 
 _GLOBAL = ("l2_norm_clip", "noise_multiplier", "seed")
 

@@ -24,12 +24,11 @@ Dense gradients only: the norms need the whole tensor.
 import math
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant,
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, flavored,
                                    resolve_variant)
 
 

@@ -98,13 +98,12 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag, flavored
 
 
 class GaLoreHyper(NamedTuple):

@@ -101,10 +101,9 @@ import numbers
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.torch_order import axpy, dot, torch_sum
 from npoptim.optim.optimizer import Optimizer, flat_view, step_arguments
-from npoptim.optim.options import check_choice, check_flag, is_real
+from npoptim.optim.options import check_choice, check_flag, flavored, is_real
 from npoptim.optim.zoom_linesearch import zoom_linesearch
 
 

@@ -69,7 +69,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
@@ -77,7 +76,7 @@ from npoptim.kernels.scalar import constant, fma
 from npoptim.optim.optimizer import (Optimizer, check_betas, check_nonnegative,
                                      loss_and_grads, typed_record)
 from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_counter, check_flag,
-                                   check_no_variant, is_real, resolve_variant)
+                                   check_no_variant, flavored, is_real, resolve_variant)
 
 #: The switches each variant sets (see the module docstring).
 VARIANTS = {"paper": dict(weight_decay_form="divide"), "optax": dict(weight_decay_form="optax")}

@@ -104,12 +104,11 @@ import numbers
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.options import check_choice, check_flag, is_real
+from npoptim.optim.options import check_choice, check_flag, flavored, is_real
 
 EPS = 1e-7
 DEFAULT_A = 3.4445

@@ -46,7 +46,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels import jax_random
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
@@ -54,7 +53,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.optim.noise import (OptaxKeyState, check_noise, check_noise_stream, check_seed,
                                  jax_stream_step)
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag
+from npoptim.optim.options import check_flag, flavored
 
 
 class NoisySGDHyper(NamedTuple):

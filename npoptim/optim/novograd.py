@@ -30,12 +30,11 @@ Dense gradients only: the layer norm needs the whole gradient.
 import math
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag
+from npoptim.optim.options import check_flag, flavored
 
 
 class NovoGradHyper(NamedTuple):

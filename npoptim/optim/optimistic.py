@@ -39,11 +39,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, flavored, is_real,
                                    resolve_variant)
 
 

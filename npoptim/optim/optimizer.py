@@ -32,8 +32,8 @@ import sys
 
 import numpy as np
 
-from npoptim.flavors import OPTIMIZER_CONVENTIONS, STEP_SCOPES  # noqa: F401 (also named here)
 from npoptim.kernels.jit import kernel
+from npoptim.optim.options import OPTIMIZER_CONVENTIONS, STEP_SCOPES  # noqa: F401 (named here too)
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_sparse
 from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 

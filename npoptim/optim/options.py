@@ -1,7 +1,9 @@
-"""The checks of an optimizer's keywords, shared by the optimizers: the variant machinery
-(published forms chosen by name, switches that override them one by one), the checks of those
-switches, and the checks of numbers several optimizers take (positive, a step counter, one lr
-for all groups, three betas).
+"""How an optimizer takes its keywords, shared by the optimizers: :func:`flavored` (the
+``flavor=`` keyword, a framework's preset of the keywords, and the optimizer-wide conventions
+:data:`OPTIMIZER_CONVENTIONS`, with the :data:`STEP_SCOPES`), the variant machinery (published
+forms chosen by name, switches that override them one by one), the checks of those switches,
+and the checks of numbers several optimizers take (positive, a step counter, one lr for all
+groups, three betas).
 
 An optimizer with variants has a table ``VARIANTS`` (name -> the switches that form sets) and
 ``ALIASES`` (other names of the same forms). Its constructor's switches default to
@@ -10,10 +12,20 @@ merges the variant's values with the switches given explicitly. The variant is c
 whole optimizer: a param group may override single switches but not name a variant
 (:func:`check_no_variant`).
 """
+import functools
+import inspect
 import math
 import numbers
 
 import numpy as np
+
+from npoptim import flavors
+
+#: Conventions of an optimizer's own bookkeeping (attributes of the optimizer, not param-group
+#: options), at torch's values; flavored optimizers take them as keywords (:func:`flavored`),
+#: and :mod:`npoptim.optim.optimizer` checks them.
+OPTIMIZER_CONVENTIONS = {"step_scope": "per_param"}
+STEP_SCOPES = ("per_param", "global")
 
 
 class _VariantDefault:
@@ -118,3 +130,49 @@ def check_three_betas(betas):
     for i, beta in enumerate(betas):
         if not (is_real(beta) and 0.0 <= beta < 1.0):
             raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+
+
+def flavored(init):
+    """Give an optimizer's ``__init__`` the keyword ``flavor`` (see :mod:`npoptim.flavors`).
+
+    The flavor fills every keyword the caller did not give with the flavor's value; the
+    optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
+    (``step_scope``, :data:`OPTIMIZER_CONVENTIONS`), which are attributes of the optimizer
+    rather than group options: the flavor's :attr:`npoptim.flavors.Flavor.step_scope` unless
+    given. Keyword checks of values the flavor cannot take
+    (:attr:`npoptim.flavors.Flavor.zero_only`) run on the final values. The optimizers it wraps
+    are :data:`npoptim.flavors.FLAVORED` (tests/test_flavors.py holds the two together).
+    """
+    owner = init.__qualname__.split(".")[0]
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, params, *args, flavor="torch", step_scope=None, **kwargs):
+        preset = flavors.get(flavor)
+        if flavor == "torch":
+            init(self, params, *args, **kwargs)
+        else:
+            given = signature.bind_partial(self, params, *args, **kwargs).arguments
+            given.pop("self")
+            given.pop("params")
+            merged = preset.defaults(owner)
+            unknown = set(merged) - set(signature.parameters)
+            if unknown:  # a switch this optimizer lacks: a table error, not a user error
+                raise TypeError(f"flavor {flavor!r} sets {sorted(unknown)}, which {owner} lacks")
+            merged.update(given)
+            for name, why in preset.zero_only.get(owner, {}).items():
+                if merged.get(name, 0) not in (0, 0.0, None):
+                    raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
+            init(self, params, **merged)
+        self.flavor = flavor
+        self.step_scope = step_scope if step_scope is not None else (preset.step_scope
+                                                                     or "per_param")
+
+    # the optimizer-wide conventions are keywords too (inspect, golden hyperparameters)
+    parameters = list(signature.parameters.values())
+    at = len(parameters) - (parameters[-1].kind is inspect.Parameter.VAR_KEYWORD)
+    parameters[at:at] = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
+                         for name, value in OPTIMIZER_CONVENTIONS.items()]
+    __init__.__signature__ = signature.replace(parameters=parameters)
+    __init__.takes_flavor = True
+    return __init__

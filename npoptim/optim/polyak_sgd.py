@@ -33,13 +33,12 @@ Dense gradients only.
 import math
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
 from npoptim.optim.optimizer import (Optimizer, check_nonnegative, loss_and_grads,
                                      typed_record)
-from npoptim.optim.options import check_choice, check_flag, is_real
+from npoptim.optim.options import check_choice, check_flag, flavored, is_real
 
 _GLOBAL = ("max_learning_rate", "f_min", "eps", "mode", "maximize")
 _MODES = ("sps", "sps+")

@@ -47,13 +47,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_choice, check_flag
+from npoptim.optim.options import check_choice, check_flag, flavored
 
 
 class RAdamHyper(NamedTuple):

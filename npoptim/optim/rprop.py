@@ -21,11 +21,11 @@ dtype (torch's ``sign.eq(etaminus)``).
 """
 from typing import NamedTuple
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.options import flavored
 
 
 class RpropHyper(NamedTuple):

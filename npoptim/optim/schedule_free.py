@@ -58,12 +58,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, lerp_arrays
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, is_real,
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, flavored, is_real,
                                    resolve_variant)
 
 

@@ -54,12 +54,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import decayed_grad, fma
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
-from npoptim.optim.options import check_flag, is_real
+from npoptim.optim.options import check_flag, flavored, is_real
 from npoptim.sparse.rowgrad import RowGradient
 
 

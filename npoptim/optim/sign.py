@@ -27,12 +27,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import decayed_grad
 from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag
+from npoptim.optim.options import check_flag, flavored
 
 
 class SignHyper(NamedTuple):

@@ -89,7 +89,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.counter_stream import standard_normal
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
@@ -97,7 +96,7 @@ from npoptim.kernels.scalar import constant
 from npoptim.optim.noise import check_noise, check_seed
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   is_real, resolve_variant)
+                                   flavored, is_real, resolve_variant)
 
 _ESTIMATES = ("caller", "squared-gradient")
 _EPS_MODES = ("max", "added")

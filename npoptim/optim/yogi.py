@@ -29,11 +29,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.flavors import flavored
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag
+from npoptim.optim.options import check_flag, flavored
 
 
 class YogiHyper(NamedTuple):
