@@ -130,3 +130,51 @@ def test_the_audit_sees_an_import():
     assert "npoptim/optim/adam.py" in set(_imported(tree))
     tree = ast.parse("from npoptim.optim import adam\nimport npoptim.optim.sgd\n")
     assert set(_imported(tree)) == {"npoptim/optim/adam.py", "npoptim/optim/sgd.py"}
+
+
+def _explicit_imports(path):
+    """The npoptim modules (package ``__init__`` files included) that ``path``'s source names
+    in an import, at any depth. A package's ``__init__`` that Python runs on the way to a
+    submodule is not counted: ``npoptim/__init__.py`` runs before every module of the tree."""
+    tree = ast.parse((ROOT / path).read_text(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("npoptim."):
+                found = _module_path(name)
+                if found is not None:
+                    yield found
+
+
+def _loads_modules_by_name(path):
+    """Whether ``path`` imports modules from strings (``importlib.import_module``,
+    ``__import__``): an import the arrows of the tree do not show."""
+    tree = ast.parse((ROOT / path).read_text(), path)
+    return any(isinstance(node, (ast.Attribute, ast.Name))
+               and getattr(node, "attr", getattr(node, "id", None)) in ("import_module",
+                                                                        "__import__")
+               for node in ast.walk(tree))
+
+
+def test_no_circle_hides_behind_module_names():
+    """Nothing an optimizer module imports, directly or through others, loads modules by name:
+    :mod:`npoptim.registry` does (its ``get`` imports an optimizer's module on first use), so
+    a module the optimizers import that imported the registry would close a circle the import
+    arrows do not show (why ``from_framework`` lives in npoptim/flavors.py, above the tables
+    of npoptim/frameworks/ that the optimizers read)."""
+    seen, todo = set(), list(_modules())
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_explicit_imports(path))
+    loaders = sorted(p for p in seen if _loads_modules_by_name(p))
+    assert not loaders, f"modules the optimizers import load modules by name: {loaders}"
+    assert _loads_modules_by_name("npoptim/registry.py")  # the check sees a loader
+    assert "npoptim/frameworks/__init__.py" in seen       # and follows package imports

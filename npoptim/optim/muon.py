@@ -104,6 +104,7 @@ import numbers
 
 import numpy as np
 
+from npoptim import frameworks
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
@@ -430,14 +431,13 @@ def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2
     **kw)``, stepped together. Under a schedule set this optimizer's lr to
     ``lr * adam_lr_ratio``.
     """
-    from npoptim import flavors
     from npoptim.optim.adam import AdamW
-    entry = flavors.get("keras").constructors["Muon"]
-    unknown = sorted(set(muon_keywords) - set(entry.defaults) - set(flavors.NOT_CONVENTIONS))
+    entry = frameworks.get("keras").constructors["Muon"]
+    unknown = sorted(set(muon_keywords) - set(entry.defaults) - set(frameworks.NOT_CONVENTIONS))
     if unknown:
         raise TypeError(f"keras Muon has no argument(s) {', '.join(unknown)}")
     # refuses what the Muon part refuses, but exclude_layers (which chose these parameters)
-    flavors.translate(entry, {k: v for k, v in muon_keywords.items() if k != "exclude_layers"},
+    frameworks.translate(entry, {k: v for k, v in muon_keywords.items() if k != "exclude_layers"},
                       "keras")
     if not (isinstance(adam_lr_ratio, numbers.Real) and adam_lr_ratio > 0):
         raise ValueError(f"adam_lr_ratio must be > 0 (npoptim's AdamW decays by lr * "

@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from npoptim import flavors
+from npoptim import frameworks
 
 #: Conventions of an optimizer's own bookkeeping (attributes of the optimizer, not param-group
 #: options), at torch's values; flavored optimizers take them as keywords (:func:`flavored`),
@@ -148,7 +148,7 @@ def flavored(init):
 
     @functools.wraps(init)
     def __init__(self, params, *args, flavor="torch", step_scope=None, **kwargs):
-        preset = flavors.get(flavor)
+        preset = frameworks.get(flavor)
         if flavor == "torch":
             init(self, params, *args, **kwargs)
         else:

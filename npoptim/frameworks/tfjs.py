@@ -1,5 +1,5 @@
 """TensorFlow.js's flavor: its convention switches and constructors (tfjs-core's optimizers)."""
-from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
+from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 TFJS = Flavor(
     name="tfjs", framework="TensorFlow.js 4 (tensorflow/tfjs tfjs-core/src/optimizers)",

@@ -1,6 +1,6 @@
 """ONNX's flavor: the ai.onnx.preview.training operators (and onnxruntime-training's AdamW)
 as npoptim's convention switches and constructors."""
-from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
+from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 ONNX = Flavor(
     name="onnx", framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"

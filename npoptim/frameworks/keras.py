@@ -1,6 +1,6 @@
 """Keras 3's flavor: its convention switches, defaults and constructor names per optimizer
 (keras.optimizers)."""
-from npoptim.flavors.model import Flavor, FrameworkOptimizer
+from npoptim.frameworks.model import Flavor, FrameworkOptimizer
 
 _BETAS = {"beta_1": ("betas", 0), "beta_2": ("betas", 1)}
 _KERAS_ADAM_NAMES = {"learning_rate": "lr", **_BETAS, "epsilon": "eps", "amsgrad": "amsgrad",

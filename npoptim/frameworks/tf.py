@@ -1,6 +1,6 @@
 """TensorFlow's flavor: its raw kernels' convention switches and the tf.compat.v1.train
 constructors."""
-from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
+from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 TF = Flavor(
     name="tf", framework="TensorFlow raw kernels (tensorflow/core/kernels/training_ops.cc, "

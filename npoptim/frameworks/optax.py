@@ -2,7 +2,7 @@
 (optax and optax.contrib), with the keyword optax's Adam family derives (``eps_root``)."""
 import math
 
-from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
+from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 _OPTAX_MASK = ((None,), "use param groups with weight_decay=0")
 _OPTAX_ADAM_NAMES = {"learning_rate": "lr", "b1": ("betas", 0), "b2": ("betas", 1),
@@ -462,9 +462,9 @@ OPTAX = Flavor(
         "AdaBelief": "the paper's math; eps_root given (npoptim's None is eps_root = eps, "
                      "optax's default 1e-16 = its default eps); no weight decay",
         "ScheduleFreeSGD": "the paper's math without warmup (a warmup_steps is refused: see "
-                           "npoptim.flavors.translation._no_warmup); no r",
+                           "npoptim.frameworks.translation._no_warmup); no r",
         "ScheduleFreeAdamW": "the paper's math without warmup (a warmup_steps is refused: see "
-                             "npoptim.flavors.translation._no_warmup); no r",
+                             "npoptim.frameworks.translation._no_warmup); no r",
         "PolyakSGD": "npoptim's math (optax's code: the scaling, npoptim's lr, divides the "
                      "Polyak ratio); the loss is update's value=",
         "LBFGS": "optax's zoom line search (line_search_fn='zoom', its default; linesearch="

@@ -8,8 +8,8 @@ that changes one line of the one rule (see each optimizer's docstring and its
 those switches plus its defaults and its hyperparameter names::
 
     npoptim.Adam(params, flavor="keras")            # eps-hat, eps=1e-7, decoupled decay
-    npoptim.flavors.from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)
-    npoptim.flavors.from_framework("optax", "amsgrad", params, learning_rate=1e-2)
+    npoptim.frameworks.from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)
+    npoptim.frameworks.from_framework("optax", "amsgrad", params, learning_rate=1e-2)
 
 **Flavor and variant (the rule).** ``variant=`` names a *published algorithm* (LAMB's
 ``"apex"``, LARS's ``"optax"``); ``flavor=`` names a *framework*: its switches, its defaults
@@ -24,53 +24,29 @@ Framework options that are not conventions of the update (Keras ``clipnorm``,
 are refused by name; so is a value of a convention npoptim does not implement yet (it says
 which).
 
-The package: :mod:`~npoptim.flavors.model` (:class:`FrameworkOptimizer`, :data:`REQUIRED`,
-:class:`Flavor`), one table per framework (:mod:`~npoptim.flavors.keras`,
-:mod:`~npoptim.flavors.optax`, :mod:`~npoptim.flavors.tf`, :mod:`~npoptim.flavors.tfjs`,
-:mod:`~npoptim.flavors.onnx`), :mod:`~npoptim.flavors.translation` (a framework's keywords to
-npoptim's and back); here: the torch flavor, :data:`FLAVORS`, :data:`FLAVORED`, :func:`get`,
-:func:`from_framework` and :func:`framework_names`. The decorator that gives an optimizer
-``flavor=`` is :func:`npoptim.optim.options.flavored`, where an optimizer takes its keywords.
+This module is the front door: :func:`from_framework` and :data:`FLAVORED`, and the names of
+:mod:`npoptim.frameworks`, where the flavors are data: the model
+(:mod:`~npoptim.frameworks.model`), one table per framework (:mod:`~npoptim.frameworks.keras`,
+:mod:`~npoptim.frameworks.optax`, :mod:`~npoptim.frameworks.tf`,
+:mod:`~npoptim.frameworks.tfjs`, :mod:`~npoptim.frameworks.onnx`) and the translation of a
+framework's keywords (:mod:`~npoptim.frameworks.translation`). The two are apart because the
+optimizers read the tables (:func:`npoptim.optim.options.flavored`, the decorator that gives an
+optimizer ``flavor=``), while :func:`from_framework` builds an optimizer by name through
+:mod:`npoptim.registry`, which imports optimizer modules: in one package the two would close an
+import circle through the registry's module names.
 """
 from npoptim import registry
-from npoptim.flavors.keras import KERAS
-from npoptim.flavors.model import REQUIRED, Flavor, FrameworkOptimizer
-from npoptim.flavors.onnx import ONNX
-from npoptim.flavors.optax import OPTAX
-from npoptim.flavors.tf import TF
-from npoptim.flavors.tfjs import TFJS
-from npoptim.flavors.translation import NOT_CONVENTIONS, framework_call, translate
+from npoptim.frameworks import (FLAVORS, KERAS, NOT_CONVENTIONS, ONNX, OPTAX, REQUIRED, TF,
+                                TFJS, TORCH, Flavor, FrameworkOptimizer, framework_call,
+                                framework_names, get, translate)
 
 __all__ = ["Flavor", "FrameworkOptimizer", "REQUIRED", "NOT_CONVENTIONS", "KERAS", "OPTAX",
            "TF", "TFJS", "ONNX", "TORCH", "FLAVORS", "FLAVORED", "get", "translate",
            "framework_call", "framework_names", "from_framework"]
 
-#: The optimizers that take ``flavor=`` (the others are torch's or a paper's only): those whose
-#: ``__init__`` :func:`npoptim.optim.options.flavored` wraps.
-FLAVORED = sorted({opt for f in (KERAS, OPTAX, TF, TFJS, ONNX) for opt in f.switches},
-                  key=list(registry.OPTIMIZERS).index)
-
-TORCH = Flavor(
-    name="torch", framework="torch.optim 2.13 (npoptim's default)",
-    switches={name: {} for name in FLAVORED}, constructors={},
-    differs={}, verified="CI: the torch cross-checks and provenance.json")
-
-#: Every flavor, by name.
-FLAVORS = {f.name: f for f in (TORCH, KERAS, OPTAX, TF, TFJS, ONNX)}
-
-
-def get(name):
-    """The :class:`Flavor` called ``name``."""
-    if not isinstance(name, str) or name not in FLAVORS:
-        raise ValueError(f"unknown flavor {name!r}; the flavors are {', '.join(FLAVORS)}")
-    return FLAVORS[name]
-
-
-def framework_names(flavor_name, optimizer, hyper):
-    """The framework's own keywords for npoptim ``hyper`` (npoptim names): how a user of that
-    framework writes the same constructor (the golden files store it beside npoptim's)."""
-    entry = get(flavor_name).constructor_for(optimizer)
-    return None if entry is None else framework_call(entry, hyper)
+#: The optimizers that take ``flavor=`` (the others are torch's or a paper's only), in the
+#: registry's order: those whose ``__init__`` :func:`npoptim.optim.options.flavored` wraps.
+FLAVORED = sorted(TORCH.switches, key=list(registry.OPTIMIZERS).index)
 
 
 def from_framework(framework, optimizer, params, **framework_kwargs):

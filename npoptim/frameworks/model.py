@@ -1,10 +1,10 @@
 """The data model of a flavor: a framework constructor as an npoptim optimizer
 (:class:`FrameworkOptimizer`, :data:`REQUIRED` for a keyword the framework requires) and a
 framework (:class:`Flavor`: its switches per optimizer, its constructors, how it is checked).
-The tables (:mod:`npoptim.flavors.keras`, ...) are instances of these."""
+The tables (:mod:`npoptim.frameworks.keras`, ...) are instances of these."""
 from dataclasses import dataclass, field
 
-from npoptim.flavors.translation import translate
+from npoptim.frameworks.translation import translate
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class FrameworkOptimizer:
     * ``derived``: a framework keyword that sets several npoptim keywords -> a function of the
       call's keywords (with the framework's defaults) returning them; applied after the
       one-to-one names, over them (optax Adam's ``eps_root``:
-      :func:`npoptim.flavors.optax._optax_eps_root`).
+      :func:`npoptim.frameworks.optax._optax_eps_root`).
     """
 
     npoptim: str
