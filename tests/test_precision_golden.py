@@ -16,6 +16,8 @@ import scipy.sparse
 
 from npoptim import testing
 from npoptim.golden import codec, compare, precision_cases, regenerate, schema
+from npoptim.golden.replay import (QUANTIZATIONS, mode_of, npoptim_make_step, replay,
+                                   results_file)
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -25,7 +27,7 @@ CASES = testing.load_cases(PRECISION, flavor="all")
 
 
 def _by_mode(*modes):
-    return [c for c in CASES if precision_cases.mode_of(c.precision) in modes]
+    return [c for c in CASES if mode_of(c.precision) in modes]
 
 
 @pytest.mark.parametrize("name", list(precision_cases.TABLE))
@@ -38,8 +40,8 @@ def test_committed_precision_file_equals_fresh_generation(name):
 
 
 def test_the_suite_has_every_mode_in_both_formats():
-    modes = {(precision_cases.mode_of(c.precision), c.dtype) for c in CASES}
-    for mode in set(precision_cases.MODES) - set(precision_cases.QUANTIZATIONS):
+    modes = {(mode_of(c.precision), c.dtype) for c in CASES}
+    for mode in set(precision_cases.MODES) - set(QUANTIZATIONS):
         assert (mode, "bfloat16") in modes, mode
     assert ("torchao-8bit", "float32") in modes
     for mode in ("per-op", "fused", "master-weights", "kahan"):
@@ -93,7 +95,7 @@ def _as_torch_grad(torch, grad, param):
 def torch_make_step(case, library):
     """make_step (npoptim.testing's protocol) running the case in torch 2.13 (or optimi)."""
     torch = _torch()
-    mode = precision_cases.mode_of(case.precision)
+    mode = mode_of(case.precision)
 
     def make_step(params, hyper):
         dtype = params[0].dtype
@@ -160,7 +162,7 @@ def test_torch_reproduces_the_case(case):
     case's tolerance (float32 masters agree to a few float32 ulps, most bit for bit)."""
     report = testing.assert_case(case, torch_make_step(case, None))
     assert report.state_compared
-    if precision_cases.mode_of(case.precision) != "master-weights":
+    if mode_of(case.precision) != "master-weights":
         assert all(s.max_ulp == 0 for s in report.steps), case.id
 
 
@@ -229,7 +231,7 @@ def test_torch_sums_duplicates_in_stored_order_only_up_to_16_entries():
 
 
 # ------------------------------------------------------------------------ quantized state
-QUANTIZED = _by_mode(*precision_cases.QUANTIZATIONS)
+QUANTIZED = _by_mode(*QUANTIZATIONS)
 TORCHAO = [c for c in QUANTIZED if c.precision["quantization"].startswith("torchao-")]
 BNB = [c for c in QUANTIZED if c.precision["quantization"] == "bnb-8bit"]
 
@@ -245,7 +247,7 @@ def torchao_make_step(case):
     under npoptim's names (torchao's attribute names: ``exp_avg.codes``, ...)."""
     optim = _torchao_optim()
     torch = _torch()
-    suffix = precision_cases.QUANTIZATIONS[precision_cases.mode_of(case.precision)]
+    suffix = QUANTIZATIONS[mode_of(case.precision)]
 
     def make_step(params, hyper):
         tparams = [torch.from_numpy(p.copy()) for p in params]
@@ -351,7 +353,6 @@ def test_the_quantized_case_fails_unquantized_moments():
     """float32 AdamW (the same math without quantizing the moments) leaves the case's
     tolerance within the first steps, before the stored state is compared."""
     case = next(c for c in QUANTIZED if c.precision["quantization"] == "torchao-8bit")
-    from npoptim.golden.generate import npoptim_make_step, replay, results_file
     def make_step(params, hyper):  # params only: the float32 state has other names
         step = npoptim_make_step(case.optimizer)(
             params, {k: v for k, v in hyper.items()
@@ -366,8 +367,7 @@ def test_the_quantized_case_fails_unquantized_moments():
 def _npoptim_results(case, precision=None, grads=None):
     """npoptim's results of ``case`` (in another ``precision`` mode; each gradient passed
     through ``grads`` first)."""
-    from npoptim.golden.generate import replay, results_file
-    make = precision_cases.npoptim_make_step(case.optimizer, precision or case.precision)
+    make = npoptim_make_step(case.optimizer, precision or case.precision)
     if grads is not None:
         inner = make
 
