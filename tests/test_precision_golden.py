@@ -5,6 +5,7 @@ case) with 0 ULP (quantized: bit for bit); the ULP tolerance passes a
 neighbouring value and fails the other rounding mode; the loader's and JSON Schema's checks
 of the new fields; regeneration; npoptim.testing reading both the 16-bit and float cases."""
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 import scipy.sparse
 
 from npoptim import testing
-from npoptim.golden import codec, compare, precision_cases, regenerate, schema
+from npoptim.golden import cases, codec, compare, generate, precision_cases, regenerate, schema
 from npoptim.golden.replay import (QUANTIZATIONS, mode_of, npoptim_make_step, replay,
                                    results_file)
 
@@ -37,6 +38,20 @@ def test_committed_precision_file_equals_fresh_generation(name):
     assert path.exists() and path.read_text(encoding="utf-8") == fresh, (
         f"{path} differs from a fresh generation: run python -m npoptim.golden.regenerate")
     assert json.loads(fresh)["schema_version"] == 3
+
+
+def test_a_16_bit_row_is_a_case_row_with_a_mode():
+    """The torch, flavor and 16-bit families declare rows of one type, cases.Row: a 16-bit row
+    has a precision_mode (the size budget's active and state_every need one), is in the torch
+    flavor, and only precision_cases builds it."""
+    row = precision_cases.TABLE["SparseAdam"][0]
+    assert type(row) is cases.Row and (row.precision_mode, row.state_every) == ("per-op", 5)
+    with pytest.raises(ValueError, match="precision_mode"):
+        dataclasses.replace(row, precision_mode=None)
+    with pytest.raises(ValueError, match="torch flavor"):
+        dataclasses.replace(row, flavor="keras")
+    with pytest.raises(ValueError, match="precision_cases.build_case"):
+        generate.build_case(row, "bfloat16")
 
 
 def test_the_suite_has_every_mode_in_both_formats():

@@ -188,13 +188,13 @@ def build(args):
                     hyper, shapes=shapes, grads=pattern, grad_scale=args.grad_scale,
                     density=args.density, init=args.init, dtypes=(args.dtype,),
                     steps=args.steps, objective=objective,
-                    schedule=None if args.schedule == "none" else args.schedule)
+                    schedule=None if args.schedule == "none" else args.schedule,
+                    precision_mode=mode)
     if half or quantized:
         from npoptim.golden import precision_cases
         seed = (precision_cases.STOCHASTIC_SEED if args.precision_seed is None
                 else args.precision_seed)
-        case = precision_cases.build_case(precision_cases.PrecisionRow(mode, row), args.dtype,
-                                          seed=args.seed, case_id=case_id,
+        case = precision_cases.build_case(row, args.dtype, seed=args.seed, case_id=case_id,
                                           precision_seed=seed)
     else:
         case = build_case(row, args.dtype, seed=args.seed, case_id=case_id)

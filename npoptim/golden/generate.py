@@ -136,6 +136,9 @@ def capability_tags(row, dtype, hyper, grads, schedule):
 def build_case(row, dtype, seed=None, case_id=None):
     """One case (a JSON-ready dict) from a table row, by running npoptim (in the row's
     flavor, :mod:`npoptim.flavors`)."""
+    if row.precision_mode is not None:
+        raise ValueError(f"{row.optimizer}/{row.name}: a 16-bit row is built by "
+                         "npoptim.golden.precision_cases.build_case")
     wrapped_cls = _wrapped_class(row)
     cls = registry.get_wrapper(row.optimizer) if wrapped_cls else registry.get(row.optimizer)
     torch_name = None if wrapped_cls else registry.OPTIMIZERS[row.optimizer][1]

@@ -64,7 +64,6 @@ results may differ from these by an ulp now and then (more in LBFGS, which feeds
 ``"<Optimizer>/<mode>/<row>/<dtype>"``.
 """
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -134,37 +133,16 @@ def quantized_tolerance(rtol, mode="torchao-8bit"):
                       "of a code's midpoint changes its code and the next steps' parameters."}
 
 
-@dataclass(frozen=True)
-class PrecisionRow:
-    """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
-    shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`);
-    ``active``: the flat index from which a quantized case's inputs are zero (module
-    docstring), or None; ``state_every``: the state is stored after every this many steps
-    (and the last; ``null`` at the others: the size budget)."""
-
-    mode: str
-    row: cases.Row
-    active: int = None
-    state_every: int = 1
-
-    @property
-    def optimizer(self):
-        return self.row.optimizer
-
-
-def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, active=None, state_every=1,
-         **options):
-    return PrecisionRow(mode, cases.Row(optimizer, name, comment, hyper,
-                                        shapes=options.pop("shapes", SHAPES),
-                                        dtypes=dtypes, steps=options.pop("steps", 10),
-                                        **options), active, state_every)
-
-
 def _modes(optimizer, name, comment, hyper, modes, **options):
-    return [_row(optimizer, name, comment, hyper, mode, **options) for mode in modes]
+    """One :class:`~npoptim.golden.cases.Row` per mode (its ``precision_mode``), with this
+    family's defaults: :data:`SHAPES`, :data:`HALF`, 10 steps."""
+    options = dict(dict(shapes=SHAPES, dtypes=HALF, steps=10), **options)
+    return [cases.Row(optimizer, name, comment, hyper, precision_mode=mode, **options)
+            for mode in modes]
 
 
-#: optimizer -> its precision rows (one case per row and dtype), written to
+#: optimizer -> its precision rows (:class:`~npoptim.golden.cases.Row` with a
+#: ``precision_mode``; one case per row and dtype), written to
 #: ``cases/precision/<Optimizer>.json``
 TABLE = {
     "Adam": _modes("Adam", "weight-decay", "L2 weight decay: torch's per-op path rounds the "
@@ -327,12 +305,12 @@ def sparse_kind(name, grads):
     return getattr(lowp, name).sparse_kind
 
 
-def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
-    """One 16-bit case (JSON-ready) of a :class:`PrecisionRow`: the float32 case's inputs
-    (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to ``dtype``, run
-    through :func:`~npoptim.golden.replay.make_optimizer`. A quantized-state case is float32, its inputs rounded to
-    :func:`to_grid`."""
-    row, mode = prow.row, prow.mode
+def build_case(row, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
+    """One 16-bit case (JSON-ready) of a row with a ``precision_mode``: the float32 case's
+    inputs (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to
+    ``dtype``, run through :func:`~npoptim.golden.replay.make_optimizer`. A quantized-state
+    case is float32, its inputs rounded to :func:`to_grid`."""
+    mode = row.precision_mode
     if mode not in MODES:
         raise ValueError(f"unknown precision mode {mode!r}; choose from {', '.join(MODES)}")
     quantized = mode in QUANTIZATIONS
@@ -357,9 +335,9 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     else:
         grads = [[convert_grad(g, convert) for g in step] for step in inputs.PATTERNS[row.grads](
             rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
-    if prow.active is not None:
+    if row.active is not None:
         for array in params + [g for step in grads for g in step if g is not None]:
-            array.reshape(-1)[prow.active:] = 0
+            array.reshape(-1)[row.active:] = 0
     hyper = hyperparameters(row.optimizer, mode, dtype, row.hyper)
     live = [p.copy() for p in params]
     step_fn = npoptim_make_step(row.optimizer, precision)(live, codec.from_json_hyper(hyper))
@@ -372,7 +350,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
         after = [p.copy() for p in live]
         trajectory.append([a.astype(np.float32) for a in after])
         keep_state = (t + 1 == row.steps
-                      or not (quantized or objective) and (t + 1) % prow.state_every == 0)
+                      or not (quantized or objective) and (t + 1) % row.state_every == 0)
         steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
                       "expected": {"params": [codec.encode_array(p) for p in after],
                                    "state": codec.encode_state(state, len(params))
@@ -448,7 +426,7 @@ def build_files(optimizers=None):
     for name in TABLE:
         if optimizers is not None and name not in optimizers:
             continue
-        built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.row.dtypes]
+        built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.dtypes]
         out[name] = generate.build_file(built, optimizer=name, header=header)
     return out
 
