@@ -4,10 +4,11 @@ Every golden case comes from one :class:`Row`: an optimizer (a name in
 :data:`npoptim.registry.OPTIMIZERS`), the hyperparameters that differ from its defaults, the
 parameter shapes, a gradient pattern (:data:`npoptim.golden.inputs.PATTERNS`), the steps and,
 optionally, an lr schedule. Each row becomes one case per dtype, named
-``"{optimizer}/{name}/{dtype}"``. The torch cases' rows are :data:`TABLE`; the other families
-declare rows of the same type in their own modules: the flavor cases
-(:mod:`npoptim.golden.flavor_cases`, ``flavor=``, most made from this table's rows) and the
-16-bit cases (:mod:`npoptim.golden.precision_cases`, ``precision_mode=``).
+``"{optimizer}/{name}/{dtype}"`` (a 16-bit row's ``"{optimizer}/{mode}/{name}/{dtype}"``). The
+torch cases' rows are :data:`TABLE`; the other families declare rows of the same type in their
+own modules: the flavor cases (:mod:`npoptim.golden.flavor_cases`, ``flavor=``, most made from
+this table's rows) and the 16-bit cases (:mod:`npoptim.golden.precision_cases`,
+``precision_mode=``).
 
 Adding an optimizer to the suite = adding its rows here and running
 ``python -m npoptim.golden.regenerate``; ``tests/test_golden.py`` fails for an optimizer
