@@ -40,7 +40,7 @@ Select or leave them out with the tag ``wrapper``.
 """
 from npoptim.golden.codec import CsrGrad
 from npoptim.golden.compare import CaseReport, compare_case, format_reports, select
-from npoptim.golden.generate import npoptim_make_step, replay, results_file
+from npoptim.golden.replay import npoptim_make_step, replay, results_file
 from npoptim.golden.schema import Case, GoldenFileError, load_all, parse
 
 __all__ = ["Case", "CaseReport", "CsrGrad", "GoldenFileError", "load_cases", "run_case",

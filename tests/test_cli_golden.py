@@ -8,7 +8,8 @@ import pytest
 
 from npoptim import registry
 from npoptim.cli import main
-from npoptim.golden import generate, schema
+from npoptim.golden import schema
+from npoptim.golden.replay import npoptim_make_step, replay, results_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "reference_results"
@@ -105,11 +106,11 @@ def _results(case_file, ids=None, perturb=None):
     for case in cases:
         if ids and case.id not in ids:
             continue
-        entry = generate.replay(case, generate.npoptim_make_step(case.optimizer))
+        entry = replay(case, npoptim_make_step(case.optimizer))
         if perturb:
             perturb(case, entry)
         out.append(entry)
-    return generate.results_file(out, "test")
+    return results_file(out, "test")
 
 
 def _write(tmp_path, doc, name="results.json"):

@@ -19,7 +19,7 @@ from npoptim.diagnose.catalogue import (CATALOGUE, drop_explicit_zeros, keep_fir
                                         keep_last_duplicate)
 from npoptim.diagnose.engine import DiagnoseError, diagnose
 from npoptim.golden.codec import CsrGrad, dumps
-from npoptim.golden.generate import replay, results_file
+from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all
 
 SUITE = "reference_results"

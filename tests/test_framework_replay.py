@@ -41,6 +41,7 @@ import pytest
 
 from npoptim import flavors
 from npoptim.golden import codec, compare, flavor_cases, generate
+from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all, parse
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports keras
@@ -97,7 +98,7 @@ def constructor_for_case(flavor, case, use_switches=True):
     if "none-grad" in case.tags and flavors.get(flavor).step_scope != "global":
         return None, (f"{flavor} has no missing gradient (a zero gradient is a step, or the "
                       "caller passes the step count): npoptim.flavors.Flavor.step_scope")
-    hyper = generate.from_json_hyper(case.hyperparameters)
+    hyper = codec.from_json_hyper(case.hyperparameters)
     tried = []
     for name, entry in flavors.get(flavor).constructors.items():
         if entry.npoptim != case.optimizer:
@@ -418,11 +419,11 @@ def replay_flavor(flavor, cases, use_switches=True, tmp_path=None):
         elif flavor == "tfjs":
             batch.append((case, name, kwargs))
         else:
-            entries.append(generate.replay(case, RUNNERS[flavor](name, kwargs),
-                                           grad_format="dense"))
+            entries.append(replay(case, RUNNERS[flavor](name, kwargs),
+                                  grad_format="dense"))
     if batch:
         entries += replay_tfjs(batch, tmp_path)
-    return parse(json.loads(codec.dumps(generate.results_file(entries, flavor))),
+    return parse(json.loads(codec.dumps(results_file(entries, flavor))),
                  f"<{flavor}>", "results").cases
 
 
@@ -447,7 +448,7 @@ def test_framework_passes_its_flavor(flavor, tmp_path):
     path = tmp_path / "results.json"
     entries = [{"id": r.id, "skipped": f"known {flavor} bug: {_known_bug(flavor, r.id)['what']}"}
                if _known_bug(flavor, r.id) else r.raw for r in results.values()]
-    path.write_text(codec.dumps(generate.results_file(entries, flavor)))
+    path.write_text(codec.dumps(results_file(entries, flavor)))
     from npoptim.cli import verify as verify_cli
     import argparse
     parser = argparse.ArgumentParser()
@@ -515,7 +516,7 @@ def _optax_wrapper(case):
     name, kwargs = constructor_for_case("optax", inner_case)
     if name is None:
         return None, f"the wrapped {inner_case.optimizer} in optax: {kwargs}"
-    hyper = generate.from_json_hyper(case.hyperparameters)
+    hyper = codec.from_json_hyper(case.hyperparameters)
     if case.optimizer == "SAM" and (hyper["eps"] != 0 or any(hyper.get("adaptive", ()))):
         return None, OPTAX_WRAPPERS_NOT_REPRODUCED["SAM"]
     if case.optimizer == "Mechanic" and tuple(hyper["betas"]) != tuple(
@@ -594,19 +595,18 @@ def test_optax_replays_the_wrapper_cases():
     for case in cases:
         make_step, reason = _optax_wrapper(case)
         entries.append({"id": case.id, "skipped": reason} if make_step is None
-                       else generate.replay(case, make_step, grad_format="dense"))
+                       else replay(case, make_step, grad_format="dense"))
         inner_case = type(case)(**{**case.__dict__, "optimizer": case.wrapped["optimizer"],
                                    "hyperparameters": case.wrapped["hyperparameters"],
                                    "wrapped": None})
         name, kwargs = constructor_for_case("optax", inner_case)
         if name is not None and inner_case.objective is None:
-            alone.append(generate.replay(inner_case, optax_make_step(name, kwargs),
-                                         grad_format="dense"))
+            alone.append(replay(inner_case, optax_make_step(name, kwargs),
+                                grad_format="dense"))
         elif name is not None:  # SAM: the wrapped optimizer steps on the plain gradient
-            alone.append(generate.replay(inner_case, _plain_closure(optax_make_step(name,
-                                                                                   kwargs)),
-                                         grad_format="dense"))
-    results = {r.id: r for r in parse(json.loads(codec.dumps(generate.results_file(
+            alone.append(replay(inner_case, _plain_closure(optax_make_step(name, kwargs)),
+                                grad_format="dense"))
+    results = {r.id: r for r in parse(json.loads(codec.dumps(results_file(
         entries, "optax"))), "<optax>", "results").cases}
     reports = [compare.compare_case(c, results[c.id], "<optax>") for c in cases]
     assert not [r for r in reports if r.failed], compare.format_reports(reports, summary=True)
@@ -614,7 +614,7 @@ def test_optax_replays_the_wrapper_cases():
     assert skipped == {f"SAM/asam-per-parameter/{d}": OPTAX_WRAPPERS_NOT_REPRODUCED["SAM"]
                        for d in ("float32", "float64")}, skipped
     by_id = {c.id: c for c in cases}
-    alone = parse(json.loads(codec.dumps(generate.results_file(alone, "optax"))), "<optax>",
+    alone = parse(json.loads(codec.dumps(results_file(alone, "optax"))), "<optax>",
                   "results").cases
     assert len(alone) == len(cases)
     passing = [r.id for r in alone if compare.compare_case(by_id[r.id], r).passed]

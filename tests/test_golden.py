@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from npoptim import registry, testing
-from npoptim.golden import cases as table
-from npoptim.golden import codec, compare, generate, inputs, regenerate, schema
+from npoptim.golden import cases, codec, compare, generate, inputs, regenerate, schema
+from npoptim.golden.replay import npoptim_make_step, replay, results_file
 from npoptim.golden.flags import FLAGS, detect_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_no_stale_case_files():
 
 
 def test_every_optimizer_has_rows_in_the_case_table():
-    missing = [n for n in registry.OPTIMIZERS if n not in table.TABLE]
+    missing = [n for n in registry.OPTIMIZERS if n not in cases.TABLE]
     assert not missing, (f"optimizers {missing} have no rows in npoptim/golden/cases.py TABLE: "
                          "add them and run python -m npoptim.golden.regenerate")
 
@@ -150,7 +150,8 @@ def test_provenance_covers_torch_cases_and_failures_are_known():
 
 def test_torch_is_not_imported_by_runtime_modules():
     code = ("import sys, npoptim, npoptim.testing, npoptim.golden.compare, "
-            "npoptim.golden.generate, npoptim.golden.regenerate, npoptim.cli.listing, "
+            "npoptim.golden.generate, npoptim.golden.replay, npoptim.golden.regenerate, "
+            "npoptim.cli.listing, "
             "npoptim.cli.golden, npoptim.cli.verify; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
@@ -186,11 +187,11 @@ def test_nonfinite_hyperparameters_round_trip():
     opt = registry.get("LAMB")([np.zeros(3)], ratio_bounds=(0.0, math.inf))
     stored = json.loads(codec.dumps(generate.hyperparameters(opt)))
     assert stored["ratio_bounds"] == [0.0, "Infinity"]
-    kwargs = generate.from_json_hyper(stored)
+    kwargs = codec.from_json_hyper(stored)
     assert kwargs["ratio_bounds"] == (0.0, math.inf)
     again = registry.get("LAMB")([np.zeros(3)], **kwargs)
     assert again.defaults["ratio_bounds"] == (0.0, math.inf)
-    back = generate.from_json_hyper({"a": "-Infinity", "b": ["NaN", 1.0], "c": "torch"})
+    back = codec.from_json_hyper({"a": "-Infinity", "b": ["NaN", 1.0], "c": "torch"})
     assert back["a"] == -math.inf and math.isnan(back["b"][0]) and back["c"] == "torch"
 
 
@@ -224,8 +225,7 @@ def test_json_schema_accepts_suite_files_and_results():
         errors = list(validator.iter_errors(_doc(name)))
         assert not errors, errors[0].message
     case = schema.load(SUITE / "cases" / "Adagrad.json").cases[0]
-    results = generate.results_file([generate.replay(case,
-                                                     generate.npoptim_make_step("Adagrad"))])
+    results = results_file([replay(case, npoptim_make_step("Adagrad"))])
     assert not list(validator.iter_errors(json.loads(codec.dumps(results))))
     bad = _doc("Adam")
     bad["cases"] = bad["cases"][:1]
@@ -364,10 +364,10 @@ def test_compare_arrays_scale_nan_and_first_bad():
 
 
 def _results_for(case, perturb=None):
-    out = generate.replay(case, generate.npoptim_make_step(case.optimizer))
+    out = replay(case, npoptim_make_step(case.optimizer))
     if perturb:
         perturb(out)
-    return schema.parse(generate.results_file([out]), "results.json", "results").cases[0]
+    return schema.parse(results_file([out]), "results.json", "results").cases[0]
 
 
 def test_compare_case_names_first_divergence_and_missing_steps():

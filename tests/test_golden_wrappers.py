@@ -12,8 +12,8 @@ import pytest
 
 from npoptim import registry, testing
 from npoptim.cli import main
-from npoptim.golden import cases as table
-from npoptim.golden import codec, compare, generate, regenerate, schema
+from npoptim.golden import cases, codec, compare, generate, regenerate, schema
+from npoptim.golden.replay import npoptim_make_step, replay, results_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "reference_results"
@@ -37,7 +37,7 @@ def _case(case_id):
 def test_wrapper_files_are_version_4_and_round_trip(name):
     doc = _doc(name)
     assert doc["schema_version"] == 4
-    rows = {r.name: r for r in table.TABLE[name]}
+    rows = {r.name: r for r in cases.TABLE[name]}
     for raw, case in zip(doc["cases"], _cases(name)):
         row = rows[case.id.split("/")[1]]
         assert case.optimizer == name and "wrapper" in case.tags
@@ -87,14 +87,14 @@ def test_json_schema_accepts_the_wrapper_files_and_refuses_bad_wrapped(name):
 # ------------------------------------------------------------------ verify: pass and fail
 def test_every_wrapper_case_passes_verify_with_its_state_compared():
     reports, _ = compare.verify(SUITE, optimizers=WRAPPERS)
-    assert len(reports) == sum(len(r.dtypes) for n in WRAPPERS for r in table.TABLE[n])
+    assert len(reports) == sum(len(r.dtypes) for n in WRAPPERS for r in cases.TABLE[n])
     assert all(r.passed and r.state_compared for r in reports), compare.format_reports(
         reports, summary=True)
 
 
 def _results_of(case, make_step):
     """The case's results through ``make_step``, written and loaded as a results file."""
-    doc = generate.results_file([generate.replay(case, make_step)])
+    doc = results_file([replay(case, make_step)])
     return schema.parse(json.loads(codec.dumps(doc)), "<results>", "results").cases[0], doc
 
 
@@ -107,9 +107,8 @@ def test_npoptim_results_carry_the_wrapper_state_and_round_trip():
     assert report.passed and report.state_compared
     # a result without the wrapper state is still read (version 2) and compared on the rest
     plain = {"id": case.id, "steps": [{"params": s["params"], "state": s["state"]}
-                                      for s in generate.replay(
-                                          case, testing.npoptim_step(case))["steps"]]}
-    doc = generate.results_file([plain])
+                                      for s in replay(case, testing.npoptim_step(case))["steps"]]}
+    doc = results_file([plain])
     assert doc["schema_version"] == 2
     result = schema.parse(json.loads(codec.dumps(doc)), "<r>", "results").cases[0]
     assert compare.compare_case(case, result).passed
@@ -119,7 +118,7 @@ def _wrong_make_step(case, **override):
     """npoptim's make_step with some wrapper settings replaced (a wrong implementation),
     returning the parameters only (a state where the case has none, after Lookahead's
     reset, is a structural mismatch, not a divergence)."""
-    make_step = generate.npoptim_make_step(case.optimizer, wrapped=case.wrapped)
+    make_step = npoptim_make_step(case.optimizer, wrapped=case.wrapped)
 
     def wrong(params, hyper):
         step = make_step(params, dict(hyper, **override))
@@ -158,9 +157,9 @@ def test_verify_fails_a_wrong_wrapper_where_it_diverges(case_id, override, step,
                                      "Mechanic/adam-num-betas-decay/float64"])
 def test_verify_fails_the_wrapped_optimizer_run_alone(case_id):
     case = _case(case_id)
-    inner = generate.npoptim_make_step(case.wrapped["optimizer"])
+    inner = npoptim_make_step(case.wrapped["optimizer"])
     result, _ = _results_of(case, lambda params, _hyper: inner(
-        params, generate.from_json_hyper(case.wrapped["hyperparameters"])))
+        params, codec.from_json_hyper(case.wrapped["hyperparameters"])))
     assert compare.compare_case(case, result).failed
 
 
@@ -254,12 +253,11 @@ def test_a_results_wrapper_state_needs_version_4(tmp_path):
 
 def test_make_step_refuses_a_wrapper_without_its_wrapped_optimizer_and_nesting():
     with pytest.raises(ValueError, match="Lookahead is a wrapper: its case needs a 'wrapped'"):
-        generate.npoptim_make_step("Lookahead")
+        npoptim_make_step("Lookahead")
     with pytest.raises(ValueError, match="Adam is not a wrapper"):
-        generate.npoptim_make_step("Adam", wrapped={"optimizer": "SGD", "hyperparameters": {}})
+        npoptim_make_step("Adam", wrapped={"optimizer": "SGD", "hyperparameters": {}})
     with pytest.raises(ValueError, match="wraps SAM, a wrapper"):
-        generate.npoptim_make_step("Lookahead", wrapped={"optimizer": "SAM",
-                                                         "hyperparameters": {}})
+        npoptim_make_step("Lookahead", wrapped={"optimizer": "SAM", "hyperparameters": {}})
 
 
 def test_verify_reports_a_wrapped_optimizer_npoptim_rejects(lookahead_doc, tmp_path):
@@ -272,12 +270,12 @@ def test_verify_reports_a_wrapped_optimizer_npoptim_rejects(lookahead_doc, tmp_p
 
 
 def test_table_rows_of_wrappers_are_checked():
-    row = table.TABLE["Lookahead"][0]
+    row = cases.TABLE["Lookahead"][0]
     import dataclasses
     with pytest.raises(ValueError, match="needs wrapped="):
         generate.build_case(dataclasses.replace(row, wrapped=None), "float64")
     with pytest.raises(ValueError, match="only a wrapper's row"):
-        generate.build_case(dataclasses.replace(table.TABLE["SGD"][0], wrapped=("Adam", {})),
+        generate.build_case(dataclasses.replace(cases.TABLE["SGD"][0], wrapped=("Adam", {})),
                             "float64")
     with pytest.raises(ValueError, match="SGD has no hyperparameter"):
         generate.build_case(dataclasses.replace(row, wrapped=("SGD", dict(alpha=1.0))),

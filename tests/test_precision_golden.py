@@ -5,6 +5,7 @@ case) with 0 ULP (quantized: bit for bit); the ULP tolerance passes a
 neighbouring value and fails the other rounding mode; the loader's and JSON Schema's checks
 of the new fields; regeneration; npoptim.testing reading both the 16-bit and float cases."""
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -15,7 +16,9 @@ import pytest
 import scipy.sparse
 
 from npoptim import testing
-from npoptim.golden import codec, compare, precision_cases, regenerate, schema
+from npoptim.golden import cases, codec, compare, generate, precision_cases, regenerate, schema
+from npoptim.golden.replay import (QUANTIZATIONS, mode_of, npoptim_make_step, replay,
+                                   results_file)
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -25,7 +28,7 @@ CASES = testing.load_cases(PRECISION, flavor="all")
 
 
 def _by_mode(*modes):
-    return [c for c in CASES if precision_cases.mode_of(c.precision) in modes]
+    return [c for c in CASES if mode_of(c.precision) in modes]
 
 
 @pytest.mark.parametrize("name", list(precision_cases.TABLE))
@@ -37,9 +40,23 @@ def test_committed_precision_file_equals_fresh_generation(name):
     assert json.loads(fresh)["schema_version"] == 3
 
 
+def test_a_16_bit_row_is_a_case_row_with_a_mode():
+    """The torch, flavor and 16-bit families declare rows of one type, cases.Row: a 16-bit row
+    has a precision_mode (the size budget's active and state_every need one), is in the torch
+    flavor, and only precision_cases builds it."""
+    row = precision_cases.TABLE["SparseAdam"][0]
+    assert type(row) is cases.Row and (row.precision_mode, row.state_every) == ("per-op", 5)
+    with pytest.raises(ValueError, match="precision_mode"):
+        dataclasses.replace(row, precision_mode=None)
+    with pytest.raises(ValueError, match="torch flavor"):
+        dataclasses.replace(row, flavor="keras")
+    with pytest.raises(ValueError, match="precision_cases.build_case"):
+        generate.build_case(row, "bfloat16")
+
+
 def test_the_suite_has_every_mode_in_both_formats():
-    modes = {(precision_cases.mode_of(c.precision), c.dtype) for c in CASES}
-    for mode in set(precision_cases.MODES) - set(precision_cases.QUANTIZATIONS):
+    modes = {(mode_of(c.precision), c.dtype) for c in CASES}
+    for mode in set(precision_cases.MODES) - set(QUANTIZATIONS):
         assert (mode, "bfloat16") in modes, mode
     assert ("torchao-8bit", "float32") in modes
     for mode in ("per-op", "fused", "master-weights", "kahan"):
@@ -93,7 +110,7 @@ def _as_torch_grad(torch, grad, param):
 def torch_make_step(case, library):
     """make_step (npoptim.testing's protocol) running the case in torch 2.13 (or optimi)."""
     torch = _torch()
-    mode = precision_cases.mode_of(case.precision)
+    mode = mode_of(case.precision)
 
     def make_step(params, hyper):
         dtype = params[0].dtype
@@ -160,7 +177,7 @@ def test_torch_reproduces_the_case(case):
     case's tolerance (float32 masters agree to a few float32 ulps, most bit for bit)."""
     report = testing.assert_case(case, torch_make_step(case, None))
     assert report.state_compared
-    if precision_cases.mode_of(case.precision) != "master-weights":
+    if mode_of(case.precision) != "master-weights":
         assert all(s.max_ulp == 0 for s in report.steps), case.id
 
 
@@ -229,7 +246,7 @@ def test_torch_sums_duplicates_in_stored_order_only_up_to_16_entries():
 
 
 # ------------------------------------------------------------------------ quantized state
-QUANTIZED = _by_mode(*precision_cases.QUANTIZATIONS)
+QUANTIZED = _by_mode(*QUANTIZATIONS)
 TORCHAO = [c for c in QUANTIZED if c.precision["quantization"].startswith("torchao-")]
 BNB = [c for c in QUANTIZED if c.precision["quantization"] == "bnb-8bit"]
 
@@ -245,7 +262,7 @@ def torchao_make_step(case):
     under npoptim's names (torchao's attribute names: ``exp_avg.codes``, ...)."""
     optim = _torchao_optim()
     torch = _torch()
-    suffix = precision_cases.QUANTIZATIONS[precision_cases.mode_of(case.precision)]
+    suffix = QUANTIZATIONS[mode_of(case.precision)]
 
     def make_step(params, hyper):
         tparams = [torch.from_numpy(p.copy()) for p in params]
@@ -351,7 +368,6 @@ def test_the_quantized_case_fails_unquantized_moments():
     """float32 AdamW (the same math without quantizing the moments) leaves the case's
     tolerance within the first steps, before the stored state is compared."""
     case = next(c for c in QUANTIZED if c.precision["quantization"] == "torchao-8bit")
-    from npoptim.golden.generate import npoptim_make_step, replay, results_file
     def make_step(params, hyper):  # params only: the float32 state has other names
         step = npoptim_make_step(case.optimizer)(
             params, {k: v for k, v in hyper.items()
@@ -366,8 +382,7 @@ def test_the_quantized_case_fails_unquantized_moments():
 def _npoptim_results(case, precision=None, grads=None):
     """npoptim's results of ``case`` (in another ``precision`` mode; each gradient passed
     through ``grads`` first)."""
-    from npoptim.golden.generate import replay, results_file
-    make = precision_cases.npoptim_make_step(case.optimizer, precision or case.precision)
+    make = npoptim_make_step(case.optimizer, precision or case.precision)
     if grads is not None:
         inner = make
 

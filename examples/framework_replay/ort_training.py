@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import replay_cli  # this directory's shared command line; it puts npoptim on sys.path
-from npoptim.golden import generate
+from npoptim.golden import codec
 
 OFF = (None, False, 0, 0.0)
 #: The IR version onnxruntime 1.19 loads (it refuses the onnx package's newer default).
@@ -110,7 +110,7 @@ def make_step(adam_mode, case):
     from onnxruntime.training import artifacts, onnxblock
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-    h = generate.from_json_hyper(case.hyperparameters)
+    h = codec.from_json_hyper(case.hyperparameters)
 
     def factory(params, _hyper):
         params = [np.asarray(p, np.float32) for p in params]

@@ -2,7 +2,7 @@
 
 A script says which golden cases its framework computes (``choose(case)``: a way to run it,
 or None and why not) and how to run one (``make_step(way, case)``, the factory
-:func:`npoptim.golden.generate.replay` takes); :func:`main` writes the results file that
+:func:`npoptim.golden.replay.replay` takes); :func:`main` writes the results file that
 ``npoptim verify`` reads: every considered case run, or ``{"id": ..., "skipped": reason}``.
 With ``--torch-twins`` it runs instead the torch case that each case of the flavor overrides
 (same inputs and hyperparameter values, torch's conventions) the flavor case's way: these must
@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from npoptim.golden import codec, generate  # noqa: E402
+from npoptim.golden import codec  # noqa: E402
+from npoptim.golden.replay import replay, results_file  # noqa: E402
 from npoptim.golden.schema import load  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def case_files(path, optimizers):
 def main(argv, description, flavor, optimizers, choose, make_step, label, grad_format="dense"):
     """Replay the torch and ``flavor`` cases of ``optimizers``; ``label()`` names the
     framework in the results file (called after the replay, once the framework is imported);
-    ``grad_format``: how the step functions get CSR gradients (:func:`generate.replay`)."""
+    ``grad_format``: how the step functions get CSR gradients (:func:`replay`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("cases", nargs="?", default=str(ROOT / "reference_results"))
     parser.add_argument("-o", "--out", required=True, help="results file to write")
@@ -62,18 +63,18 @@ def main(argv, description, flavor, optimizers, choose, make_step, label, grad_f
         twin = by_id.get(torch_twin_id(case))  # the defaults cases are not twins
         if (case.flavor == flavor and way is not None and twin is not None
                 and "/defaults/" not in case.id and (args.torch_twins or args.twins_out)):
-            twins.append(generate.replay(twin, make_step(way, twin), grad_format=grad_format))
+            twins.append(replay(twin, make_step(way, twin), grad_format=grad_format))
         if args.torch_twins:
             continue
         if way is None:
             entries.append({"id": case.id, "skipped": reason})
             continue
-        entries.append(generate.replay(case, make_step(way, case), grad_format=grad_format))
+        entries.append(replay(case, make_step(way, case), grad_format=grad_format))
     outputs = [(args.out, twins if args.torch_twins else entries)]
     if args.twins_out and not args.torch_twins:
         outputs.append((args.twins_out, twins))
     for path, written in outputs:
-        Path(path).write_text(codec.dumps(generate.results_file(written, label())))
+        Path(path).write_text(codec.dumps(results_file(written, label())))
         ran = sum("steps" in e for e in written)
         print(f"wrote {path}: {ran} cases run, {len(written) - ran} skipped", file=sys.stderr)
     return 0

@@ -77,7 +77,7 @@ from typing import NamedTuple
 import numpy as np
 
 import replay_cli  # this directory's shared command line; it puts npoptim on sys.path
-from npoptim.golden import codec, generate
+from npoptim.golden import codec
 
 OFF = (None, False, 0, 0.0)
 #: Why no kernel computes an optimizer's CSR cases (see the module docstring).
@@ -162,7 +162,7 @@ def full_hyperparameters(case):
     defaults = {name: p.default for name, p in
                 inspect.signature(registry.get(case.optimizer).__init__).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-    return dict(defaults, **generate.from_json_hyper(case.hyperparameters))
+    return dict(defaults, **codec.from_json_hyper(case.hyperparameters))
 
 
 def _slices_of(grad, form):

@@ -102,7 +102,7 @@ def add_arguments(parser):
 
 def build(args):
     """The golden file (a dict) that ``args`` describe; ValueError/KeyError for bad input."""
-    from npoptim.golden import cases as table
+    from npoptim.golden import cases
     from npoptim.golden.generate import HEADER, build_case, build_file, signature_defaults
 
     if args.optimizer not in registry.OPTIMIZERS:
@@ -112,9 +112,8 @@ def build(args):
     from npoptim.golden.schema import QUANTIZATIONS
     known = signature_defaults(cls)
     if args.precision in QUANTIZATIONS:  # the quantized class's options (min_8bit_size)
-        from npoptim.golden import precision_cases
-        known = signature_defaults(precision_cases.quantized_class(args.optimizer,
-                                                                   args.precision))
+        from npoptim.golden.replay import quantized_class
+        known = signature_defaults(quantized_class(args.optimizer, args.precision))
     hyper = {}
     for name, value in (("lr", args.lr), ("eps", args.eps),
                         ("weight_decay", args.weight_decay), ("momentum", args.momentum),
@@ -185,17 +184,17 @@ def build(args):
         grad, pattern = "per-example", "per-example"
         case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-per-example-"
                               f"seed{args.seed}/{args.dtype}")
-    row = table.Row(args.optimizer, "custom", "Custom case made by `npoptim golden`.",
+    row = cases.Row(args.optimizer, "custom", "Custom case made by `npoptim golden`.",
                     hyper, shapes=shapes, grads=pattern, grad_scale=args.grad_scale,
                     density=args.density, init=args.init, dtypes=(args.dtype,),
                     steps=args.steps, objective=objective,
-                    schedule=None if args.schedule == "none" else args.schedule)
+                    schedule=None if args.schedule == "none" else args.schedule,
+                    precision_mode=mode)
     if half or quantized:
         from npoptim.golden import precision_cases
         seed = (precision_cases.STOCHASTIC_SEED if args.precision_seed is None
                 else args.precision_seed)
-        case = precision_cases.build_case(precision_cases.PrecisionRow(mode, row), args.dtype,
-                                          seed=args.seed, case_id=case_id,
+        case = precision_cases.build_case(row, args.dtype, seed=args.seed, case_id=case_id,
                                           precision_seed=seed)
     else:
         case = build_case(row, args.dtype, seed=args.seed, case_id=case_id)

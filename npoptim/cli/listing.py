@@ -54,7 +54,8 @@ def describe_wrapper(name):
 
 def _signature_values(cls):
     """The constructor's defaults as JSON values (one that has none: its ``repr``)."""
-    from npoptim.golden.generate import signature_defaults, to_json_value
+    from npoptim.golden.codec import to_json_value
+    from npoptim.golden.generate import signature_defaults
     hyper = {}
     for k, v in signature_defaults(cls).items():
         try:

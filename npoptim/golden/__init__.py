@@ -8,7 +8,9 @@
   the JSON Schema.
 * :mod:`npoptim.golden.flavor_cases`: the flavor cases (other frameworks' conventions,
   :mod:`npoptim.flavors`), made from the table where they change the math.
-* :mod:`npoptim.golden.generate`: building cases with npoptim; replaying cases.
+* :mod:`npoptim.golden.generate`: building cases with npoptim.
+* :mod:`npoptim.golden.replay`: replaying cases through npoptim or any step function (what
+  ``npoptim verify``, :mod:`npoptim.testing` and ``npoptim diagnose`` run).
 * :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``.
 * ``python -m npoptim.golden.regenerate``: rewrite ``reference_results/`` (bit-for-bit).
 

@@ -1,10 +1,14 @@
 """THE case-definition table of ``reference_results/``, and what its rows are made of.
 
-Every golden case comes from one :class:`Row` of :data:`TABLE`: an optimizer (a name in
+Every golden case comes from one :class:`Row`: an optimizer (a name in
 :data:`npoptim.registry.OPTIMIZERS`), the hyperparameters that differ from its defaults, the
 parameter shapes, a gradient pattern (:data:`npoptim.golden.inputs.PATTERNS`), the steps and,
 optionally, an lr schedule. Each row becomes one case per dtype, named
-``"{optimizer}/{name}/{dtype}"``.
+``"{optimizer}/{name}/{dtype}"`` (a 16-bit row's ``"{optimizer}/{mode}/{name}/{dtype}"``). The
+torch cases' rows are :data:`TABLE`; the other families declare rows of the same type in their
+own modules: the flavor cases (:mod:`npoptim.golden.flavor_cases`, ``flavor=``, most made from
+this table's rows) and the 16-bit cases (:mod:`npoptim.golden.precision_cases`,
+``precision_mode=``).
 
 Adding an optimizer to the suite = adding its rows here and running
 ``python -m npoptim.golden.regenerate``; ``tests/test_golden.py`` fails for an optimizer
@@ -21,7 +25,7 @@ from typing import Optional
 # ------------------------------------------------------------------------------- the table
 @dataclass(frozen=True)
 class Row:
-    """One row of :data:`TABLE`: becomes one case per dtype, id ``optimizer/name/dtype``.
+    """One row of a case table: becomes one case per dtype, id ``optimizer/name/dtype``.
 
     * ``hyper``: constructor keywords that differ from the optimizer's defaults (the case
       stores every hyperparameter, defaults included).
@@ -41,6 +45,12 @@ class Row:
       instead of gradients.
     * ``wrapped``: for a wrapper (Lookahead, SAM, Mechanic: ``hyper`` are its settings), the
       optimizer it wraps as ``(name, hyperparameters)``; the case's ``wrapped`` field.
+    * ``precision_mode``: a 16-bit row's mode (:data:`npoptim.golden.precision_cases.MODES`;
+      its case id ``optimizer/mode/name/dtype``, built by
+      :func:`npoptim.golden.precision_cases.build_case`), with two of the size budget's knobs:
+      ``active``, the flat index from which a quantized case's inputs are zero (or None), and
+      ``state_every``, the state stored after every this many steps (and the last; ``null`` at
+      the others).
     """
 
     optimizer: str
@@ -65,6 +75,17 @@ class Row:
     #: a wrapper's row (:data:`npoptim.registry.WRAPPERS`, ``hyper`` its settings): the
     #: optimizer it wraps, ``(name, hyperparameters that differ from its defaults)``
     wrapped: Optional[tuple] = None
+    precision_mode: Optional[str] = None
+    active: Optional[int] = None
+    state_every: int = 1
+
+    def __post_init__(self):
+        if self.precision_mode is None and (self.active is not None or self.state_every != 1):
+            raise ValueError(f"{self.optimizer}/{self.name}: active= and state_every= are a "
+                             "16-bit row's (precision_mode=)")
+        if self.precision_mode is not None and (self.flavor != "torch" or self.wrapped):
+            raise ValueError(f"{self.optimizer}/{self.name}: a 16-bit row (precision_mode=) "
+                             "is in the torch flavor and wraps nothing")
 
 
 #: Scale-relative tolerance per dtype (see the README, "Tolerances").

@@ -1,4 +1,5 @@
-"""Arrays, gradients and optimizer state to and from the golden-file JSON encoding.
+"""Arrays, gradients, optimizer state and hyperparameters to and from the golden-file JSON
+encoding.
 
 Every number array is an object ``{"dtype": ..., "shape": [...], "data": [...]}`` with ``data``
 flattened in row-major (C) order. Float values are JSON numbers written as the *shortest
@@ -138,6 +139,25 @@ def encode_state(state, nparams):
     return out
 
 
+def to_json_value(value):
+    """A hyperparameter's value as JSON: tuples as lists, NumPy scalars as Python numbers, a
+    non-finite float as its string (:func:`float_value`)."""
+    if isinstance(value, (tuple, list)):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if not math.isfinite(value):
+            return float_value(value)
+        return value
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"hyperparameter value {value!r} has no JSON form")
+
+
 # ------------------------------------------------------------------------------ decoding
 def decode_float(x):
     return NONFINITE[x] if isinstance(x, str) else float(x)
@@ -183,12 +203,31 @@ def decode_grad(obj):
     return decode_array(obj)
 
 
+def optimizer_grad(g):
+    """A decoded gradient as npoptim's ``step`` takes it: a :class:`CsrGrad` as a scipy CSR
+    array with its entries as stored (:meth:`CsrGrad.to_scipy`), anything else unchanged."""
+    return g.to_scipy() if isinstance(g, CsrGrad) else g
+
+
 def decode_state_value(obj):
     if obj is None:
         return None
     if isinstance(obj, list):
         return [decode_state_value(v) for v in obj]
     return decode_array(obj)
+
+
+def from_json_hyper(hyper):
+    """Hyperparameters from a case as constructor keywords: lists become tuples and the
+    non-finite strings of :func:`to_json_value` (``"Infinity"``, ``"-Infinity"``, ``"NaN"``,
+    :data:`NONFINITE`) floats again, at any depth."""
+    def convert(v):
+        if isinstance(v, list):
+            return tuple(convert(x) for x in v)
+        if isinstance(v, str) and v in NONFINITE:
+            return NONFINITE[v]
+        return v
+    return {k: convert(v) for k, v in hyper.items()}
 
 
 # ------------------------------------------------------------------------------ writing

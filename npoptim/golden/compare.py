@@ -477,7 +477,7 @@ def npoptim_results(cases):
     """npoptim's own results for ``cases`` (``{id: ResultCase}``); an optimizer npoptim lacks
     gives a :class:`CaseReport` with status ``"error"`` instead (``{id: CaseReport}``)."""
     from npoptim import registry
-    from npoptim.golden.generate import npoptim_make_step, replay, results_file
+    from npoptim.golden.replay import npoptim_make_step, replay, results_file
     from npoptim.golden.schema import parse
     results, errors = {}, {}
     entries = []

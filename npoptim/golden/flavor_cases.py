@@ -29,8 +29,12 @@ import dataclasses
 import numpy as np
 
 from npoptim import flavors, registry
-from npoptim.golden import cases as table
+from npoptim.golden import cases
+from npoptim.golden.compare import compare_case
+from npoptim.golden.generate import build_case, hyperparameters
 from npoptim.golden.inputs import case_seed
+from npoptim.golden.replay import results_file
+from npoptim.golden.schema import parse
 
 #: The flavors whose cases are generated and checked against the framework in CI.
 GENERATED = ("keras", "optax", "onnx", "tfjs")
@@ -41,47 +45,47 @@ GENERATED = ("keras", "optax", "onnx", "tfjs")
 #: the row's problem in its own way (optax.lbfgs: one iteration per update, its zoom line
 #: search). Names as in the torch table (``<flavor>/`` is prefixed).
 FLAVOR_ROWS = {
-    "onnx": {"Adam": (table.Row(
+    "onnx": {"Adam": (cases.Row(
         "Adam", "post-weight-decay", "ONNX Adam's norm_coefficient_post (npoptim "
         "post_weight_decay): x <- (1 - c) x after the update; with L2 decay "
         "(norm_coefficient) too; hyperparameters exact in float32.",
         dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
              weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),),
-             "AdamW": (table.Row(
+             "AdamW": (cases.Row(
                  "AdamW", "no-bias-correction", "onnxruntime-training's AdamW with "
                  "bias_correction=False (correct_bias=0: b1 = b2 = 1), the decoupled decay after "
                  "the update; float32 (its kernel's only dtype).",
                  dict(lr=1e-2, weight_decay=0.1, bias_correction=False), dtypes=("float32",),
                  flavor="onnx"),)},
     "keras": {"Muon": (
-        table.Row("Muon", "rms-rate-none", "Keras Muon's rms_rate=None: no lr scale (npoptim "
+        cases.Row("Muon", "rms-rate-none", "Keras Muon's rms_rate=None: no lr scale (npoptim "
                   "rms_rate=None), a wide and a tall matrix, without nesterov.",
                   dict(lr=1e-2, rms_rate=None, nesterov=False), shapes=((2, 4), (4, 2)),
                   steps=10, flavor="keras"),
-        table.Row("Muon", "rms-rate-coefficients", "Keras Muon's rms_rate 0.3, muon_a/b/c "
+        cases.Row("Muon", "rms-rate-coefficients", "Keras Muon's rms_rate 0.3, muon_a/b/c "
                   "(3.4, -4.7, 2.0), ns_steps 4, momentum 0.8, on a tall matrix.",
                   dict(lr=1e-2, rms_rate=0.3, ns_coefficients=(3.4, -4.7, 2.0), ns_steps=4,
                        momentum=0.8), shapes=((5, 3),), steps=10, flavor="keras")),
         # torch's Adafactor rows mostly leave eps1 None (the dtype's epsilon), which neither
         # framework can write: these rows give eps1 (1e-30, their default) explicitly
         "Adafactor": (
-        table.Row("Adafactor", "decay-schedule", "Keras's weight decay before the rule (the "
+        cases.Row("Adafactor", "decay-schedule", "Keras's weight decay before the rule (the "
                   "relative step reads the decayed parameter) under an lr schedule; a vector, "
                   "a matrix and a 3-D parameter.",
                   dict(lr=1e-2, weight_decay=0.1, eps=(1e-30, 1e-3)),
                   shapes=((5,), (3, 4), (2, 2, 3)), steps=10, schedule="warmup-cosine",
                   flavor="keras"),
-        table.Row("Adafactor", "null-and-zero-grads-eps1", "Missing and all-zero gradients: the "
+        cases.Row("Adafactor", "null-and-zero-grads-eps1", "Missing and all-zero gradients: the "
                   "global step ages a variable left out; epsilon_1 keeps a zero gradient's "
-                  "update finite.", dict(lr=1e-2, eps=(1e-30, 1e-3)), shapes=table.MIXED,
+                  "update finite.", dict(lr=1e-2, eps=(1e-30, 1e-3)), shapes=cases.MIXED,
                   grads="dense-none-zero", steps=10, flavor="keras"),)},
     "optax": {"Adafactor": (
-        table.Row("Adafactor", "momentum-decay-schedule", "optax's momentum (float32 "
+        cases.Row("Adafactor", "momentum-decay-schedule", "optax's momentum (float32 "
                   "buffer) and weight_decay_rate added to the scaled update under an lr "
                   "schedule; a vector and a matrix (unfactored: below 128).",
                   dict(lr=1e-2, momentum=0.9, weight_decay=0.05), shapes=((5,), (3, 4)),
                   steps=10, schedule="warmup-cosine", flavor="optax"),
-        table.Row("Adafactor", "absolute-step-factored", "multiply_by_parameter_scale=False, "
+        cases.Row("Adafactor", "absolute-step-factored", "multiply_by_parameter_scale=False, "
                   "clipping 1.5, decay_rate 0.5 with decay_offset -2, and "
                   "min_dim_size_to_factor 3: a 4x3x5 parameter factored over its two largest "
                   "dimensions (axes 0 and 2).",
@@ -89,27 +93,27 @@ FLAVOR_ROWS = {
                        decay_offset=-2, min_dim_size_to_factor=3),
                   shapes=((4, 3, 5), (3, 4)), steps=10, flavor="optax"),),
         "LBFGS": (
-        table.Row("LBFGS", "strong-wolfe", "optax.lbfgs(memory_size=5) on the strong-wolfe "
+        cases.Row("LBFGS", "strong-wolfe", "optax.lbfgs(memory_size=5) on the strong-wolfe "
                   "row's problem: one L-BFGS iteration per update with optax's zoom line search "
                   "(scale_by_zoom_linesearch(max_linesearch_steps=20, initial_guess_strategy="
                   "'one'), npoptim line_search_fn='zoom').",
                   dict(lr=1.0, history_size=5), shapes=((3, 5), (4,)),
                   objective="separable-quartic", dtypes=("float64",),
-                  tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  tolerance=cases.LBFGS_TOLERANCE, flavor="optax",
                   matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
-        table.Row("LBFGS", "short-history", "optax.lbfgs(learning_rate=0.5, memory_size=2) on "
+        cases.Row("LBFGS", "short-history", "optax.lbfgs(learning_rate=0.5, memory_size=2) on "
                   "the short-history row's problem, the zoom line search with its Wolfe "
                   "constants changed (slope_rtol 0.3, curv_rtol 0.1: the zoom interpolates) and "
                   "at most 3 steps (max_linesearch_steps: some searches end on the fallback).",
                   dict(lr=0.5, history_size=2, slope_rtol=0.3, curv_rtol=0.1,
                        max_linesearch_steps=3), shapes=((6,),), objective="separable-quartic",
-                  dtypes=("float64",), tolerance=table.LBFGS_TOLERANCE, flavor="optax",
+                  dtypes=("float64",), tolerance=cases.LBFGS_TOLERANCE, flavor="optax",
                   matches=("optax.lbfgs 0.2.8 (scale_by_zoom_linesearch)",)),
     ),
         # optax's galore is float32 only (its SVD is float32 under x64 too); the torch row's
         # case (the authors' form) fails through optax
         "GaLoreAdamW": (
-        table.Row("GaLoreAdamW", "tall-wide-vector", "optax.contrib.galore(rank=1, "
+        cases.Row("GaLoreAdamW", "tall-wide-vector", "optax.contrib.galore(rank=1, "
                   "update_proj_gap=6, scale=0.5, weight_decay=0.1) on a tall (3x2), a wide "
                   "(2x3) and a square (2x2) matrix and a vector, under warmup + cosine: the "
                   "larger side projected (tall and square from the left), the float32 SVD "
@@ -127,14 +131,14 @@ FLAVOR_ROWS = {
         # and per parameter as optax splits them (npoptim noise_stream="jax"); float64 only and
         # tiny (the size budget): float32's normals are checked in tests/test_jax_random.py
         "NoisySGD": (
-        table.Row("NoisySGD", "jax-stream", "optax.noisy_sgd(key=7): its noise is jax.random's "
+        cases.Row("NoisySGD", "jax-stream", "optax.noisy_sgd(key=7): its noise is jax.random's "
                   "stream from key 7 (npoptim noise_stream='jax', seed 7), eta 0.3, gamma 0.55, "
                   "two parameters, under warmup + cosine.",
                   dict(lr=1e-2, eta=0.3, seed=7), shapes=((3,), (2,)), steps=20,
                   schedule="warmup-cosine", dtypes=("float64",), flavor="optax",
                   matches=("optax.noisy_sgd 0.2.8",)),),
         "DPSGD": (
-        table.Row("DPSGD", "jax-stream", "optax.contrib.dpsgd(seed=5): per-example gradients "
+        cases.Row("DPSGD", "jax-stream", "optax.contrib.dpsgd(seed=5): per-example gradients "
                   "(batch 4) clipped to a global norm 2, noise multiplier 0.5 from jax.random's "
                   "stream from key 5 (npoptim noise_stream='jax'), two parameters, under warmup "
                   "+ cosine (its momentum is checked against optax in tests/test_dpsgd.py).",
@@ -180,21 +184,20 @@ def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
     defaults it changes, and that have rows and no variants (variants have their own rows)."""
     return [name for name in flavors.get(flavor).switches
-            if name in table.TABLE and not registry.variants(name)[0]]
+            if name in cases.TABLE and not registry.variants(name)[0]]
 
 
 def candidate_rows(flavor, optimizer):
     """``(row, torch_row)``: the flavor's rows of ``optimizer`` before the "changes the math"
     test; ``torch_row`` is the row whose case it is compared with (None for defaults)."""
-    from npoptim.golden.generate import hyperparameters
     framework = flavors.get(flavor).framework.split(" (")[0]
-    torch_defaults = next((r for r in table.TABLE[optimizer] if r.name == "defaults"), None)
+    torch_defaults = next((r for r in cases.TABLE[optimizer] if r.name == "defaults"), None)
     out = []
     if optimizer in OWN_ROWS_ONLY.get(flavor, {}):
         return [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
                 for row in FLAVOR_ROWS[flavor][optimizer]]
     if torch_defaults is not None:  # (an optimizer without a defaults row has no such case)
-        row = table.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
+        row = cases.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
                         f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
                         flavor=flavor)
         row = dataclasses.replace(row, hyper=_required_lr(flavor, optimizer, torch_defaults))
@@ -205,7 +208,7 @@ def candidate_rows(flavor, optimizer):
     switch_keys = set(flavors.get(flavor).switches.get(optimizer, {}))
     allowed = expressible(flavor, optimizer) | switch_keys  # a switch's row is the flavor's
     cls = registry.get(optimizer)
-    for row in table.TABLE[optimizer]:
+    for row in cases.TABLE[optimizer]:
         if row.name == "defaults" or row.grads.startswith("csr"):
             continue
         if "none" in row.grads and flavors.get(flavor).step_scope != "global":
@@ -228,7 +231,7 @@ def candidate_rows(flavor, optimizer):
         out.append((dataclasses.replace(row, name=f"{flavor}/{row.name}", hyper=hyper,
                                         flavor=flavor, matches=(), tolerance=FLAVOR_TOLERANCE.get(
                                             (flavor, optimizer), row.tolerance)), row))
-    twins = {row.name: row for row in table.TABLE[optimizer]}
+    twins = {row.name: row for row in cases.TABLE[optimizer]}
     out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), twins.get(row.name))
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
     return out
@@ -239,7 +242,6 @@ def _framework_builds(flavor, optimizer, hyper):
     optimizer ``Opt(params, flavor=flavor, **hyper)``? (No for a value it cannot write: a
     None it takes as a number, a half of a pair it does not name.) Only the optimizers whose
     rows leave such values are asked (:data:`FRAMEWORK_CHECKED`)."""
-    from npoptim.golden.generate import hyperparameters
     if optimizer not in FRAMEWORK_CHECKED:
         return True
     want = hyperparameters(registry.get(optimizer)(probe(), flavor=flavor, **hyper))
@@ -273,12 +275,9 @@ def _required_lr(flavor, optimizer, torch_defaults):
 
 def build_flavor_cases(flavor, optimizer):
     """The kept cases (JSON-ready dicts) of one flavor and optimizer."""
-    from npoptim.golden.compare import compare_case
-    from npoptim.golden.generate import build_case, results_file
-    from npoptim.golden.schema import parse
     kept = []
     for row, torch_row in candidate_rows(flavor, optimizer):
-        base = torch_row or next((r for r in table.TABLE[optimizer] if r.name == "defaults"),
+        base = torch_row or next((r for r in cases.TABLE[optimizer] if r.name == "defaults"),
                                  None)
         for dtype in row.dtypes:
             if dtype not in flavors.get(flavor).dtypes_of(optimizer) or (
@@ -291,7 +290,7 @@ def build_flavor_cases(flavor, optimizer):
             torch_id = f"{optimizer}/{base.name}/{dtype}"
             case = build_case(row, dtype, seed=case_seed(torch_id))
             reference = build_case(base, dtype)
-            if _same_within_tolerance(case, reference, parse, compare_case, results_file):
+            if _same_within_tolerance(case, reference):
                 continue
             kept.append(case)
     return kept
@@ -300,7 +299,6 @@ def build_flavor_cases(flavor, optimizer):
 def _exact_in_float32(flavor, row):
     """False if the framework holds a hyperparameter as float32 that is not exact there
     (such a float64 case would fail a correct implementation of that framework)."""
-    from npoptim.golden.generate import hyperparameters
     hyper = hyperparameters(registry.get(row.optimizer)(probe(), flavor=flavor,
                                                         **row.hyper))
     for name in flavors.get(flavor).float32_hyperparameters:
@@ -311,7 +309,7 @@ def _exact_in_float32(flavor, row):
     return True
 
 
-def _same_within_tolerance(case, reference, parse, compare_case, results_file):
+def _same_within_tolerance(case, reference):
     """Would the reference's trajectory pass ``case``? (same inputs, other conventions)."""
     if len(case["params"]) != len(reference["params"]) or case["params"] != reference["params"]:
         return False

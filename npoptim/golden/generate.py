@@ -1,4 +1,4 @@
-"""Make golden cases by running npoptim, and replay cases through npoptim or any step function.
+"""Make golden cases by running npoptim.
 
 * :func:`build_case` turns a :class:`~npoptim.golden.cases.Row` and a dtype into a case (a
   JSON-ready dict): it draws the inputs, runs the npoptim optimizer and records the parameters
@@ -6,9 +6,8 @@
 * :func:`build_file` wraps cases into a ``"cases"`` golden file (header, notes of the flags).
 * :func:`hyperparameters` / :func:`signature_defaults` read an optimizer's hyperparameters from
   its constructor, leaving out the options that only pick a torch implementation.
-* :func:`replay` runs a loaded :class:`~npoptim.golden.schema.Case` through a step function and
-  returns the results in the schema's ``"results"`` form; :func:`npoptim_make_step` is the
-  step function of npoptim itself.
+
+Replaying cases (through npoptim or any step function) is :mod:`npoptim.golden.replay`'s.
 """
 import inspect
 import math
@@ -16,9 +15,9 @@ import math
 import numpy as np
 
 from npoptim import flavors, registry
-from npoptim.golden import cases as table
-from npoptim.golden import codec, inputs
+from npoptim.golden import cases, codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
+from npoptim.golden.replay import wrapper_state
 from npoptim.golden.schema import SCHEMA_NAME, version_needed
 from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
 from npoptim.optim.wrapper import OptimizerWrapper
@@ -60,54 +59,24 @@ def hyperparameters(opt):
     settings (the attributes of its keywords' names; Mechanic's ``num_betas`` is resolved
     into its ``betas``)."""
     if isinstance(opt, OptimizerWrapper):
-        return {name: to_json_value(getattr(opt, name)) for name in signature_defaults(type(opt))
-                if hasattr(opt, name)}
+        return {name: codec.to_json_value(getattr(opt, name))
+                for name in signature_defaults(type(opt)) if hasattr(opt, name)}
     out = {}
     conventions = getattr(type(opt), "torch_conventions", {})
     applies = getattr(type(opt), "conventions_apply", {})
     for name in signature_defaults(type(opt)):
         if name in OPTIMIZER_CONVENTIONS:  # an attribute of the optimizer, not of its groups
             if getattr(opt, name) != OPTIMIZER_CONVENTIONS[name]:
-                out[name] = to_json_value(getattr(opt, name))
+                out[name] = codec.to_json_value(getattr(opt, name))
             continue
         if name in conventions and (opt.defaults.get(name) == conventions[name]
                                     or (name in applies and not opt.defaults.get(applies[name]))):
             continue
         if name in opt.defaults:
-            out[name] = to_json_value(opt.defaults[name])
+            out[name] = codec.to_json_value(opt.defaults[name])
         elif hasattr(opt, name):
-            out[name] = to_json_value(getattr(opt, name))
+            out[name] = codec.to_json_value(getattr(opt, name))
     return out
-
-
-def to_json_value(value):
-    if isinstance(value, (tuple, list)):
-        return [to_json_value(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if not math.isfinite(value):
-            return codec.float_value(value)
-        return value
-    if value is None or isinstance(value, str):
-        return value
-    raise TypeError(f"hyperparameter value {value!r} has no JSON form")
-
-
-def from_json_hyper(hyper):
-    """Hyperparameters from a case as constructor keywords: lists become tuples and the
-    non-finite strings of :func:`to_json_value` (``"Infinity"``, ``"-Infinity"``, ``"NaN"``,
-    :data:`~npoptim.golden.codec.NONFINITE`) floats again, at any depth."""
-    def convert(v):
-        if isinstance(v, list):
-            return tuple(convert(x) for x in v)
-        if isinstance(v, str) and v in codec.NONFINITE:
-            return codec.NONFINITE[v]
-        return v
-    return {k: convert(v) for k, v in hyper.items()}
 
 
 def check_hyper_names(cls, hyper):
@@ -119,19 +88,14 @@ def check_hyper_names(cls, hyper):
 
 
 # ------------------------------------------------------------------------------ building
-def optimizer_grad(g):
-    """A case's gradient as npoptim's ``step`` takes it (raw CSR kept raw)."""
-    return g.to_scipy() if isinstance(g, codec.CsrGrad) else g
-
-
 def tolerance_for(row, dtype):
     tol = row.tolerance or {}
-    rtol = tol.get("rtol", {}).get(dtype, table.DEFAULT_RTOL[dtype])
+    rtol = tol.get("rtol", {}).get(dtype, cases.DEFAULT_RTOL[dtype])
     atol = tol.get("atol", {}).get(dtype, 0.0)
     overridden = dtype in tol.get("rtol", {}) or dtype in tol.get("atol", {})
     # a row's reason explains its override: a dtype it does not override keeps the default's
     reason = ((tol.get("reason") if overridden else None)
-              or table.DEFAULT_REASON[dtype].format(steps=row.steps))
+              or cases.DEFAULT_REASON[dtype].format(steps=row.steps))
     return {"rtol": rtol, "atol": atol, "lre": round(-math.log10(rtol), 3) if rtol else None,
             "scale": "max |expected| of each array",
             "reason": reason}
@@ -172,6 +136,9 @@ def capability_tags(row, dtype, hyper, grads, schedule):
 def build_case(row, dtype, seed=None, case_id=None):
     """One case (a JSON-ready dict) from a table row, by running npoptim (in the row's
     flavor, :mod:`npoptim.flavors`)."""
+    if row.precision_mode is not None:
+        raise ValueError(f"{row.optimizer}/{row.name}: a 16-bit row is built by "
+                         "npoptim.golden.precision_cases.build_case")
     wrapped_cls = _wrapped_class(row)
     cls = registry.get_wrapper(row.optimizer) if wrapped_cls else registry.get(row.optimizer)
     torch_name = None if wrapped_cls else registry.OPTIMIZERS[row.optimizer][1]
@@ -210,7 +177,7 @@ def build_case(row, dtype, seed=None, case_id=None):
         if objective is not None:
             opt.step(closure=lambda: inputs.evaluate_objective(objective, live))
         else:
-            opt.step([optimizer_grad(g) for g in grads[t]])
+            opt.step([codec.optimizer_grad(g) for g in grads[t]])
         after = [p.copy() for p in live]
         state = inner.state_dict()["state"]
         own = wrapper_state(opt) if wrapped_cls else None
@@ -281,15 +248,6 @@ def _wrapped_class(row):
     return wrapped_cls
 
 
-def wrapper_state(wrapper):
-    """A wrapper's own state (the schema's ``wrapper_state``): the float arrays and lists of
-    arrays of its ``state_dict()`` besides the wrapped optimizer's, or None without any."""
-    out = {k: v for k, v in wrapper.state_dict().items() if k != "optimizer" and (
-        isinstance(v, np.ndarray) and v.dtype.kind == "f"
-        or isinstance(v, list) and v and all(isinstance(a, np.ndarray) for a in v))}
-    return out or None
-
-
 def _arrays(value):
     if isinstance(value, dict):
         return [a for v in value.values() for a in _arrays(v)]
@@ -315,113 +273,3 @@ def build_file(cases_, optimizer=None, header=None):
     if optimizer is not None:
         doc["optimizer"] = optimizer
     return doc
-
-
-# ------------------------------------------------------------------------------- replaying
-def npoptim_make_step(name, precision=None, wrapped=None):
-    """npoptim's own ``make_step`` (see :func:`replay`) for the optimizer called ``name``;
-    with a case's ``precision`` object, its 16-bit form (:mod:`npoptim.golden.precision_cases`);
-    for a wrapper, with the case's ``wrapped`` object: the wrapped optimizer built on the
-    parameters, wrapped (its ``step`` also returns the wrapper's state)."""
-    if precision is not None:
-        from npoptim.golden import precision_cases
-        return precision_cases.npoptim_make_step(name, precision)
-    if registry.is_wrapper(name) != (wrapped is not None):
-        raise ValueError(f"{name} is a wrapper: its case needs a 'wrapped' optimizer" if
-                         wrapped is None else f"{name} is not a wrapper; only a wrapper's "
-                                              "case has a 'wrapped' optimizer")
-    if wrapped is not None:
-        if registry.is_wrapper(wrapped["optimizer"]):
-            raise ValueError(f"{name} wraps {wrapped['optimizer']}, a wrapper: npoptim's "
-                             "golden cases wrap one optimizer once")
-        wrapped_cls = registry.get(wrapped["optimizer"])
-        wrapped_hyper = from_json_hyper(wrapped["hyperparameters"])
-    cls = registry.get_wrapper(name) if wrapped is not None else registry.get(name)
-
-    def make_step(params, hyper):
-        if wrapped is not None:
-            inner = wrapped_cls(params, **wrapped_hyper)
-            opt = cls(inner, **hyper)
-        else:
-            inner = opt = cls(params, **hyper)
-
-        def step(grads, lr):
-            for group in opt.param_groups:
-                group["lr"] = lr
-            if callable(grads):  # a closure: the case has an objective
-                opt.step(closure=grads)
-            else:
-                opt.step([optimizer_grad(g) for g in grads])
-            state = inner.state_dict()["state"]
-            state = [state.get(i) for i in range(len(params))]
-            if wrapped is not None:
-                return params, state, wrapper_state(opt)
-            return params, state
-        return step
-    return make_step
-
-
-def replay(case, make_step, grad_format="csr"):
-    """Run ``case`` through a step function; return its ``"results"`` entry (JSON-ready).
-
-    ``make_step(params, hyperparameters)`` gets fresh copies of the initial parameters and the
-    hyperparameters (tuples for pairs) and returns ``step(grads, lr)``, which applies one step
-    and returns the parameters (a list of arrays; None for "the arrays I was given, updated
-    in place") or ``(params, state)`` with ``state`` a list with one dict (or None) per
-    parameter in torch's state names, or ``(params, state, wrapper_state)`` for a wrapper case
-    (``wrapper_state``: a dict name -> array or list of arrays, or None). A wrapper case's
-    ``make_step`` gets the wrapper's hyperparameters; the wrapped optimizer is
-    ``case.wrapped``. Gradients are dense arrays, None, and CSR gradients as
-    ``grad_format`` says: ``"csr"`` (a ``scipy.sparse.csr_array`` with the entries exactly as
-    stored: duplicates, order, zeros), ``"dense"`` (duplicates summed, absent entries zero),
-    or ``"raw"`` (:class:`~npoptim.golden.codec.CsrGrad`). For a case with an ``objective``
-    (closure-driven optimizers such as LBFGS) ``step`` receives a closure instead of the
-    gradients: ``closure()`` returns ``(loss, grads)`` at the arrays given to ``make_step``
-    (so the step function must update them in place, as torch and npoptim do).
-    """
-    if grad_format not in ("csr", "dense", "raw"):
-        raise ValueError(f"grad_format must be 'csr', 'dense' or 'raw', got {grad_format!r}")
-    params = [p.copy() for p in case.params]
-    step_fn = make_step(params, from_json_hyper(case.hyperparameters))
-    steps = []
-    for t, step in enumerate(case.steps):
-        if case.objective is not None:
-            def grads(params=params):
-                return inputs.evaluate_objective(case.objective, params)
-        else:
-            grads = [_grad_as(g, grad_format, case.params[i].shape)
-                     for i, g in enumerate(step.grads)]
-        out = step_fn(grads, step.lr)
-        state = own = None
-        if isinstance(out, tuple) and len(out) in (2, 3) and not isinstance(out[0], np.ndarray):
-            out, state, own = out if len(out) == 3 else (*out, None)
-        current = params if out is None else list(out)
-        entry = {"params": [codec.encode_array(np.asarray(p)) for p in current]}
-        if state is not None:
-            state = dict(enumerate(state)) if isinstance(state, (list, tuple)) else state
-            entry["state"] = codec.encode_state(
-                {i: s for i, s in state.items() if s is not None}, len(current))
-        if own:
-            entry["wrapper_state"] = {k: codec.encode_state_value(v) for k, v in own.items()}
-        steps.append(entry)
-    return {"id": case.id, "steps": steps}
-
-
-def _grad_as(g, grad_format, shape):
-    if not isinstance(g, codec.CsrGrad):
-        return None if g is None else g.copy()
-    if grad_format == "csr":
-        return g.to_scipy()
-    if grad_format == "dense":
-        return g.to_dense(shape)
-    return g
-
-
-def results_file(results, implementation="npoptim"):
-    """A ``"results"`` golden file from :func:`replay` entries."""
-    half = any(p.get("dtype") in codec.HALF_DTYPES for r in results
-               for s in r.get("steps", ()) for p in s["params"])
-    wrapper = any(s.get("wrapper_state") for r in results for s in r.get("steps", ()))
-    return {"schema": SCHEMA_NAME, "schema_version": 4 if wrapper else 3 if half else 2,
-            "kind": "results",
-            "implementation": implementation, "cases": list(results)}

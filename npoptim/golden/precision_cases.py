@@ -64,13 +64,13 @@ results may differ from these by an ulp now and then (more in LBFGS, which feeds
 ``"<Optimizer>/<mode>/<row>/<dtype>"``.
 """
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from npoptim import registry
-from npoptim.golden import cases as table
-from npoptim.golden import codec, schema
+from npoptim.golden import cases, codec, generate, inputs
+from npoptim.golden.flags import FLAGS, detect_flags
+from npoptim.golden.replay import QUANTIZATIONS, make_optimizer, npoptim_make_step
 
 #: mode -> (the flag it sets, the ``precision`` object of its cases without the seed)
 MODES = {
@@ -82,11 +82,6 @@ MODES = {
                        dict(rounding="fused", master_weights="float32", kahan=False)),
     "kahan": ("kahan", dict(rounding="per-op", master_weights=None, kahan=True)),
 }
-#: quantized-state mode (the ``precision`` object's ``quantization``) -> the suffix of its
-#: npoptim.precision class (``AdamW`` + ``8bit``: torchao's ``AdamW8bit``)
-QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8", "8bit")))
-#: the prefix of a quantized mode's class name, when it has one (``BnbAdamW8bit``)
-QUANTIZATION_PREFIXES = {"bnb-8bit": "Bnb"}
 MODES.update({q: ("quantized-state", dict(rounding="fused", master_weights=None, kahan=False,
                                           quantization=q)) for q in QUANTIZATIONS})
 #: a quantized-state case's single parameter: torchao's smallest quantized size, 4096
@@ -138,37 +133,16 @@ def quantized_tolerance(rtol, mode="torchao-8bit"):
                       "of a code's midpoint changes its code and the next steps' parameters."}
 
 
-@dataclass(frozen=True)
-class PrecisionRow:
-    """A row of :data:`TABLE`: a :class:`~npoptim.golden.cases.Row` (its optimizer, hyper,
-    shapes, gradients, steps and dtypes) run in a precision ``mode`` (:data:`MODES`);
-    ``active``: the flat index from which a quantized case's inputs are zero (module
-    docstring), or None; ``state_every``: the state is stored after every this many steps
-    (and the last; ``null`` at the others: the size budget)."""
-
-    mode: str
-    row: table.Row
-    active: int = None
-    state_every: int = 1
-
-    @property
-    def optimizer(self):
-        return self.row.optimizer
-
-
-def _row(optimizer, name, comment, hyper, mode, dtypes=HALF, active=None, state_every=1,
-         **options):
-    return PrecisionRow(mode, table.Row(optimizer, name, comment, hyper,
-                                        shapes=options.pop("shapes", SHAPES),
-                                        dtypes=dtypes, steps=options.pop("steps", 10),
-                                        **options), active, state_every)
-
-
 def _modes(optimizer, name, comment, hyper, modes, **options):
-    return [_row(optimizer, name, comment, hyper, mode, **options) for mode in modes]
+    """One :class:`~npoptim.golden.cases.Row` per mode (its ``precision_mode``), with this
+    family's defaults: :data:`SHAPES`, :data:`HALF`, 10 steps."""
+    options = dict(dict(shapes=SHAPES, dtypes=HALF, steps=10), **options)
+    return [cases.Row(optimizer, name, comment, hyper, precision_mode=mode, **options)
+            for mode in modes]
 
 
-#: optimizer -> its precision rows (one case per row and dtype), written to
+#: optimizer -> its precision rows (:class:`~npoptim.golden.cases.Row` with a
+#: ``precision_mode``; one case per row and dtype), written to
 #: ``cases/precision/<Optimizer>.json``
 TABLE = {
     "Adam": _modes("Adam", "weight-decay", "L2 weight decay: torch's per-op path rounds the "
@@ -280,84 +254,21 @@ def rows(optimizers=None):
             for r in rs]
 
 
-# ------------------------------------------------------------------------------ classes
+# -------------------------------------------------------------------------------- modes
 def precision_object(mode, seed=STOCHASTIC_SEED):
     """The ``precision`` object of a case in ``mode``."""
     _, base = MODES[mode]
     return dict(base, seed=seed if base["rounding"] == "stochastic" else None)
 
 
-def mode_of(precision):
-    """The mode (:data:`MODES`) of a case's ``precision`` object."""
-    if precision.get("quantization") is not None:
-        return precision["quantization"]
-    if precision["kahan"]:
-        return "kahan"
-    if precision["master_weights"] is not None:
-        return "master-weights"
-    return precision["rounding"]
-
-
-def make_optimizer(name, params, hyper, precision):
-    """The npoptim optimizer of a 16-bit case: ``(optimizer, float optimizer)``; the second is
-    the float32 optimizer behind master weights (whose state the case records), else None."""
-    import npoptim.precision as lowp
-    mode = mode_of(precision)
-    if mode == "master-weights":
-        cls = registry.get(name)
-        master = lowp.MasterWeights(params, lambda ps: cls(ps, **hyper),
-                                    dtype=np.dtype(precision["master_weights"]))
-        return master, master.optimizer
-    if mode == "kahan":
-        cls = getattr(lowp, "Kahan" + name, None)
-        if cls is None:
-            raise ValueError(f"npoptim.precision has no Kahan-compensated {name}")
-        return cls(params, **hyper), None
-    if mode in QUANTIZATIONS:
-        return quantized_class(name, mode)(params, **hyper), None
-    cls = getattr(lowp, name, None)
-    if cls is None:
-        raise ValueError(f"npoptim.precision has no 16-bit {name}")
-    seed = {"seed": precision["seed"]} if mode == "stochastic" else {}
-    return cls(params, rounding=precision["rounding"], **seed, **hyper), None
-
-
-def quantized_class(name, mode):
-    """The npoptim.precision class of ``name`` (Adam, AdamW) with a quantized ``mode``."""
-    import npoptim.precision as lowp
-    cls = getattr(lowp, QUANTIZATION_PREFIXES.get(mode, "") + name + QUANTIZATIONS[mode], None)
-    if cls is None:
-        raise ValueError(f"npoptim.precision has no {mode} {name}")
-    return cls
-
-
-def npoptim_make_step(name, precision):
-    """npoptim's ``make_step`` (see :func:`npoptim.golden.generate.replay`) for a 16-bit case."""
-    def make_step(params, hyper):
-        opt, inner = make_optimizer(name, params, hyper, precision)
-        groups = (inner or opt).param_groups
-
-        def step(grads, lr):
-            for group in groups:
-                group["lr"] = lr
-            if callable(grads):  # a closure: the case has an objective (LBFGS)
-                opt.step(closure=grads)
-            else:
-                opt.step(list(grads))
-            state = (inner or opt).state_dict()["state"]
-            return params, [state.get(i) for i in range(len(params))]
-        return step
-    return make_step
-
-
 def hyperparameters(name, mode, dtype, hyper):
     """Every hyperparameter of the case (resolved from the class's defaults) without the
     :data:`PRECISION_OPTIONS`."""
-    from npoptim.golden.generate import hyperparameters as resolved
     # (no quantized state: any dtype; 2-D: Muon takes matrices only)
     probe = [np.zeros((1, 32), codec.numpy_dtype(dtype))]
     opt, inner = make_optimizer(name, probe, dict(hyper), precision_object(mode))
-    return {k: v for k, v in resolved(inner or opt).items() if k not in PRECISION_OPTIONS}
+    return {k: v for k, v in generate.hyperparameters(inner or opt).items()
+            if k not in PRECISION_OPTIONS}
 
 
 # ------------------------------------------------------------------------------- building
@@ -394,15 +305,12 @@ def sparse_kind(name, grads):
     return getattr(lowp, name).sparse_kind
 
 
-def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
-    """One 16-bit case (JSON-ready) of a :class:`PrecisionRow`: the float32 case's inputs
-    (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to ``dtype``, run
-    through :func:`make_optimizer`. A quantized-state case is float32, its inputs rounded to
-    :func:`to_grid`."""
-    from npoptim.golden import generate, inputs
-    from npoptim.golden.flags import FLAGS, detect_flags
-
-    row, mode = prow.row, prow.mode
+def build_case(row, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_SEED):
+    """One 16-bit case (JSON-ready) of a row with a ``precision_mode``: the float32 case's
+    inputs (drawn as :func:`npoptim.golden.generate.build_case` draws them), rounded to
+    ``dtype``, run through :func:`~npoptim.golden.replay.make_optimizer`. A quantized-state
+    case is float32, its inputs rounded to :func:`to_grid`."""
+    mode = row.precision_mode
     if mode not in MODES:
         raise ValueError(f"unknown precision mode {mode!r}; choose from {', '.join(MODES)}")
     quantized = mode in QUANTIZATIONS
@@ -427,22 +335,22 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
     else:
         grads = [[convert_grad(g, convert) for g in step] for step in inputs.PATTERNS[row.grads](
             rng, row.shapes, "float32", row.steps, row.grad_scale, row.density)]
-    if prow.active is not None:
+    if row.active is not None:
         for array in params + [g for step in grads for g in step if g is not None]:
-            array.reshape(-1)[prow.active:] = 0
+            array.reshape(-1)[row.active:] = 0
     hyper = hyperparameters(row.optimizer, mode, dtype, row.hyper)
     live = [p.copy() for p in params]
-    step_fn = npoptim_make_step(row.optimizer, precision)(live, generate.from_json_hyper(hyper))
+    step_fn = npoptim_make_step(row.optimizer, precision)(live, codec.from_json_hyper(hyper))
     lr = hyper["lr"]
     steps, trajectory = [], []
     for t in range(row.steps):
-        _, state = step_fn([generate.optimizer_grad(g) for g in grads[t]] if objective is None
+        _, state = step_fn([codec.optimizer_grad(g) for g in grads[t]] if objective is None
                            else (lambda: inputs.evaluate_objective(objective, live)), lr)
         state = {i: s for i, s in enumerate(state) if s is not None}
         after = [p.copy() for p in live]
         trajectory.append([a.astype(np.float32) for a in after])
         keep_state = (t + 1 == row.steps
-                      or not (quantized or objective) and (t + 1) % prow.state_every == 0)
+                      or not (quantized or objective) and (t + 1) % row.state_every == 0)
         steps.append({"step": t + 1, "lr": lr, "grads": [codec.encode_grad(g) for g in grads[t]],
                       "expected": {"params": [codec.encode_array(p) for p in after],
                                    "state": codec.encode_state(state, len(params))
@@ -476,7 +384,7 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
                "torch.compile)"] for q in QUANTIZATIONS},
         "bnb-8bit": [f"bitsandbytes.optim.{row.optimizer}8bit (bitsandbytes 0.50.2, CPU)"],
     }[mode]
-    rtol = table.DEFAULT_RTOL["float32"]
+    rtol = cases.DEFAULT_RTOL["float32"]
     return {
         "id": case_id,
         "optimizer": row.optimizer,
@@ -510,16 +418,15 @@ def build_case(prow, dtype, seed=None, case_id=None, precision_seed=STOCHASTIC_S
 
 def build_files(optimizers=None):
     """``{Optimizer: golden file (dict)}`` of the precision cases."""
-    from npoptim.golden.generate import HEADER, build_file
     header = ["Golden trajectories of npoptim.precision: bfloat16/float16 params, grads and "
               "state in per-op and fused rounding, stochastic rounding, float32 master "
               "weights and Kahan compensation (schema version 3: the case's 'precision' "
-              "object says which)."] + HEADER[1:]
+              "object says which)."] + generate.HEADER[1:]
     out = {}
     for name in TABLE:
         if optimizers is not None and name not in optimizers:
             continue
-        built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.row.dtypes]
-        out[name] = build_file(built, optimizer=name, header=header)
+        built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.dtypes]
+        out[name] = generate.build_file(built, optimizer=name, header=header)
     return out
 

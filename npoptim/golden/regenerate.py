@@ -31,10 +31,10 @@ import sys
 from pathlib import Path
 
 from npoptim import flavors
-from npoptim.golden import cases as table
-from npoptim.golden import codec, flavor_cases, precision_cases
+from npoptim.golden import cases, codec, flavor_cases, precision_cases
 from npoptim.golden.inputs import evaluate_objective
-from npoptim.golden.generate import HEADER, build_case, build_file, from_json_hyper
+from npoptim.golden.generate import HEADER, build_case, build_file
+from npoptim.golden.replay import results_file
 from npoptim.golden.schema import JSON_SCHEMA, parse
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "reference_results"
@@ -65,12 +65,12 @@ MACHINE_ADVICE = (
 # -------------------------------------------------------------------------------- cases
 def covered_optimizers(optimizers=None):
     """Optimizers with rows in the table (in table order)."""
-    return [n for n in table.TABLE if optimizers is None or n in optimizers]
+    return [n for n in cases.TABLE if optimizers is None or n in optimizers]
 
 
 def build_optimizer_file(name):
     """The golden file (JSON-ready dict) of one optimizer."""
-    built = [build_case(row, dtype) for row in table.TABLE[name] for dtype in row.dtypes]
+    built = [build_case(row, dtype) for row in cases.TABLE[name] for dtype in row.dtypes]
     return build_file(built, optimizer=name)
 
 
@@ -123,7 +123,7 @@ def torch_results(case, path):
     import torch
 
     cls = getattr(torch.optim, case.torch_name)
-    kwargs = from_json_hyper(case.hyperparameters)
+    kwargs = codec.from_json_hyper(case.hyperparameters)
     key, value = path.split("=")
     accepted = __import__("inspect").signature(cls.__init__).parameters
     if key in accepted:
@@ -200,7 +200,6 @@ def measure_torch(files):
     """``{case id: {path: {...}}}`` for every case with a torch counterpart."""
     import torch
     from npoptim.golden.compare import compare_case
-    from npoptim.golden.generate import results_file
 
     out = {}
     for text in files.values():
@@ -371,7 +370,6 @@ def matches_committed(committed, fresh):
     if committed == fresh:
         return True
     from npoptim.golden.compare import compare_case
-    from npoptim.golden.generate import results_file
     old, new = json.loads(committed), json.loads(fresh)
     if ({k: v for k, v in old.items() if k != "cases"} != {k: v for k, v in new.items()
                                                             if k != "cases"}
