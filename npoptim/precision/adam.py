@@ -87,6 +87,14 @@ def per_op_moments(p, g, m, v, h, tail):
     return p, g, m, v
 
 
+def per_op_moment_hyper(group, code):
+    """The fields :func:`per_op_moments` reads: :func:`npoptim.optim.adam.moment_hyper`'s, with
+    the L2 ``alpha`` rounded to the format ``code`` (shared by NAdam and RAdam)."""
+    moments = adam.moment_hyper(group)
+    moments["l2"] = rounded_scalar(moments["l2"], code)
+    return moments
+
+
 @kernel
 def _per_op_param(p, m, v_hat, h):
     denom = round_to(np.sqrt(v_hat), h.code)
@@ -230,9 +238,8 @@ class Adam(LowPrecision, adam.Adam):
         step = state["step"]
         code = self._code(param, group)
         beta1, beta2 = group["betas"]
-        moments = adam.moment_hyper(group)
-        if group["rounding"] == "per-op" and moments["l2"] != 0:
-            moments["l2"] = rounded_scalar(moments["l2"], code)
+        moments = (per_op_moment_hyper(group, code) if group["rounding"] == "per-op"
+                   else adam.moment_hyper(group))
         key = (stream_key(group["seed"], index, step)
                if group["rounding"] == "stochastic" else 0)
         hyper = record16(Adam16Hyper, param, group, key=key, **moments,
