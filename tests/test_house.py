@@ -56,10 +56,6 @@ ALLOWED = {
     ("npoptim/precision/rprop.py", "npoptim/optim/rprop.py"): _WRAPS,
     ("npoptim/precision/sgd.py", "npoptim/optim/sgd.py"): _WRAPS,
     ("npoptim/precision/sparse_adam.py", "npoptim/optim/sparse_adam.py"): _WRAPS,
-    ("npoptim/precision/adafactor.py", "npoptim/precision/rprop.py"):
-        "MAX_FINITE, the largest finite 16-bit value (to move to precision/formats.py)",
-    ("npoptim/precision/lbfgs.py", "npoptim/precision/rprop.py"):
-        "MAX_FINITE, the largest finite 16-bit value (to move to precision/formats.py)",
     ("npoptim/precision/bnb_adam.py", "npoptim/precision/quantized_adam.py"):
         "bitsandbytes' Adam is a block-wise state optimizer (its base class)",
 }

@@ -1,4 +1,6 @@
-r"""The 16-bit storage formats, bfloat16 and float16, and their conversions to and from float32.
+r"""The 16-bit storage formats, bfloat16 and float16, their conversions to and from float32, and
+each one's largest finite value (``MAX_FINITE``: torch refuses to convert a larger finite
+scalar to the format, and so do the 16-bit optimizers).
 
 Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and written through
 ``uint16`` views of their bits, and the kernels compute in float32 with the conversions below
@@ -37,6 +39,8 @@ BFLOAT16 = 0
 FLOAT16 = 1
 #: format name -> code (the ``code`` field of a rule's record)
 FORMATS = {"bfloat16": BFLOAT16, "float16": FLOAT16}
+#: format name -> the largest finite value of that format
+MAX_FINITE = {"bfloat16": (2 - 2 ** -7) * 2.0 ** 127, "float16": 65504.0}
 
 
 def bfloat16_dtype():
