@@ -88,7 +88,8 @@ def emulated_outputs():
     """npoptim's results for the probe inputs, as ``{"dot": [...], "sum": [...],
     "bf16_matmul": [...]}`` (floats as hex strings, matrices as lists of them)."""
     from npoptim.kernels.torch_order import dot, torch_sum
-    from npoptim.optim.muon import bf16_matmul_float32, round_to_bfloat16, to_bfloat16
+    from npoptim.kernels.bfloat16 import round_to_bfloat16, to_bfloat16
+    from npoptim.optim.muon import bf16_matmul_float32
     dots, sums, matmuls = probe_inputs()
     return {
         "dot": [float(dot(x, y)).hex() for x, y in dots],

@@ -115,7 +115,8 @@ def test_npoptim_emulates_the_order_of_a_recorded_kind_bit_for_bit():
 def test_the_probe_tells_other_orders_apart():
     """The probe is not vacuous: a plain left-to-right dot, NumPy's pairwise sum, and
     torch's own small-matrix loop in place of oneDNN's all give other outputs."""
-    from npoptim.optim.muon import _dot_native, round_to_bfloat16, to_bfloat16
+    from npoptim.kernels.bfloat16 import round_to_bfloat16, to_bfloat16
+    from npoptim.optim.muon import _dot_native
     dots, sums, matmuls = cpu_probe.probe_inputs()
     plain_dot = [float(sum((x * y).tolist())).hex() for x, y in dots]
     pairwise = [float(np.sum(x)).hex() for x in sums]

@@ -37,29 +37,23 @@ ALLOWED = {
     ("npoptim/optim/muon.py", "npoptim/optim/adam.py"):
         "keras's Muon steps its non-matrix parameters with AdamW (a local import)",
     ("npoptim/precision/adadelta.py", "npoptim/optim/adadelta.py"): _WRAPS,
-    ("npoptim/precision/adadelta.py", "npoptim/optim/adamax.py"):
-        "16-bit Adamax shares the module of 16-bit Adadelta (to move to a room)",
     ("npoptim/precision/adafactor.py", "npoptim/optim/adafactor.py"): _WRAPS,
     ("npoptim/precision/adagrad.py", "npoptim/optim/adagrad.py"): _WRAPS,
     ("npoptim/precision/adam.py", "npoptim/optim/adam.py"): _WRAPS,
+    ("npoptim/precision/adamax.py", "npoptim/optim/adamax.py"): _WRAPS,
     ("npoptim/precision/asgd.py", "npoptim/optim/asgd.py"): _WRAPS,
     ("npoptim/precision/lbfgs.py", "npoptim/optim/lbfgs.py"): _WRAPS,
     ("npoptim/precision/muon.py", "npoptim/optim/muon.py"): _WRAPS,
     ("npoptim/precision/nadam.py", "npoptim/optim/nadam.py"): _WRAPS,
-    ("npoptim/precision/nadam.py", "npoptim/optim/radam.py"):
-        "16-bit RAdam shares the module of 16-bit NAdam",
-    ("npoptim/precision/nadam.py", "npoptim/optim/adam.py"):
-        "16-bit NAdam/RAdam's moments are Adam's (moment_hyper)",
     ("npoptim/precision/nadam.py", "npoptim/precision/adam.py"):
-        "16-bit NAdam/RAdam's moments are 16-bit Adam's (per_op_moments)",
+        "16-bit NAdam's moments are 16-bit Adam's (per_op_moments)",
+    ("npoptim/precision/radam.py", "npoptim/optim/radam.py"): _WRAPS,
+    ("npoptim/precision/radam.py", "npoptim/precision/adam.py"):
+        "16-bit RAdam's moments are 16-bit Adam's (per_op_moments)",
     ("npoptim/precision/rmsprop.py", "npoptim/optim/rmsprop.py"): _WRAPS,
     ("npoptim/precision/rprop.py", "npoptim/optim/rprop.py"): _WRAPS,
     ("npoptim/precision/sgd.py", "npoptim/optim/sgd.py"): _WRAPS,
     ("npoptim/precision/sparse_adam.py", "npoptim/optim/sparse_adam.py"): _WRAPS,
-    ("npoptim/precision/adafactor.py", "npoptim/precision/rprop.py"):
-        "MAX_FINITE, the largest finite 16-bit value (to move to precision/formats.py)",
-    ("npoptim/precision/lbfgs.py", "npoptim/precision/rprop.py"):
-        "MAX_FINITE, the largest finite 16-bit value (to move to precision/formats.py)",
     ("npoptim/precision/bnb_adam.py", "npoptim/precision/quantized_adam.py"):
         "bitsandbytes' Adam is a block-wise state optimizer (its base class)",
 }

@@ -24,6 +24,7 @@ import keras_compare
 import npoptim
 import optax_contrib
 from npoptim import flavors
+from npoptim.kernels.bfloat16 import to_bfloat16
 from npoptim.optim import muon as muon_module
 from torch_compare import TorchSuite, needs_torch, standard_gradient, torch
 
@@ -101,7 +102,22 @@ def test_bfloat16_rounding_matches_torch():
     for dtype in (np.float64, np.float32):
         v = x.astype(dtype)
         expected = torch.tensor(v).bfloat16().float().numpy()
-        np.testing.assert_array_equal(muon_module.to_bfloat16(v), expected)
+        np.testing.assert_array_equal(to_bfloat16(v), expected)
+
+
+def test_bfloat16_nan_is_the_canonical_quiet_nan():
+    """Every NaN rounds to bfloat16 0x7FC0, c10::BFloat16's (and the 16-bit formats'): the one
+    rounding of npoptim.kernels.bfloat16. A NaN reaching Muon's Newton–Schulz in bfloat16 comes
+    out as that NaN in every element, whatever the sign and payload of the NaN put in."""
+    from npoptim.precision.formats import float32_to_bfloat16
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x7FA00001], np.uint32)
+    rounded = to_bfloat16(nans.view(np.float32)).view(np.uint32)
+    assert [hex(b) for b in rounded] == ["0x7fc00000"] * nans.size
+    assert all(float32_to_bfloat16(x) == 0x7FC0 for x in nans.view(np.float32))
+    g = np.ones((3, 5), np.float32)
+    g.view(np.uint32)[1, 2] = 0xFFC00001  # a negative NaN with a payload
+    out = muon_module.zeropower_via_newtonschulz(g, DEFAULT_COEFFICIENTS, 5, 1e-7)
+    assert (np.asarray(out, np.float32).view(np.uint32) == 0x7FC00000).all()
 
 
 def test_rejects_non_2d_params_and_bad_options_with_torch_messages():

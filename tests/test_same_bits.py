@@ -239,15 +239,16 @@ for _file, _functions in {
         "npoptim/optim/sophia.py": ["Sophia._update"],
         "npoptim/optim/sparse_adam.py": ["SparseAdam._update"],
         "npoptim/optim/yogi.py": ["Yogi._update"],
-        "npoptim/precision/adadelta.py": ["Adamax._update"],
         "npoptim/precision/adafactor.py": ["Adafactor._update"],
         "npoptim/precision/adam.py": ["Adam._update"],
+        "npoptim/precision/adamax.py": ["Adamax._update"],
         "npoptim/precision/asgd.py": ["ASGD._update"],
         "npoptim/precision/bnb_adam.py": ["BnbAdam8bit._hyper"],
         "npoptim/precision/kahan.py": ["_debiased"],
-        "npoptim/precision/nadam.py": ["NAdam._update", "RAdam._update"],
+        "npoptim/precision/nadam.py": ["NAdam._update"],
         "npoptim/precision/quantized.py": ["_dynamic_map"],
         "npoptim/precision/quantized_adam.py": ["QuantizedAdam._hyper"],
+        "npoptim/precision/radam.py": ["RAdam._update"],
         "npoptim/precision/sparse_adam.py": ["SparseAdam._update"]}.items():
     _allow(LIBM_AS_TORCH, _file, *_functions)
 _allow(EXPLAIN, "npoptim/diagnose/catalogue.py", "_b1", "_b2")

@@ -9,6 +9,8 @@
   order (GaLore's projections, Muon's Newton–Schulz in the parameter's dtype).
 * :mod:`npoptim.kernels.scalar` -- scalar helpers that rules share (torch's ``lerp``,
   ``constant`` for a number in a rule).
+* :mod:`npoptim.kernels.bfloat16` -- the one rounding of float32 to bfloat16 (torch's
+  ``c10::BFloat16``), for the 16-bit formats and Muon's bfloat16 Newton–Schulz.
 * :mod:`npoptim.kernels.counter_stream` and :mod:`npoptim.kernels.jax_random` -- normal
   numbers from counters, the same bits on every CPU: npoptim's own stream, and the part of
   ``jax.random`` that optax's noisy optimizers draw from.

@@ -26,8 +26,9 @@ Frobenius norm 1 (:math:`X / \max(\|X\|_F, \epsilon)`), each iteration with coef
     S = X X^\top,\qquad X \leftarrow a X + (b S + c S^2) X .
 
 **Precision.** torch runs the iteration in bfloat16 whatever the parameter's dtype, so this
-module does too: :func:`to_bfloat16` rounds to bfloat16 (8 significant bits), as torch's
-conversion does (a float64 goes through float32 first), and :func:`bf16_addmm` reproduces
+module does too: :func:`~npoptim.kernels.bfloat16.to_bfloat16` rounds to bfloat16 (8
+significant bits), as torch's conversion does (a float64 goes through float32 first; any NaN
+becomes the canonical quiet NaN ``0x7FC0``, c10's), and :func:`bf16_addmm` reproduces
 torch's CPU bfloat16 ``addmm``: float32 products of bfloat16 values (exact), summed in float32
 in the order torch's backend sums them, then ``fma(beta, C, alpha * sum)`` rounded once to
 bfloat16. The order depends on the size (:func:`bf16_matmul_float32`): up to
@@ -105,6 +106,7 @@ import numbers
 import numpy as np
 
 from npoptim import frameworks
+from npoptim.kernels.bfloat16 import round_to_bfloat16, to_bfloat16
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
@@ -124,24 +126,6 @@ NS_EPS_MODE_ALIASES = {"clamp": "max"}
 
 
 # ------------------------------------------------------------------------------- bfloat16
-def round_to_bfloat16(x):
-    """Round a float32 array to bfloat16 (nearest, ties to even); NaN stays NaN.
-
-    bfloat16 is the top 16 bits of a float32: add half a unit of the dropped 16 bits (less
-    one, plus the kept last bit, for ties to even) and clear them.
-    """
-    x = np.asarray(x, np.float32)
-    bits = x.view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    rounded = bits.astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(x), x, rounded)
-
-
-def to_bfloat16(x):
-    """``x.bfloat16()``: float64 is rounded to float32 first, then to bfloat16, as torch does."""
-    return round_to_bfloat16(np.asarray(x).astype(np.float32))
-
-
 def sum_rounded_to_float32(x, y):
     """``x + y`` (float64 arrays whose sum is exact in two parts) rounded once to float32.
 

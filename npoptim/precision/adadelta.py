@@ -1,20 +1,9 @@
-r"""Adamax and Adadelta on bfloat16/float16 params, grads and state, rounded as torch 2.13's
-CPU single-tensor code (``rounding="per-op"``; torch has no fused Adamax or Adadelta): every
-tensor op computes in float32 and rounds to the 16-bit format (:math:`R`), ``add``'s ``alpha``
-and a scalar added to a tensor (``eps``) rounded to the format first, other scalars float32
-(:math:`\epsilon` below is :math:`R(\epsilon)`). The math is
-:mod:`npoptim.optim.adamax`'s and :mod:`npoptim.optim.adadelta`'s (torch's conventions only).
-
-Adamax, with :math:`c_t = \gamma / (1 - \beta_1^t)`:
-
-.. math::
-
-    g &\leftarrow R(\mathrm{fma}(R(\lambda), \theta, g)),\qquad
-    m \leftarrow R(\mathrm{lerp}(m, g, 1-\beta_1))\\
-    u &\leftarrow \max(R(\beta_2 u),\; R(|g| + \epsilon)),\qquad
-    \theta \leftarrow R(\theta + (-c_t m) / u)
-
-Adadelta:
+r"""Adadelta on bfloat16/float16 params, grads and state, rounded as torch 2.13's CPU
+single-tensor code (``rounding="per-op"``; torch has no fused Adadelta): every tensor op
+computes in float32 and rounds to the 16-bit format (:math:`R`), ``add``'s ``alpha`` and a
+scalar added to a tensor (``eps``) rounded to the format first, other scalars float32
+(:math:`\epsilon` below is :math:`R(\epsilon)`). The math is :mod:`npoptim.optim.adadelta`'s
+(torch's conventions only):
 
 .. math::
 
@@ -32,23 +21,12 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp, maximum
-from npoptim.optim import adadelta, adamax
+from npoptim.kernels.scalar import fma
+from npoptim.optim import adadelta
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
                                         record16, rounded_scalar)
-
-
-class Adamax16Hyper(NamedTuple):
-    code: int
-    tail_start: int
-    weight_decay: float      # R(weight_decay)
-    one_minus_beta1: float
-    beta2: float
-    eps: float               # R(eps): tensor.add(scalar) rounds the scalar to the format
-    neg_clr: float           # -lr / (1 - beta1**t), float32 (addcdiv's value)
-    maximize: float
 
 
 class Adadelta16Hyper(NamedTuple):
@@ -60,16 +38,6 @@ class Adadelta16Hyper(NamedTuple):
     eps: float               # R(eps)
     neg_lr_alpha: float      # R(-lr)
     maximize: float
-
-
-@kernel
-def adamax_per_op_rule(p, g, s, h, i):
-    """``s = (exp_avg, exp_inf)``."""
-    m, u = s
-    g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
-    m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
-    u = maximum(round_to(u * h.beta2, h.code), round_to(abs(g) + h.eps, h.code))
-    return round_to(p + h.neg_clr * m / u, h.code), (m, u)
 
 
 @kernel
@@ -87,41 +55,8 @@ def adadelta_per_op_rule(p, g, s, h, i):
 
 
 @kernel
-def _adamax_dense(param, grad, states, hyper):
-    apply_dense16(adamax_per_op_rule, param, grad, states, hyper)
-
-
-@kernel
 def _adadelta_dense(param, grad, states, hyper):
     apply_dense16(adadelta_per_op_rule, param, grad, states, hyper)
-
-
-class Adamax(LowPrecision, adamax.Adamax):
-    """``torch.optim.Adamax`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
-
-    roundings = ("per-op",)
-
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
-                 rounding="per-op", format=None, torch_cpu_lanes=None, maximize=False,
-                 **torch_options):
-        self._low_precision_defaults = dict(rounding=rounding, format=format,
-                                            torch_cpu_lanes=torch_cpu_lanes)
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         maximize=maximize, **torch_options)
-
-    def _update(self, param, grad, state, group, index, shape):
-        state["step"] += 1
-        beta1, beta2 = group["betas"]
-        hyper = record16(Adamax16Hyper, param, group,
-                         weight_decay=rounded_scalar(group["weight_decay"],
-                                                     self._code(param, group)),
-                         one_minus_beta1=1 - beta1, beta2=beta2,
-                         eps=rounded_scalar(group["eps"], self._code(param, group)),
-                         neg_clr=-(group["lr"] / (1 - beta1 ** state["step"])),
-                         maximize=bool(group["maximize"]))
-        _adamax_dense(param.view(np.uint16), grad.view(np.uint16),
-                      self._flat_bits(state, group), hyper)
 
 
 class Adadelta(LowPrecision, adadelta.Adadelta):

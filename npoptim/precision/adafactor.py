@@ -52,10 +52,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim import adafactor
 from npoptim.kernels.torch_order import torch_sum
-from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
-from npoptim.precision.formats import to_float32_array
+from npoptim.precision.formats import (FORMATS, MAX_FINITE, bits_of, format_of,
+                                       from_float32_array, to_float32_array)
 from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar, tail_start
-from npoptim.precision.rprop import MAX_FINITE
 
 #: torch.finfo(dtype).eps of each format: eps1's default
 MACHINE_EPS = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}

@@ -22,7 +22,9 @@ scalars are float32, except an ``add``'s ``alpha`` and a scalar added to a tenso
 ``rounding="fused"``: torch's ``fused=True`` CPU kernel (``_fused_adam(w)_``, compiled with
 floating-point contraction, so its products-then-sums are fused multiply-adds): the step in
 float32 from the stored values; ``m``, ``v`` (and ``max_exp_avg_sq``) and the parameter are
-rounded once when stored, and the step uses the unrounded float32 ``m`` and ``v``:
+rounded once when stored, and the step uses the unrounded float32 ``m`` and ``v``. That is
+:mod:`npoptim.optim.adam`'s float rule (``adam_rule``, ``amsgrad_rule``) run in float32, and
+the fused path runs it:
 
 .. math::
 
@@ -69,6 +71,9 @@ class Adam16Hyper(NamedTuple):
     bias_correction2_sqrt: float
     eps: float
     neg_step_size: float          # -lr / b1
+    # read by the float rules (fused, stochastic): torch's values of Adam's convention switches
+    v_divisor: float              # 1 (amsgrad_max="raw")
+    eps_root: float               # 0 (eps_mode="bias_corrected")
 
 
 # ------------------------------------------------------------------------------- per-op
@@ -85,6 +90,14 @@ def per_op_moments(p, g, m, v, h, tail):
     v = round_to(v * h.beta2, h.code)
     v = round_to(fma(h.one_minus_beta2 * g, g, v), h.code)
     return p, g, m, v
+
+
+def per_op_moment_hyper(group, code):
+    """The fields :func:`per_op_moments` reads: :func:`npoptim.optim.adam.moment_hyper`'s, with
+    the L2 ``alpha`` rounded to the format ``code`` (shared by NAdam and RAdam)."""
+    moments = adam.moment_hyper(group)
+    moments["l2"] = rounded_scalar(moments["l2"], code)
+    return moments
 
 
 @kernel
@@ -116,38 +129,16 @@ def amsgrad_per_op_rule(p, g, s, h, i):
 
 # -------------------------------------------------------------------------------- fused
 @kernel
-def _fused_moments(p, g, m, v, h):
-    if h.maximize != 0:
-        g = -g
-    if h.l2 != 0:
-        g = fma(p, h.l2, g)
-    p = p * h.decay_factor
-    m = lerp(m, g, h.one_minus_beta1)
-    v = fma(h.one_minus_beta2 * g, g, v * h.beta2)
-    return p, m, v
-
-
-@kernel
-def _fused_param(p, m, v_hat, h):
-    denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
-    return p + h.neg_step_size * m / denom
-
-
-@kernel
 def adam_fused_rule(p, g, s, h, i):
-    """One element of fused Adam/AdamW in float32 (the driver rounds what it stores; the fused
-    kernel has no different tail)."""
-    exp_avg, exp_avg_sq = s
-    p, m, v = _fused_moments(p, g, exp_avg, exp_avg_sq, h)
-    return _fused_param(p, m, v, h), (m, v)
+    """One element of fused Adam/AdamW: the float rule in float32 (the driver rounds what it
+    stores; the fused kernel has no different tail)."""
+    return adam.adam_rule(p, g, s, h)
 
 
 @kernel
 def amsgrad_fused_rule(p, g, s, h, i):
-    exp_avg, exp_avg_sq, max_exp_avg_sq = s
-    p, m, v = _fused_moments(p, g, exp_avg, exp_avg_sq, h)
-    v_hat = maximum(max_exp_avg_sq, v)
-    return _fused_param(p, m, v_hat, h), (m, v, v_hat)
+    """As :func:`adam_fused_rule`, with ``max_exp_avg_sq``."""
+    return adam.amsgrad_rule(p, g, s, h)
 
 
 # ---------------------------------------------------------------------------- stochastic
@@ -230,16 +221,16 @@ class Adam(LowPrecision, adam.Adam):
         step = state["step"]
         code = self._code(param, group)
         beta1, beta2 = group["betas"]
-        moments = adam.moment_hyper(group)
-        if group["rounding"] == "per-op" and moments["l2"] != 0:
-            moments["l2"] = rounded_scalar(moments["l2"], code)
+        moments = (per_op_moment_hyper(group, code) if group["rounding"] == "per-op"
+                   else adam.moment_hyper(group))
         key = (stream_key(group["seed"], index, step)
                if group["rounding"] == "stochastic" else 0)
         hyper = record16(Adam16Hyper, param, group, key=key, **moments,
                          bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5,
                          eps=(rounded_scalar(group["eps"], code)
                               if group["rounding"] == "per-op" else group["eps"]),
-                         neg_step_size=-(group["lr"] / (1 - beta1 ** step)))
+                         neg_step_size=-(group["lr"] / (1 - beta1 ** step)),
+                         v_divisor=1.0, eps_root=0.0)
         KERNELS[group["rounding"], bool(group["amsgrad"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)
 

@@ -1,4 +1,6 @@
-r"""The 16-bit storage formats, bfloat16 and float16, and their conversions to and from float32.
+r"""The 16-bit storage formats, bfloat16 and float16, their conversions to and from float32, and
+each one's largest finite value (``MAX_FINITE``: torch refuses to convert a larger finite
+scalar to the format, and so do the 16-bit optimizers).
 
 Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and written through
 ``uint16`` views of their bits, and the kernels compute in float32 with the conversions below
@@ -8,11 +10,9 @@ Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and writt
 bfloat16 (code 0): 1 sign bit, 8 exponent bits, 7 mantissa bits, the top half of a float32.
 
 * to float32: exact, ``bits << 16``.
-* from float32: round to nearest, ties to even: ``(u + 0x7FFF + ((u >> 16) & 1)) >> 16`` of the
-  float32 bits ``u``, as torch's ``c10::BFloat16`` and ``ml_dtypes`` do. Subnormals are kept
-  (bfloat16 has float32's exponent range); a value beyond the largest bfloat16 rounds to inf.
-  Any NaN becomes ``0x7FC0`` (the canonical quiet NaN, as ``c10::BFloat16``'s scalar
-  conversion; torch's AVX2/AVX-512 vector conversion writes ``0xFFFF``, also a NaN).
+* from float32: :mod:`npoptim.kernels.bfloat16`'s rounding (torch's ``c10::BFloat16``): to
+  nearest, ties to even, ``(u + 0x7FFF + ((u >> 16) & 1)) >> 16`` of the float32 bits ``u``;
+  any NaN becomes ``0x7FC0``, the canonical quiet NaN.
 
 float16 (code 1): IEEE binary16, 1 sign, 5 exponent, 10 mantissa bits.
 
@@ -31,12 +31,15 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
+from npoptim.kernels.bfloat16 import bfloat16_bits
 from npoptim.kernels.jit import JIT_OPTIONS, kernel
 
 BFLOAT16 = 0
 FLOAT16 = 1
 #: format name -> code (the ``code`` field of a rule's record)
 FORMATS = {"bfloat16": BFLOAT16, "float16": FLOAT16}
+#: format name -> the largest finite value of that format
+MAX_FINITE = {"bfloat16": (2 - 2 ** -7) * 2.0 ** 127, "float16": 65504.0}
 
 
 def bfloat16_dtype():
@@ -140,10 +143,7 @@ def bfloat16_to_float32(bits):
 
 @kernel
 def float32_to_bfloat16(x):
-    u = float32_bits(x)
-    if (u & 0x7FFFFFFF) > 0x7F800000:
-        return np.uint16(0x7FC0)
-    return np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+    return bfloat16_bits(float32_bits(x))
 
 
 @kernel

@@ -42,10 +42,9 @@ import numpy as np
 from npoptim.kernels import torch_order
 from npoptim.kernels.jit import kernel
 from npoptim.optim import lbfgs
-from npoptim.precision.formats import (FORMATS, bits_of, format_of, from_float32_array, round_to,
-                                       to_float32_array)
+from npoptim.precision.formats import (FORMATS, MAX_FINITE, bits_of, format_of, from_float32_array,
+                                       round_to, to_float32_array)
 from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar
-from npoptim.precision.rprop import MAX_FINITE
 
 
 # ------------------------------------------------------------------ 0-d 16-bit tensors

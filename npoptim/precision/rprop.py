@@ -30,12 +30,9 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim import rprop
 from npoptim.precision.drivers import apply_dense16
-from npoptim.precision.formats import bits_of, format_of, from_float32_array, round_to
+from npoptim.precision.formats import (MAX_FINITE, bits_of, format_of, from_float32_array,
+                                       round_to)
 from npoptim.precision.optimizer import LowPrecision, record16, rounded_scalar
-
-
-#: the largest finite value of each format
-MAX_FINITE = {"bfloat16": (2 - 2 ** -7) * 2.0 ** 127, "float16": 65504.0}
 
 
 class Rprop16Hyper(NamedTuple):
