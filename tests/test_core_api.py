@@ -88,6 +88,11 @@ def test_same_array_twice_and_overlapping_views_raise():
     ("Adagrad", dict(initial_accumulator_value=-1), "initial_accumulator_value"),
     ("Adadelta", dict(rho=1.5), "rho"),
     ("Adam", dict(differentiable=True), "autograd"),
+    # a value of the wrong type is named as such (not "Invalid learning rate: 1e-3")
+    ("Adam", dict(lr="1e-3"), "Invalid learning rate: '1e-3' is a str, not a real number"),
+    ("SGD", dict(lr=0.1, momentum=True), "Invalid momentum value: True is a bool, not a real"),
+    ("Adam", dict(betas=("0.9", 0.99)), "index 0: '0.9' is a str, not a real number"),
+    ("Adam", dict(betas=(0.9, None)), "index 1: None is a NoneType, not a real number"),
 ])
 def test_invalid_hyperparameters_raise(name, kw, match):
     with pytest.raises(ValueError, match=match):

@@ -29,8 +29,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, flavored
 from npoptim.sparse.rowgrad import RowGradient
 
 

@@ -64,8 +64,9 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_choice, check_flag, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (check_betas, check_choice, check_flag, check_nonnegative,
+                                   flavored)
 
 
 class AdamHyper(NamedTuple):

@@ -54,9 +54,9 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   check_three_betas, flavored, resolve_variant)
+                                   check_nonnegative, check_three_betas, flavored, resolve_variant)
 
 
 class AdanHyper(NamedTuple):

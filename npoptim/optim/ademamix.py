@@ -60,8 +60,9 @@ from typing import NamedTuple
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, check_three_betas, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (check_betas, check_flag, check_nonnegative, check_three_betas,
+                                   flavored)
 
 
 class AdEMAMixHyper(NamedTuple):

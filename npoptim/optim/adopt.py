@@ -52,9 +52,10 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   flavored, is_real, resolve_variant)
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
+                                   check_no_variant, check_nonnegative, flavored, is_real,
+                                   resolve_variant)
 
 
 class ADOPTHyper(NamedTuple):

@@ -28,7 +28,8 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_nonnegative
 
 # torch's ``_get_scalar_dtype()`` with its default dtype float32: the dtype of step, eta, mu.
 SCALAR_DTYPE = np.float32

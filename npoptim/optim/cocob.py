@@ -27,8 +27,8 @@ from typing import NamedTuple
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma, maximum
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, check_positive, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, check_positive, flavored
 
 
 class COCOBHyper(NamedTuple):

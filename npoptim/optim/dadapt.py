@@ -53,10 +53,10 @@ from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
 from npoptim.kernels.scalar import constant, fma
-from npoptim.optim.optimizer import Optimizer, check_betas, flat_view, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_counter, check_flag, check_no_variant,
-                                   check_one_lr, check_positive, flavored, growth_bound, is_real,
-                                   resolve_variant)
+from npoptim.optim.optimizer import Optimizer, flat_view, typed_record
+from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_counter, check_flag,
+                                   check_no_variant, check_one_lr, check_positive, flavored,
+                                   growth_bound, is_real, resolve_variant)
 
 
 class DAdaptHyper(NamedTuple):

@@ -51,8 +51,9 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq, sumsq_pair
 from npoptim.kernels.scalar import decayed_grad, fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_counter, check_flag, check_positive, flavored, is_real
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (check_counter, check_flag, check_nonnegative, check_positive,
+                                   flavored, is_real)
 
 
 class DoGHyper(NamedTuple):

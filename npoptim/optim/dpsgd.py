@@ -58,8 +58,8 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
 from npoptim.optim.noise import (OptaxKeyState, check_noise, check_noise_stream, check_seed,
                                  jax_stream_step)
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, flavored, is_real
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, flavored, is_real
 
 _GLOBAL = ("l2_norm_clip", "noise_multiplier", "seed")
 

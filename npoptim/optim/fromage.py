@@ -27,9 +27,9 @@ from typing import NamedTuple
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant, flavored,
-                                   resolve_variant)
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (VARIANT_DEFAULT, check_flag, check_no_variant,
+                                   check_nonnegative, flavored, resolve_variant)
 
 
 class FromageHyper(NamedTuple):

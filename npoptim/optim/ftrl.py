@@ -61,8 +61,8 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_nonnegative, flavored
 
 
 class FtrlHyper(NamedTuple):

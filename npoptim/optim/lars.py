@@ -78,9 +78,9 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sumsq_pair
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   flavored, is_real, resolve_variant)
+                                   check_nonnegative, flavored, is_real, resolve_variant)
 
 
 class LARSNormHyper(NamedTuple):

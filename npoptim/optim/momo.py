@@ -73,10 +73,10 @@ from npoptim.kernels.drivers import apply_from_states
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import sum_pair
 from npoptim.kernels.scalar import constant, fma
-from npoptim.optim.optimizer import (Optimizer, check_betas, check_nonnegative,
-                                     loss_and_grads, typed_record)
-from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_counter, check_flag,
-                                   check_no_variant, flavored, is_real, resolve_variant)
+from npoptim.optim.optimizer import Optimizer, loss_and_grads, typed_record
+from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_counter,
+                                   check_flag, check_no_variant, check_nonnegative, flavored,
+                                   is_real, resolve_variant)
 
 #: The switches each variant sets (see the module docstring).
 VARIANTS = {"paper": dict(weight_decay_form="divide"), "optax": dict(weight_decay_form="optax")}

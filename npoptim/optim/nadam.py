@@ -52,8 +52,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.adam import adam_moments, moment_hyper
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import check_choice, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_betas, check_choice, check_nonnegative, flavored
 
 
 class NAdamHyper(NamedTuple):

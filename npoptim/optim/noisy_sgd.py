@@ -52,8 +52,8 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.noise import (OptaxKeyState, check_noise, check_noise_stream, check_seed,
                                  jax_stream_step)
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, flavored
 
 
 class NoisySGDHyper(NamedTuple):

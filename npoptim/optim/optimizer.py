@@ -633,36 +633,6 @@ class flat_view:
         return False
 
 
-def check_betas(betas):
-    """torch's check of an Adam-style ``betas`` pair."""
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ValueError(f"betas must be a pair of floats, got {betas!r}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-
-
-def check_nonnegative(group, *names, label=None):
-    """``ValueError(f"Invalid {label}: {value}")`` for each named option below 0."""
-    labels = {"lr": "learning rate", "eps": "epsilon value", "weight_decay": "weight_decay value",
-              "lr_decay": "lr_decay value", "momentum": "momentum value"}
-    for name in names:
-        value = group[name]
-        if (not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0.0
-                or not _fits_float(value)):
-            raise ValueError(f"Invalid {label or labels.get(name, name)}: {value}")
-
-
-def _fits_float(value):
-    """False for a number too large for a float (a huge int), which a step could not use."""
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
-
-
 def step_arguments(grads, closure):
     """``(grads, closure)`` of a ``step(grads=None, closure=None)`` call: a callable passed as
     ``grads`` is the closure (torch's positional ``step(closure)``); both is a TypeError."""

@@ -122,6 +122,46 @@ def check_one_lr(groups, optimizer):
                              f"for all groups ({lr!r}), or 0 for a group")
 
 
+def check_betas(betas):
+    """torch's check of an Adam-style ``betas`` pair."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"betas must be a pair of floats, got {betas!r}")
+    for k, beta in enumerate(betas):
+        if not is_real(beta):
+            raise ValueError(f"Invalid beta parameter at index {k}: {beta!r} is "
+                             f"{_kind(beta)}, not a real number")
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {k}: {beta}")
+
+
+def check_nonnegative(group, *names, label=None):
+    """``ValueError(f"Invalid {label}: {value}")`` for each named option below 0."""
+    labels = {"lr": "learning rate", "eps": "epsilon value", "weight_decay": "weight_decay value",
+              "lr_decay": "lr_decay value", "momentum": "momentum value"}
+    for name in names:
+        value = group[name]
+        if not is_real(value):  # the type is the problem, not the value: say so
+            raise ValueError(f"Invalid {label or labels.get(name, name)}: {value!r} is "
+                             f"{_kind(value)}, not a real number")
+        if not value >= 0.0 or not _fits_float(value):
+            raise ValueError(f"Invalid {label or labels.get(name, name)}: {value}")
+
+
+def _fits_float(value):
+    """False for a number too large for a float (a huge int), which a step could not use."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _kind(value):
+    """``value``'s type in words: "a str", "an int"."""
+    name = type(value).__name__
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
 def check_three_betas(betas):
     """``ValueError`` unless ``betas`` is three reals in [0, 1) (Adan's and AdEMAMix's, with
     torch's message for a beta out of range)."""

@@ -36,9 +36,8 @@ from typing import NamedTuple
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
-from npoptim.optim.optimizer import (Optimizer, check_nonnegative, loss_and_grads,
-                                     typed_record)
-from npoptim.optim.options import check_choice, check_flag, flavored, is_real
+from npoptim.optim.optimizer import Optimizer, loss_and_grads, typed_record
+from npoptim.optim.options import check_choice, check_flag, check_nonnegative, flavored, is_real
 
 _GLOBAL = ("max_learning_rate", "f_min", "eps", "mode", "maximize")
 _MODES = ("sps", "sps+")

@@ -43,8 +43,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import check_flag, flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, flavored
 
 
 class RMSpropHyper(NamedTuple):

@@ -54,7 +54,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_row_rule_dense, apply_row_rule_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant, fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_nonnegative
 from npoptim.sparse.rowgrad import RowGradient
 
 #: FBGEMM's ``WeightDecayMode`` members this optimizer implements, by npoptim's name.

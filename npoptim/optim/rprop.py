@@ -24,8 +24,8 @@ from typing import NamedTuple
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, typed_record
-from npoptim.optim.options import flavored
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_nonnegative, flavored
 
 
 class RpropHyper(NamedTuple):

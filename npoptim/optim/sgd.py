@@ -57,8 +57,8 @@ import numpy as np
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import decayed_grad, fma
-from npoptim.optim.optimizer import Optimizer, check_nonnegative, flat_view, typed_record
-from npoptim.optim.options import check_flag, flavored, is_real
+from npoptim.optim.optimizer import Optimizer, flat_view, typed_record
+from npoptim.optim.options import check_flag, check_nonnegative, flavored, is_real
 from npoptim.sparse.rowgrad import RowGradient
 
 

@@ -94,9 +94,10 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim.noise import check_noise, check_seed
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
-from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   flavored, is_real, resolve_variant)
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
+                                   check_no_variant, check_nonnegative, flavored, is_real,
+                                   resolve_variant)
 
 _ESTIMATES = ("caller", "squared-gradient")
 _EPS_MODES = ("max", "added")

@@ -30,7 +30,8 @@ import scipy.sparse
 
 from npoptim.kernels.drivers import apply_dense, apply_rows
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative, typed_record
+from npoptim.optim.optimizer import Optimizer, typed_record
+from npoptim.optim.options import check_betas, check_nonnegative
 from npoptim.sparse.rowgrad import as_row_gradient, row_shape
 
 

@@ -39,7 +39,8 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
-from npoptim.optim.optimizer import Optimizer, check_betas, check_nonnegative
+from npoptim.optim.optimizer import Optimizer
+from npoptim.optim.options import check_betas, check_nonnegative
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar

@@ -63,7 +63,8 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.optim.optimizer import Optimizer, _as_step, _check_param, check_betas
+from npoptim.optim.optimizer import Optimizer, _as_step, _check_param
+from npoptim.optim.options import check_betas
 from npoptim.precision.drivers import apply_blockwise, apply_dense16
 from npoptim.precision.formats import BFLOAT16, to_float32
 from npoptim.precision.quantized import CODECS, qmap_for
