@@ -68,8 +68,9 @@ def _module_path(name):
     return package.relative_to(ROOT).as_posix() if package.exists() else None
 
 
-def _imported(tree):
-    """Every npoptim module a module's source imports (at any depth, local imports too)."""
+def _imported(tree, packages=False):
+    """Every npoptim module a module's source imports (at any depth, local imports too); a
+    package's ``__init__`` only with ``packages``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -80,7 +81,7 @@ def _imported(tree):
             continue
         for name in names:
             path = _module_path(name) if name.startswith("npoptim.") else None
-            if path is not None and not path.endswith("__init__.py"):
+            if path is not None and (packages or not path.endswith("__init__.py")):
                 yield path
 
 
@@ -127,22 +128,10 @@ def test_the_audit_sees_an_import():
 
 
 def _explicit_imports(path):
-    """The npoptim modules (package ``__init__`` files included) that ``path``'s source names
-    in an import, at any depth. A package's ``__init__`` that Python runs on the way to a
+    """The npoptim modules, package ``__init__`` files included, that ``path``'s source names in
+    an import, at any depth. A package's ``__init__`` that Python runs on the way to a
     submodule is not counted: ``npoptim/__init__.py`` runs before every module of the tree."""
-    tree = ast.parse((ROOT / path).read_text(), path)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            if name.startswith("npoptim."):
-                found = _module_path(name)
-                if found is not None:
-                    yield found
+    return _imported(ast.parse((ROOT / path).read_text(), path), packages=True)
 
 
 def _loads_modules_by_name(path):
