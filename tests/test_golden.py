@@ -479,3 +479,13 @@ def test_testing_helper_grad_formats():
     raw = testing.run_case(case, lambda p, h: (lambda grads, lr: (
         seen.__setitem__("raw", type(grads[0])), p)[1]), grad_format="raw")
     assert seen["raw"] is codec.CsrGrad and len(raw["steps"]) == len(case.steps)
+
+
+def test_regenerate_names_an_unknown_optimizer_and_says_when_files_are_up_to_date(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        regenerate.main(["--check", "--no-torch", "--optimizer", "adam"])
+    assert exit_.value.code == 2
+    assert "no golden cases for 'adam' (did you mean 'Adam'?)" in capsys.readouterr().err
+    assert regenerate.main(["--check", "--no-torch", "--optimizer", "SignSGD"]) == 0
+    assert ("up to date: 1 case file of SignSGD, as the code generates them"
+            in capsys.readouterr().out)

@@ -25,6 +25,7 @@ framework they follow: a fresh case of that flag that meets the committed one to
 tolerance counts as the same (:func:`matches_committed`), so the committed file is kept.
 """
 import argparse
+import difflib
 import json
 import re
 import sys
@@ -442,6 +443,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = args.out
     broken = []
+    unknown = [n for n in args.optimizer or () if n not in cases.TABLE]
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, list(cases.TABLE), n=1, cutoff=0.6)
+            folded = [n for n in cases.TABLE if n.lower() == name.lower()]
+            match = folded or close
+            hints.append(f"{name!r}" + (f" (did you mean {match[0]!r}?)" if match else ""))
+        parser.error(f"no golden cases for {', '.join(hints)}; the optimizers with cases are "
+                     f"{', '.join(cases.TABLE)}")
 
     def on_error(name, exc):
         broken.append(name)
@@ -449,6 +460,7 @@ def main(argv=None):
               file=sys.stderr)
 
     files = case_files(args.optimizer, on_error if args.skip_broken else None)
+    selected = set(files)
     committed = committed_case_files(out) if (out / "cases").exists() else {}
     files = keep_matching(files, committed)
     if args.optimizer is not None:  # keep the other optimizers' files as they are
@@ -476,6 +488,10 @@ def main(argv=None):
             print(f"out of date: {out / name}")
         if changed:
             print(MACHINE_ADVICE, file=sys.stderr)
+        else:
+            print(f"up to date: {len(selected)} case file{'s' * (len(selected) != 1)} of "
+                  f"{'every optimizer' if args.optimizer is None else ', '.join(args.optimizer)}"
+                  ", as the code generates them")
         return 1 if changed or broken else 0
     (out / "cases").mkdir(parents=True, exist_ok=True)
     for name, text in sorted(generated.items()):
