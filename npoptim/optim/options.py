@@ -178,9 +178,9 @@ def flavored(init):
     The flavor fills every keyword the caller did not give with the flavor's value; the
     optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
     (``step_scope``, :data:`OPTIMIZER_CONVENTIONS`), which are attributes of the optimizer
-    rather than group options: the flavor's :attr:`npoptim.flavors.Flavor.step_scope` unless
+    rather than group options: the flavor's :attr:`npoptim.frameworks.model.Flavor.step_scope` unless
     given. Keyword checks of values the flavor cannot take
-    (:attr:`npoptim.flavors.Flavor.zero_only`) run on the final values. The optimizers it wraps
+    (:attr:`npoptim.frameworks.model.Flavor.zero_only`) run on the final values. The optimizers it wraps
     are :data:`npoptim.flavors.FLAVORED` (tests/test_flavors.py holds the two together).
     """
     owner = init.__qualname__.split(".")[0]
@@ -195,15 +195,7 @@ def flavored(init):
             given = signature.bind_partial(self, params, *args, **kwargs).arguments
             given.pop("self")
             given.pop("params")
-            merged = preset.defaults(owner)
-            unknown = set(merged) - set(signature.parameters)
-            if unknown:  # a switch this optimizer lacks: a table error, not a user error
-                raise TypeError(f"flavor {flavor!r} sets {sorted(unknown)}, which {owner} lacks")
-            merged.update(given)
-            for name, why in preset.zero_only.get(owner, {}).items():
-                if merged.get(name, 0) not in (0, 0.0, None):
-                    raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
-            init(self, params, **merged)
+            init(self, params, **flavor_keywords(flavor, owner, signature.parameters, given))
         self.flavor = flavor
         self.step_scope = step_scope if step_scope is not None else (preset.step_scope
                                                                      or "per_param")
@@ -216,3 +208,21 @@ def flavored(init):
     __init__.__signature__ = signature.replace(parameters=parameters)
     __init__.takes_flavor = True
     return __init__
+
+
+def flavor_keywords(flavor, owner, accepted, given):
+    """The keywords optimizer ``owner`` (a class name) is built with under ``flavor``: the
+    flavor's defaults and switches for it, with the keywords the caller ``given`` over them.
+    ``accepted`` holds the names its ``__init__`` takes: a switch of the flavor's table that
+    the optimizer lacks is a table error (``TypeError``); a value the flavor cannot take
+    (:attr:`npoptim.frameworks.model.Flavor.zero_only`) is refused on the merged keywords."""
+    preset = frameworks.get(flavor)
+    merged = preset.defaults(owner)
+    unknown = set(merged) - set(accepted)
+    if unknown:
+        raise TypeError(f"flavor {flavor!r} sets {sorted(unknown)}, which {owner} lacks")
+    merged.update(given)
+    for name, why in preset.zero_only.get(owner, {}).items():
+        if merged.get(name, 0) not in (0, 0.0, None):
+            raise ValueError(f"flavor {flavor!r}: {name}={merged[name]!r}: {why}")
+    return merged
