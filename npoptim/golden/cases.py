@@ -991,9 +991,3 @@ TABLE["Mechanic"] = [
         wrapped=("Adam", dict(lr=0.1)), matches=("optax.contrib.mechanize 0.2.8 around "
                                                   "optax.adam",)),
 ]
-
-
-def rows(optimizers=None):
-    """The rows of the given optimizers (all in :data:`TABLE` by default), in table order."""
-    names = TABLE if optimizers is None else [n for n in TABLE if n in optimizers]
-    return [row for name in names for row in TABLE[name]]

@@ -249,11 +249,6 @@ TABLE = {
 }
 
 
-def rows(optimizers=None):
-    return [r for name, rs in TABLE.items() if optimizers is None or name in optimizers
-            for r in rs]
-
-
 # -------------------------------------------------------------------------------- modes
 def precision_object(mode, seed=STOCHASTIC_SEED):
     """The ``precision`` object of a case in ``mode``."""
@@ -429,4 +424,3 @@ def build_files(optimizers=None):
         built = [build_case(r, dtype) for r in TABLE[name] for dtype in r.dtypes]
         out[name] = generate.build_file(built, optimizer=name, header=header)
     return out
-
