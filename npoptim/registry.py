@@ -5,6 +5,7 @@ The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the 
 are all read from :data:`OPTIMIZERS`, so an optimizer is added in one place. Modules are
 imported on first use, which keeps ``import npoptim`` fast.
 """
+import difflib
 import importlib
 
 # name -> (module, torch.optim counterpart or None)
@@ -79,6 +80,29 @@ def is_wrapper(name):
     return name in WRAPPERS
 
 
+def suggestion(name, names):
+    """`` (did you mean 'Adam'?)`` for the name of ``names`` closest to ``name`` (the same
+    name in another case first), or ``""``."""
+    if not isinstance(name, str):
+        return ""
+    folded = [n for n in names if n.lower() == name.lower()]
+    close = folded or difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def resolve(name):
+    """The name of an optimizer or wrapper as npoptim spells it, from a command line's spelling
+    in any case (``"adam"`` -> ``"Adam"``); ``KeyError`` naming the closest one otherwise."""
+    names = [*OPTIMIZERS, *WRAPPERS]
+    if name in names:
+        return name
+    folded = [n for n in names if isinstance(name, str) and n.lower() == name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise KeyError(f"unknown optimizer {name!r}{suggestion(name, names)}; npoptim has "
+                   f"{', '.join(names)}")
+
+
 def get(name):
     """The optimizer class called ``name`` (built from parameters; a wrapper's name raises,
     see :func:`get_wrapper`)."""
@@ -86,7 +110,8 @@ def get(name):
         raise KeyError(f"{name} is a wrapper (npoptim.registry.WRAPPERS), built around an "
                        f"optimizer, {name}(optimizer, ...), not from parameters")
     if name not in OPTIMIZERS:
-        raise KeyError(f"unknown optimizer {name!r}; npoptim has {', '.join(OPTIMIZERS)}")
+        raise KeyError(f"unknown optimizer {name!r}{suggestion(name, OPTIMIZERS)}; npoptim has "
+                       f"{', '.join(OPTIMIZERS)}")
     module, _ = OPTIMIZERS[name]
     return getattr(importlib.import_module(module), name)
 

@@ -1,5 +1,6 @@
 """The golden-file CLI: ``npoptim list``, ``npoptim golden``, ``npoptim verify``."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -222,7 +223,7 @@ def test_golden_writes_a_16_bit_case_in_each_mode(capsys, tmp_path, dtype, mode)
     assert doc["schema_version"] == 3
     case = schema.load(out, kind="cases").cases[0]
     assert case.dtype == dtype and case.params[0].dtype.name == dtype
-    assert case.id == f"AdamW/{mode}/custom-4x8-dense-d1-seed0/{dtype}"
+    assert re.fullmatch(f"AdamW/{mode}/custom-4x8-dense-d1-seed0-h[0-9a-f]{{8}}/{dtype}", case.id)
     assert (case.precision["seed"] is not None) == (mode == "stochastic")
     assert case.tolerance.ulp == 1
     code, text, _ = run_cli(capsys, "verify", str(out), "--summary")
@@ -289,7 +290,8 @@ def test_golden_writes_a_quantized_state_case(capsys, tmp_path):
     case = schema.load(out, kind="cases").cases[0]
     assert case.dtype == "float32" and case.precision["quantization"] == "torchao-4bit"
     assert "quantized-state" in case.flags and case.tolerance.ulp is None
-    assert case.id == "AdamW/torchao-4bit/custom-16x256_32-dense-d1-seed0/float32"
+    assert re.fullmatch("AdamW/torchao-4bit/custom-16x256_32-dense-d1-seed0-h[0-9a-f]{8}/float32",
+                        case.id)
     assert all(s.expected_state is None for s in case.steps[:-1])
     big, small = case.steps[-1].expected_state
     assert big["exp_avg.codes"].shape == (2048,) and big["exp_avg.scale"].shape == (32,)
@@ -324,3 +326,41 @@ def test_golden_refuses_bad_quantized_requests(capsys, tmp_path, optimizer, argv
     code, _, err = run_cli(capsys, "golden", optimizer, *argv, "-o", str(tmp_path / "c.json"))
     assert code == 2 and message in err
     assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("amsgrad=yes", "--set amsgrad=yes: VALUE is JSON"),
+    ("amsgrad=1", "--set amsgrad=1: amsgrad is true or false"),
+    ("eps_mode=bogus", "eps_mode must be one of"),
+])
+def test_golden_set_takes_json_and_words_only_where_the_option_takes_words(capsys, tmp_path,
+                                                                          setting, message):
+    out = tmp_path / "c.json"
+    code, _, err = run_cli(capsys, "golden", "Adam", "--set", setting, "-o", str(out))
+    assert code == 2 and message in err
+    assert not out.exists()
+
+
+def test_golden_custom_cases_with_other_hyperparameters_have_other_ids(capsys, tmp_path):
+    ids = []
+    for argv in ([], ["--lr", "0.01"], ["--lr", "0.02"], ["--set", "eps_mode=eps_hat"],
+                 ["--set", 'eps_mode="eps_hat"'], ["--set", "amsgrad=true"]):
+        out = tmp_path / "c.json"
+        code, _, err = run_cli(capsys, "golden", "Adam", "--steps", "2", *argv, "-o", str(out))
+        assert code == 0, err
+        ids.append(schema.load(out, kind="cases").cases[0].id)
+    assert ids[0] == "Adam/custom-3x5-dense-d1-seed0/float32"   # no hyperparameter set
+    assert ids[3] == ids[4]                                   # a bare word is the JSON word
+    assert len(set(ids)) == 5, ids
+
+
+def test_cli_names_an_unknown_optimizer_with_the_closest_one(capsys):
+    for argv in (["verify", "reference_results", "--optimizer", "Adamm"],
+                 ["diagnose", "results.json", "--optimizer", "Adamm"],
+                 ["golden", "Adamm"]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and "unknown optimizer 'Adamm' (did you mean 'Adam'?)" in err, argv
+    code, out, _ = run_cli(capsys, "list", "Adamm")
+    assert code == 2 and "did you mean 'Adam'?" in out
+    code, out, _ = run_cli(capsys, "list", "sparseadam")
+    assert code == 0 and out.startswith("SparseAdam")

@@ -173,6 +173,8 @@ def test_cli_table_and_json(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["explain", "Nope"], "unknown optimizer"),
+    (["explain", "Adamm"], "unknown optimizer 'Adamm' (did you mean 'Adam'?)"),
+    (["explain", "Sophia"], "npoptim explain Sophia hessian_estimate=squared-gradient"),
     (["explain", "Adam", "lr=-1"], "Invalid learning rate"),
     (["explain", "Adam", "lr"], "NAME=VALUE"),
     (["explain", "Muon", "--param", "1,2,3"], "2-D"),
@@ -181,3 +183,8 @@ def test_cli_table_and_json(capsys):
 def test_cli_errors(capsys, argv, message):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_takes_optimizer_names_in_any_case(capsys):
+    assert main(["explain", "adam", "lr=0.1"]) == 0
+    assert "Adam" in capsys.readouterr().out

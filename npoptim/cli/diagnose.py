@@ -9,6 +9,7 @@ they do not (whether or not a variant reproduces them), 2 for bad input.
 """
 import sys
 
+from npoptim import registry
 from npoptim.diagnose.engine import DiagnoseError, diagnose, format_diagnoses
 from npoptim.golden.schema import GoldenFileError
 
@@ -25,7 +26,12 @@ def add_arguments(parser):
 
 def run(args):
     try:
-        diagnoses = diagnose(args.results, args.suite, args.optimizer)
+        names = [registry.resolve(n) for n in args.optimizer or ()] or None
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    try:
+        diagnoses = diagnose(args.results, args.suite, names)
     except (DiagnoseError, GoldenFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from npoptim import registry
+
 
 def literal(text):
     """A Python literal (number, list, tuple, None, True), else the text itself."""
@@ -69,7 +71,7 @@ def run(args):
             params = params[0]
         if grad is not None and len(grad) == 1:
             grad = grad[0]
-        e = explain(args.optimizer, params=params, grad=grad, steps=args.steps,
+        e = explain(registry.resolve(args.optimizer), params=params, grad=grad, steps=args.steps,
                     dtype=np.dtype(args.dtype), scheduler=args.scheduler,
                     scheduler_args=_pairs(args.scheduler_arg, "a scheduler argument"),
                     **hyper)

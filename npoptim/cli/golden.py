@@ -33,10 +33,13 @@ quantized moments, stored at the last step; initial params and grads are multipl
     npoptim golden AdamW --precision torchao-8bit --shape 16x256 -o case.json
     npoptim golden AdamW --precision bnb-8bit --set min_8bit_size=256 --shape 352 -o case.json
 """
+import hashlib
 import json
 import sys
 
 from npoptim import registry
+from npoptim.golden.codec import to_json_value
+from npoptim.optim.options import VARIANT_DEFAULT
 
 
 def _shape(text):
@@ -96,8 +99,32 @@ def add_arguments(parser):
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--schedule", choices=("none", "warmup-cosine"), default="none",
                       help="per-step lr: constant, or linear warmup then cosine decay")
-    parser.add_argument("--id", help="the case id (default: OPTIMIZER/custom-.../DTYPE)")
+    parser.add_argument("--id", help="the case id (default: OPTIMIZER/custom-.../DTYPE, with a "
+                        "tag of the hyperparameters set, -h + 8 hex digits)")
     parser.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+
+
+def _set_value(name, text, default):
+    """``--set NAME=VALUE``'s value: JSON (``true``, ``0.9``, ``[0.9, 0.99]``, ``null``); a bare
+    word only for an option that takes words (its default is a word, or a variant's choice),
+    ``--set eps_mode=eps_hat``; a switch whose default is a bool takes ``true`` or ``false``."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        if isinstance(default, str) or default is VARIANT_DEFAULT:
+            return text
+        raise ValueError(f"--set {name}={text}: VALUE is JSON (true, false, 0.9, null, "
+                         "[0.9, 0.99], or a quoted word: '\"word\"')") from None
+    if isinstance(default, bool) and not isinstance(value, bool):
+        raise ValueError(f"--set {name}={text}: {name} is true or false")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _hyper_tag(hyper):
+    """A short tag of the hyperparameters a custom case sets, so that two cases with other
+    hyperparameters get other ids: ``h`` and 8 hex digits of a hash of their JSON."""
+    text = json.dumps({k: to_json_value(v) for k, v in hyper.items()}, sort_keys=True)
+    return f"-h{hashlib.sha256(text.encode()).hexdigest()[:8]}" if hyper else ""
 
 
 def build(args):
@@ -105,6 +132,7 @@ def build(args):
     from npoptim.golden import cases
     from npoptim.golden.generate import HEADER, build_case, build_file, signature_defaults
 
+    args.optimizer = registry.resolve(args.optimizer)  # any case: adam is Adam
     if args.optimizer not in registry.OPTIMIZERS:
         raise ValueError(f"unknown optimizer {args.optimizer!r}; npoptim has "
                          f"{', '.join(registry.OPTIMIZERS)}")
@@ -124,11 +152,7 @@ def build(args):
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise ValueError(f"--set {item!r}: expected NAME=VALUE")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        hyper[name] = tuple(value) if isinstance(value, list) else value
+        hyper[name] = _set_value(name, text, known.get(name))
     if args.variant:
         variants, aliases = registry.variants(args.optimizer)
         if "variant" in known and (args.variant in variants or args.variant in aliases):
@@ -172,18 +196,19 @@ def build(args):
     pattern = "csr-density" if grad == "csr" else ("dense" if args.density >= 1 else "dense-rows")
     shape_text = "_".join("x".join(map(str, s)) for s in shapes)
     mode = (args.precision or "per-op") if half else args.precision
+    tag = _hyper_tag(hyper)
     case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-{shape_text}-"
-                          f"{grad}-d{args.density:g}-seed{args.seed}/{args.dtype}")
+                          f"{grad}-d{args.density:g}-seed{args.seed}{tag}/{args.dtype}")
     objective = "separable-quartic" if cls.needs_closure else None
     if objective:
         grad, pattern = "objective", "dense"
         case_id = args.id or (f"{args.optimizer}/{mode + '/' if mode else ''}custom-"
                               f"{shape_text}-objective-"
-                              f"seed{args.seed}/{args.dtype}")
+                              f"seed{args.seed}{tag}/{args.dtype}")
     if cls.per_example_grads:   # DPSGD: a batch of per-example gradients each step
         grad, pattern = "per-example", "per-example"
         case_id = args.id or (f"{args.optimizer}/custom-{shape_text}-per-example-"
-                              f"seed{args.seed}/{args.dtype}")
+                              f"seed{args.seed}{tag}/{args.dtype}")
     row = cases.Row(args.optimizer, "custom", "Custom case made by `npoptim golden`.",
                     hyper, shapes=shapes, grads=pattern, grad_scale=args.grad_scale,
                     density=args.density, init=args.init, dtypes=(args.dtype,),
@@ -208,7 +233,7 @@ def run(args):
     try:
         doc = build(args)
     except (ValueError, TypeError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     text = dumps(doc)
     if args.output == "-":

@@ -82,11 +82,10 @@ def _value(v):
 
 
 def run(args):
-    unknown = [n for n in args.optimizer if n not in registry.OPTIMIZERS
-               and not registry.is_wrapper(n)]
-    if unknown:
-        print(f"error: unknown optimizer(s) {', '.join(unknown)}; npoptim has "
-              f"{', '.join(registry.OPTIMIZERS)} and the wrappers {', '.join(registry.WRAPPERS)}")
+    try:
+        args.optimizer = [registry.resolve(n) for n in args.optimizer]  # any case
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}")
         return 2
     names = [n for n in registry.OPTIMIZERS if not args.optimizer or n in args.optimizer]
     wrappers = [n for n in registry.WRAPPERS if not args.optimizer or n in args.optimizer]

@@ -64,9 +64,8 @@ def run(args):
         problem = PROBLEMS[args.problem]()
         if args.layers:
             problem = problem.with_layers(int(v) for v in _floats(args.layers, "--layers"))
-        names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
-        for name in names:
-            registry.get(name)  # unknown names fail before any run
+        # any case (adam is Adam); unknown names fail before any run
+        names = [registry.resolve(n.strip()) for n in args.optimizers.split(",") if n.strip()]
         runs = compare(problem, names, lr=args.lr, steps=args.steps,
                        x0=_floats(args.x0, "--x0") if args.x0 else None,
                        schedule=args.schedule, warmup=args.warmup,

@@ -12,6 +12,7 @@ field).
 """
 import sys
 
+from npoptim import registry
 from npoptim.golden.compare import format_reports, verify
 from npoptim.golden.schema import GoldenFileError
 
@@ -43,7 +44,12 @@ def add_arguments(parser):
 
 def run(args):
     try:
-        reports, notes = verify(args.cases, args.results, args.optimizer, args.case,
+        names = [registry.resolve(n) for n in args.optimizer or ()] or None
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    try:
+        reports, notes = verify(args.cases, args.results, names, args.case,
                                 args.tag, args.exclude_tag, args.flavor)
     except GoldenFileError as exc:
         print(f"error: {exc}", file=sys.stderr)

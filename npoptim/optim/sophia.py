@@ -241,7 +241,10 @@ class Sophia(Optimizer):
             return prepared
         if hessian is None and hvp is None:
             raise ValueError(f"this step updates the Hessian estimate of parameter(s) "
-                             f"{[i for i, _, _ in due]}: pass hessian=[...] or hvp=fn")
+                             f"{[i for i, _, _ in due]}: pass hessian=[...] or hvp=fn, or "
+                             "build Sophia with hessian_estimate='squared-gradient' (the "
+                             "estimate from the gradient alone; on the command line: "
+                             "npoptim explain Sophia hessian_estimate=squared-gradient)")
         if hessian is not None:
             for index, _, _ in due:
                 if hessian[index] is None:
