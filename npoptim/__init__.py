@@ -53,8 +53,8 @@ def __getattr__(name):
         return importlib.import_module("npoptim.optim.sam").SAM
     if name == "Mechanic":
         return importlib.import_module("npoptim.optim.mechanic").Mechanic
-    if name == "lr_scheduler":
-        return importlib.import_module("npoptim.lr_scheduler")
+    if name in ("lr_scheduler", "flavors", "frameworks"):  # modules, imported on first use
+        return importlib.import_module(f"npoptim.{name}")
     if name == "explain":  # the function (its package is npoptim.explainer)
         return importlib.import_module("npoptim.explainer").explain
     raise AttributeError(f"module 'npoptim' has no attribute {name!r}")

@@ -8,8 +8,8 @@ that changes one line of the one rule (see each optimizer's docstring and its
 those switches plus its defaults and its hyperparameter names::
 
     npoptim.Adam(params, flavor="keras")            # eps-hat, eps=1e-7, decoupled decay
-    npoptim.frameworks.from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)
-    npoptim.frameworks.from_framework("optax", "amsgrad", params, learning_rate=1e-2)
+    npoptim.flavors.from_framework("keras", "Adam", params, learning_rate=1e-3, epsilon=1e-7)
+    npoptim.flavors.from_framework("optax", "amsgrad", params, learning_rate=1e-2)
 
 **Flavor and variant (the rule).** ``variant=`` names a *published algorithm* (LAMB's
 ``"apex"``, LARS's ``"optax"``); ``flavor=`` names a *framework*: its switches, its defaults

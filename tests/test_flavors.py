@@ -1,13 +1,21 @@
-"""Flavors and convention switches (npoptim/flavors/): the precedence rule, the framework
-constructors, refusals, and that torch's flavor is untouched by the switches.
+"""Flavors and convention switches (npoptim/flavors.py, npoptim/frameworks/): the precedence
+rule, the framework constructors, refusals, and that torch's flavor is untouched by the
+switches.
 
 The switches are checked against the frameworks themselves in tests/test_framework_replay.py;
 here each switch is checked against its one-line formula, written out in NumPy."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import npoptim
 from npoptim import flavors, registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _run(opt_factory, steps=6, seed=0, lrs=None):
@@ -34,8 +42,19 @@ def test_the_flavored_optimizers_are_the_tables_and_the_decorated_ones():
     names exactly the registry optimizers whose ``__init__`` ``flavored`` wraps."""
     decorated = {name for name in registry.OPTIMIZERS
                  if getattr(registry.get(name).__init__, "takes_flavor", False)}
-    assert set(flavors.FLAVORED) <= set(registry.OPTIMIZERS)
     assert set(flavors.FLAVORED) == decorated
+    assert set(flavors.FLAVORED) == set(flavors.TORCH.switches)  # torch's flavor names them all
+
+
+def test_flavors_is_reachable_from_the_package_alone():
+    """``import npoptim`` then ``npoptim.flavors.from_framework(...)``, as the README writes
+    it, in a fresh interpreter (no test module imported npoptim.flavors first)."""
+    code = ("import numpy as np, npoptim; "
+            "o = npoptim.flavors.from_framework('keras', 'Adam', [np.zeros(2)]); "
+            "print(o.flavor, npoptim.frameworks.get('keras').name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.stdout.split() == ["keras", "keras"]
 
 
 def test_keras_defaults_and_explicit_keywords_win():

@@ -128,20 +128,30 @@ def test_the_audit_sees_an_import():
 
 
 def _explicit_imports(path):
-    """The npoptim modules, package ``__init__`` files included, that ``path``'s source names in
-    an import, at any depth. A package's ``__init__`` that Python runs on the way to a
-    submodule is not counted: ``npoptim/__init__.py`` runs before every module of the tree."""
-    return _imported(ast.parse((ROOT / path).read_text(), path), packages=True)
+    """The npoptim modules that importing ``path`` runs: those its source names in an import,
+    at any depth, with the ``__init__`` of each package on the way (``npoptim.sparse.rowgrad``
+    runs ``npoptim/sparse/__init__.py`` first), but for ``npoptim/__init__.py``, which runs
+    before every module of the tree."""
+    for found in _imported(ast.parse((ROOT / path).read_text(), path), packages=True):
+        yield found
+        parent = pathlib.PurePosixPath(found).parent
+        while parent.as_posix() != "npoptim":
+            yield (parent / "__init__.py").as_posix()
+            parent = parent.parent
 
 
 def _loads_modules_by_name(path):
-    """Whether ``path`` imports modules from strings (``importlib.import_module``,
-    ``__import__``): an import the arrows of the tree do not show."""
+    """Whether ``path`` imports modules from strings (``importlib``, ``__import__``): an import
+    the arrows of the tree do not show."""
     tree = ast.parse((ROOT / path).read_text(), path)
-    return any(isinstance(node, (ast.Attribute, ast.Name))
-               and getattr(node, "attr", getattr(node, "id", None)) in ("import_module",
-                                                                        "__import__")
-               for node in ast.walk(tree))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == "importlib" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib":
+            return True
+        if isinstance(node, ast.Name) and node.id == "__import__":
+            return True
+    return False
 
 
 def test_no_circle_hides_behind_module_names():
@@ -161,3 +171,4 @@ def test_no_circle_hides_behind_module_names():
     assert not loaders, f"modules the optimizers import load modules by name: {loaders}"
     assert _loads_modules_by_name("npoptim/registry.py")  # the check sees a loader
     assert "npoptim/frameworks/__init__.py" in seen       # and follows package imports
+    assert "npoptim/sparse/__init__.py" in seen           # and the packages on the way

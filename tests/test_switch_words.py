@@ -20,23 +20,52 @@ WORDS = {
     "added": "added to the quantity",
 }
 
-EPS_SWITCHES = [("Adam", "eps_mode"), ("AdamW", "eps_mode"), ("RAdam", "eps_mode"),
-                ("GaLoreAdamW", "eps_mode"), ("Adamax", "eps_mode"), ("Sophia", "eps_mode"),
-                ("Adafactor", "eps1_mode"), ("Muon", "ns_eps_mode")]
+#: Each eps switch and the words it takes (all of them words of :data:`WORDS`).
+EPS_SWITCHES = {
+    ("Adam", "eps_mode"): {"bias_corrected", "eps_hat", "in_sqrt"},
+    ("AdamW", "eps_mode"): {"bias_corrected", "eps_hat", "in_sqrt"},
+    ("RAdam", "eps_mode"): {"eps_hat", "bias_corrected"},
+    ("GaLoreAdamW", "eps_mode"): {"eps_hat", "bias_corrected"},
+    ("Adamax", "eps_mode"): {"in_max", "added"},
+    ("Sophia", "eps_mode"): {"max", "added"},
+    ("Adafactor", "eps1_mode"): {"max", "added"},
+    ("Muon", "ns_eps_mode"): {"max", "added"},
+}
 
 
-@pytest.mark.parametrize("name, switch", EPS_SWITCHES)
+@pytest.mark.parametrize("name, switch", sorted(EPS_SWITCHES))
 def test_every_eps_switch_speaks_the_one_vocabulary(name, switch):
+    """A switch takes exactly its words, all from the one vocabulary, and refuses the rest."""
+    assert EPS_SWITCHES[name, switch] <= set(WORDS)
     cls = getattr(npoptim, name)
-    default = cls([np.zeros((3, 2))]).defaults[switch]
-    assert default in WORDS
-    for word in set(WORDS) - {default}:
+    assert cls([np.zeros((3, 2))]).defaults[switch] in EPS_SWITCHES[name, switch]
+    taken = set()
+    for word in [*WORDS, "torch-ish", "MAX"]:
         try:
             opt = cls([np.zeros((3, 2))], **{switch: word})
         except ValueError as exc:
             assert switch in str(exc)
         else:
             assert opt.defaults[switch] == word
+            taken.add(word)
+    assert taken == EPS_SWITCHES[name, switch]
+
+
+@pytest.mark.parametrize("name, switch", [("Muon", "ns_eps_mode"), ("Adafactor", "eps1_mode")])
+def test_the_older_word_clamp_is_rewritten(name, switch):
+    opt = getattr(npoptim, name)([np.zeros((3, 2))], **{switch: "clamp"})
+    assert opt.defaults[switch] == "max"
+
+
+def test_newton_schulz_called_directly_takes_the_older_word_and_refuses_others():
+    from npoptim.optim.muon import zeropower_via_newtonschulz
+    g = np.random.default_rng(0).standard_normal((4, 3))
+    args = (g, (3.4445, -4.7750, 2.0315), 5, 1e-7, "param")
+    np.testing.assert_array_equal(zeropower_via_newtonschulz(*args, ns_eps_mode="clamp"),
+                                  zeropower_via_newtonschulz(*args, ns_eps_mode="max"),
+                                  strict=True)
+    with pytest.raises(ValueError, match="ns_eps_mode must be 'max' or 'added'"):
+        zeropower_via_newtonschulz(*args, ns_eps_mode="torch")
 
 
 def _muon_run(mode):

@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from npoptim import registry
-from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
+from npoptim.optim.options import OPTIMIZER_CONVENTIONS
 
 
 def add_arguments(parser):

@@ -28,8 +28,8 @@ NOT_CONVENTIONS = {
 
 def translate(entry, framework_kwargs, flavor_name, optional=False):
     """npoptim keywords from a framework constructor's keywords (``entry``: a
-    :class:`FrameworkOptimizer`). ``None`` for a Keras ``weight_decay``/optax ``momentum``
-    means 0."""
+    :class:`~npoptim.frameworks.model.FrameworkOptimizer`). ``None`` for a Keras
+    ``weight_decay``/optax ``momentum`` means 0."""
     out, pairs = {}, {}
     for key, value in _without_aliases(entry, framework_kwargs, flavor_name).items():
         if key in NOT_CONVENTIONS:
@@ -78,8 +78,9 @@ def translate(entry, framework_kwargs, flavor_name, optional=False):
 
 
 def _without_aliases(entry, framework_kwargs, flavor_name):
-    """``framework_kwargs`` with each deprecated keyword (:attr:`FrameworkOptimizer.aliases`)
-    given as the keyword it stands for; both given (not None) is refused."""
+    """``framework_kwargs`` with each deprecated keyword
+    (:attr:`~npoptim.frameworks.model.FrameworkOptimizer.aliases`) given as the keyword it
+    stands for; both given (not None) is refused."""
     out = dict(framework_kwargs)
     for old, new in entry.aliases.items():
         value = out.pop(old, None)
@@ -206,8 +207,9 @@ def _no_warmup(steps):
 
 
 def framework_call(entry, hyper):
-    """The keywords of the framework constructor ``entry`` (a :class:`FrameworkOptimizer`) for
-    npoptim hyperparameters ``hyper`` (npoptim's names)."""
+    """The keywords of the framework constructor ``entry`` (a
+    :class:`~npoptim.frameworks.model.FrameworkOptimizer`) for npoptim hyperparameters
+    ``hyper`` (npoptim's names)."""
     out = {}
     for key, target in entry.names.items():
         name, index = target if isinstance(target, tuple) else (target, None)

@@ -104,7 +104,6 @@ DEFAULT_REASON = {
 
 # Shapes used below.
 SCALAR = ((1,),)
-MATRIX = ((3, 5),)
 MIXED = ((2, 3, 4), (7,), (1,))
 TABLE_SMALL = ((16, 4),)
 EMBEDDING = ((64, 8),)

@@ -19,7 +19,7 @@ from npoptim.golden import cases, codec, inputs
 from npoptim.golden.flags import FLAGS, detect_flags
 from npoptim.golden.replay import wrapper_state
 from npoptim.golden.schema import SCHEMA_NAME, version_needed
-from npoptim.optim.optimizer import OPTIMIZER_CONVENTIONS
+from npoptim.optim.options import OPTIMIZER_CONVENTIONS
 from npoptim.optim.wrapper import OptimizerWrapper
 
 #: Constructor options that choose an implementation in torch, or where npoptim keeps its

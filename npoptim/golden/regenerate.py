@@ -489,9 +489,11 @@ def main(argv=None):
         if changed:
             print(MACHINE_ADVICE, file=sys.stderr)
         else:
+            which = "every optimizer" if args.optimizer is None else ", ".join(args.optimizer)
             print(f"up to date: {len(selected)} case file{'s' * (len(selected) != 1)} of "
-                  f"{'every optimizer' if args.optimizer is None else ', '.join(args.optimizer)}"
-                  ", as the code generates them")
+                  f"{which}, as the code generates them"
+                  + (f" (not checked, their cases failed to build: {', '.join(broken)})"
+                     if broken else ""))
         return 1 if changed or broken else 0
     (out / "cases").mkdir(parents=True, exist_ok=True)
     for name, text in sorted(generated.items()):

@@ -93,11 +93,8 @@ import numpy as np
 
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.options import check_choice, check_flag, flavored
+from npoptim.optim.options import FLOOR_ALIASES, check_choice, check_flag, flavored
 
-#: Older words of ``eps1_mode``: "clamp" (torch's ``clamp(min=eps1)``) is the floor that Muon's
-#: ``ns_eps_mode`` and Sophia's ``eps_mode`` call "max".
-EPS1_MODE_ALIASES = {"clamp": "max"}
 
 def norm(x, axis=None):
     """The 2-norm in ``x``'s dtype (accumulated in float64, rounded once)."""
@@ -177,7 +174,7 @@ class Adafactor(Optimizer):
             raise ValueError(f"Clipping threshold d should be >= 1 but is: {group['d']}")
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"weight_decay should be >= 0 but is: {group['weight_decay']}")
-        check_choice(group, "eps1_mode", ("max", "added"), EPS1_MODE_ALIASES)
+        check_choice(group, "eps1_mode", ("max", "added"), FLOOR_ALIASES)
         check_choice(group, "factor_dims", ("last_two", "largest_two"))
         check_choice(group, "momentum_dtype", ("param", "float32"))
         check_choice(group, "weight_decay_mode", ("decoupled", "before_rule", "added"))

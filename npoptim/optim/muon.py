@@ -111,7 +111,7 @@ from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.options import check_choice, check_flag, flavored, is_real
+from npoptim.optim.options import FLOOR_ALIASES, check_choice, check_flag, flavored, is_real
 
 EPS = 1e-7
 DEFAULT_A = 3.4445
@@ -120,9 +120,6 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 #: "match_rms_adamw"'s factor: torch's constant, Keras's ``rms_rate`` (Liu et al., 2025)
 MATCH_RMS_RATE = 0.2
-#: Older words of ``ns_eps_mode``: "clamp" (torch's ``clamp(min=eps)``) is the floor that
-#: Adafactor's ``eps1_mode`` and Sophia's ``eps_mode`` call "max".
-NS_EPS_MODE_ALIASES = {"clamp": "max"}
 
 
 # ------------------------------------------------------------------------------- bfloat16
@@ -236,6 +233,9 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
     of ``grad``'s shape, receives ``grad`` divided by its norm, the iteration's start (what
     torch's in-place ``div_`` leaves in a ``grad`` that is already bfloat16, whose
     ``.bfloat16()`` is no copy)."""
+    ns_eps_mode = FLOOR_ALIASES.get(ns_eps_mode, ns_eps_mode)
+    if ns_eps_mode not in ("max", "added"):
+        raise ValueError(f"ns_eps_mode must be 'max' or 'added', got {ns_eps_mode!r}")
     a, b, c = ns_coefficients
     if ns_dtype == "bfloat16":
         cast, round_, addmm = to_bfloat16, round_to_bfloat16, bf16_addmm
@@ -358,7 +358,7 @@ class Muon(Optimizer):
             raise ValueError("Coefficients must be a tuple of exactly 3 values")
         check_flag(group, "adaptive", "bias_correction")
         check_choice(group, "ns_dtype", ("bfloat16", "param"))
-        check_choice(group, "ns_eps_mode", ("max", "added"), NS_EPS_MODE_ALIASES)
+        check_choice(group, "ns_eps_mode", ("max", "added"), FLOOR_ALIASES)
         check_choice(group, "weight_layout", ("out_in", "in_out"))
         check_choice(group, "momentum_form", ("lerp", "sum"))
         rate = group["rms_rate"]
@@ -422,7 +422,7 @@ def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2
         raise TypeError(f"keras Muon has no argument(s) {', '.join(unknown)}")
     # refuses what the Muon part refuses, but exclude_layers (which chose these parameters)
     frameworks.translate(entry, {k: v for k, v in muon_keywords.items() if k != "exclude_layers"},
-                      "keras")
+                         "keras")
     if not (isinstance(adam_lr_ratio, numbers.Real) and adam_lr_ratio > 0):
         raise ValueError(f"adam_lr_ratio must be > 0 (npoptim's AdamW decays by lr * "
                          f"weight_decay), got {adam_lr_ratio!r}")

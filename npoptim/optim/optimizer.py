@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 from npoptim.kernels.jit import kernel
-from npoptim.optim.options import OPTIMIZER_CONVENTIONS, STEP_SCOPES  # noqa: F401 (named here too)
+from npoptim.optim.options import STEP_SCOPES
 from npoptim.sparse.rowgrad import RowGradient, as_row_gradient, is_sparse
 from npoptim.sparse.rowsparse import RowSparseGrad, as_rows_gradient
 

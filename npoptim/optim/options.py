@@ -63,6 +63,12 @@ def check_flag(group, *names):
             raise ValueError(f"{name} must be True or False, got {group[name]!r}")
 
 
+#: The older word of eps as a floor, max(quantity, eps): torch's ``clamp(min=eps)``. Muon's
+#: ``ns_eps_mode`` and Adafactor's ``eps1_mode`` said "clamp" where Sophia's ``eps_mode`` said
+#: "max"; "max" is the one word now (tests/test_switch_words.py).
+FLOOR_ALIASES = {"clamp": "max"}
+
+
 def check_choice(group, name, choices, aliases=None):
     """``ValueError`` unless the option is one of ``choices`` (strings). A word of ``aliases``
     (an older spelling: alias -> choice) is replaced in ``group`` by the choice it names."""
@@ -127,7 +133,8 @@ def check_betas(betas):
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"betas must be a pair of floats, got {betas!r}")
     for k, beta in enumerate(betas):
-        if not is_real(beta):
+        if not (is_real(beta) or (isinstance(beta, np.ndarray) and beta.ndim == 0
+                                  and beta.dtype.kind in "fiu")):  # a 0-d array, as torch
             raise ValueError(f"Invalid beta parameter at index {k}: {beta!r} is "
                              f"{_kind(beta)}, not a real number")
         if not 0.0 <= beta < 1.0:
@@ -178,10 +185,11 @@ def flavored(init):
     The flavor fills every keyword the caller did not give with the flavor's value; the
     optimizer records ``self.flavor``. The wrapper also takes the optimizer-wide conventions
     (``step_scope``, :data:`OPTIMIZER_CONVENTIONS`), which are attributes of the optimizer
-    rather than group options: the flavor's :attr:`npoptim.frameworks.model.Flavor.step_scope` unless
-    given. Keyword checks of values the flavor cannot take
-    (:attr:`npoptim.frameworks.model.Flavor.zero_only`) run on the final values. The optimizers it wraps
-    are :data:`npoptim.flavors.FLAVORED` (tests/test_flavors.py holds the two together).
+    rather than group options: the flavor's
+    :attr:`~npoptim.frameworks.model.Flavor.step_scope` unless given. Keyword checks of values
+    the flavor cannot take (:attr:`~npoptim.frameworks.model.Flavor.zero_only`) run on the
+    final values. The optimizers it wraps are :data:`npoptim.flavors.FLAVORED`
+    (tests/test_flavors.py holds the two together).
     """
     owner = init.__qualname__.split(".")[0]
     signature = inspect.signature(init)
