@@ -59,3 +59,95 @@ def test_conf_uses_offline_mathjax_and_every_optimizer_gets_a_page():
     assert '"[tex]/textmacros"' in text  # \_ and quotes inside \text{} in the docstrings
     assert "registry.OPTIMIZERS.items()" in text and "_optimizer_pages()" in text
     assert "_generated/optimizers" in (DOCS / "index.rst").read_text()
+
+
+PAGES = sorted(p for p in DOCS.glob("*.md")) + sorted(p for p in DOCS.glob("*.rst"))
+
+
+def test_every_page_is_in_the_toctree():
+    toctree = (DOCS / "index.rst").read_text().split(".. toctree::")[1].split()
+    missing = [p.stem for p in PAGES if p.stem != "index" and p.stem not in toctree]
+    assert not missing, missing
+
+
+def test_relative_links_of_the_markdown_pages_resolve():
+    """A link on a .md page names a page or file relative to docs/ (``page.md#anchor`` too)."""
+    import re
+    bad = []
+    for page in DOCS.glob("*.md"):
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            if not (DOCS / target.split("#")[0]).exists():
+                bad.append((page.name, target))
+    assert not bad, bad
+
+
+#: the pages that hold what the README carried before it became a front page (issue 27)
+FROM_THE_README = ["sparse", "wrappers", "schedulers", "teaching", "checking", "flavors",
+                   "precision", "checkpoints", "big-tables", "performance", "guarantees"]
+
+
+def test_no_table_cell_over_400_characters():
+    """Issue 27: a long cell of the README's tables is prose or a list on its docs page, not a
+    table cell to scroll through. (developing.md's map of the tree is not one of them.)"""
+    import re
+    long = [(page.name, cell[:60]) for page in (DOCS / f"{n}.md" for n in FROM_THE_README)
+            for line in page.read_text().splitlines() if line.startswith("|")
+            for cell in re.split(r"(?<!\\)\|", line) if len(cell.strip()) > 400]
+    assert not long, long
+
+
+def test_measurement_logs_carry_their_date():
+    """Every section of the performance page with a table says when it was measured; the page
+    says the tables are dated logs (the docs build runs no benchmark)."""
+    import re
+    text = (DOCS / "performance.md").read_text()
+    assert "measurement logs" in text
+    for section in re.split(r"\n## ", text):
+        if "\n|" in section:
+            before_table = section.split("\n|")[0]
+            assert re.search(r"20\d\d-\d\d-\d\d", before_table), section.splitlines()[0]
+
+
+def test_wrappers_page_gives_the_real_defaults():
+    """The wrappers' calls written on their page (Mechanic's num_betas=None, not 6) have the
+    keywords and defaults of the classes."""
+    import ast
+    import inspect
+    import re
+    import npoptim
+    text = (DOCS / "wrappers.md").read_text()
+    calls = re.findall(r"`npoptim\.(Lookahead|SAM|Mechanic)\((.*?)\)`", text)
+    assert sorted(name for name, _ in calls) == ["Lookahead", "Mechanic", "SAM"]
+    for name, args in calls:
+        written = {k.arg: ast.literal_eval(k.value)
+                   for k in ast.parse(f"f({args})").body[0].value.keywords}
+        real = inspect.signature(getattr(npoptim, name)).parameters
+        assert written == {k: real[k].default for k in written}, name
+
+
+def test_developing_guide_names_the_switches_and_the_docs_build_ci_runs():
+    import re
+    text = (DOCS / "developing.md").read_text()
+    root = DOCS.parent
+    ci = (root / ".ci" / "run").read_text()
+    conftest = (root / "tests" / "conftest.py").read_text()
+    for switch in ("NPOPTIM_BLOCK_OPTIONAL", "NPOPTIM_REQUIRE_"):
+        assert switch in text and switch in conftest + ci, switch
+    for line in re.findall(r"^    (python (?:-m sphinx|docs/check_html).*)$", text, re.M):
+        assert line in ci, line
+
+
+def test_cli_help_is_plain_text():
+    """``npoptim --help`` and the one-line helps (also on the CLI page) carry no reST markup."""
+    import contextlib
+    import io
+    from npoptim.cli import COMMANDS, main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--help"]) == 0
+    texts = [out.getvalue()] + [help_ for _, help_ in COMMANDS.values()]
+    for text in texts:
+        assert "``" not in text and ":math:" not in text and ":class:" not in text, text
+    assert "CSR rows" not in COMMANDS["demo"][1]

@@ -61,3 +61,23 @@ def test_links_to_files_in_the_repository_resolve():
     assert "docs/developing.md" in links
     missing = [link for link in links if not (root / link).exists()]
     assert not missing, missing
+
+
+def test_readme_is_a_front_page_that_links_every_topic_page():
+    """At most 320 lines (issue 27): what does not fit is on a docs page, and the README links
+    every such page, so nothing moved out of it is out of reach."""
+    assert len(README.splitlines()) <= 320, len(README.splitlines())
+    for page in ["sparse", "wrappers", "schedulers", "guarantees", "checking", "flavors",
+                 "precision", "checkpoints", "big-tables", "performance", "teaching",
+                 "developing"]:
+        assert f"](docs/{page}.md" in README, page
+    assert "](docs/learning.rst)" in README
+
+
+def test_readme_states_the_supported_versions_of_setup_cfg():
+    setup = (pathlib.Path(__file__).resolve().parents[1] / "setup.cfg").read_text()
+    python = re.search(r"python_requires = >=(\S+)", setup).group(1)
+    assert f"Python {python} or later" in README
+    for name in ("numpy", "scipy", "numba"):
+        version = re.search(rf"^\s+{name}>=(\S+)$", setup, re.M).group(1)
+        assert f"{name} ({version} or later)" in README, name

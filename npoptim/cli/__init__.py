@@ -7,10 +7,14 @@ import argparse
 import importlib
 import sys
 
+#: what ``npoptim --help`` says first: plain text, as a terminal shows it (the module
+#: docstring's first line is reST)
+DESCRIPTION = "The npoptim command line (also python -m npoptim)."
+
 # command -> (module, one-line help)
 COMMANDS = {
-    "demo": ("npoptim.cli.demo", "train a synthetic recommender: SparseAdam on CSR rows vs "
-                                 "dense Adam and AdamW + warmup/cosine"),
+    "demo": ("npoptim.cli.demo", "train a synthetic recommender: SparseAdam on row-sparse "
+                                 "gradients vs dense Adam and AdamW + warmup/cosine"),
     "list": ("npoptim.cli.listing", "optimizers, their hyperparameters, defaults and sparse "
                                     "kind"),
     "golden": ("npoptim.cli.golden", "write a custom golden case (reference_results schema)"),
@@ -28,7 +32,7 @@ COMMANDS = {
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="npoptim", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="npoptim", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_) in COMMANDS.items():
         sub.add_parser(name, help=help_, add_help=False)
