@@ -1,9 +1,10 @@
 """Every optimizer and wrapper npoptim has: its name, the module it lives in and its torch
 counterpart (its sparse kind and variants are read from the class itself).
 
-The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the README's table
-are all read from :data:`OPTIMIZERS`, so an optimizer is added in one place. Modules are
-imported on first use, which keeps ``import npoptim`` fast.
+The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the docs pages are
+read from :data:`OPTIMIZERS`, and tests/test_readme.py holds the README's table to it, so an
+optimizer is added in one place (and one README row). Modules are imported on first use, which
+keeps ``import npoptim`` fast.
 """
 import difflib
 import importlib
@@ -66,8 +67,9 @@ OPTIMIZERS = {
 #: The wrappers around an npoptim optimizer (:class:`npoptim.optim.wrapper.OptimizerWrapper`):
 #: name -> (module, the framework counterpart). They are built from an optimizer, not from
 #: parameters, so they are kept apart from :data:`OPTIMIZERS` (whose users construct
-#: ``cls(params, **hyperparameters)``); ``npoptim list``, the README's table and the golden
-#: cases (a case's ``wrapped`` optimizer, reference_results/README.md) read them from here.
+#: ``cls(params, **hyperparameters)``); ``npoptim list`` and the golden cases (a case's
+#: ``wrapped`` optimizer, reference_results/README.md) read them from here, and the README's
+#: table is held to them.
 WRAPPERS = {
     "Lookahead": ("npoptim.optim.lookahead", "optax.lookahead"),
     "SAM": ("npoptim.optim.sam", "optax.contrib.sam"),
