@@ -3,7 +3,8 @@ as npoptim's convention switches and constructors."""
 from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 ONNX = Flavor(
-    name="onnx", framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"
+    name="onnx", call_prefix="ai.onnx.preview.training.",
+    framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"
                            "aionnx_preview_training)",
     switches={"Adam": dict(eps_mode="eps_hat"), "Adagrad": {}, "SGD": {},
               # onnxruntime-training's AdamW: AdamWOptimizer adam_mode=1, as generate_artifacts

@@ -35,7 +35,8 @@ _OPTAX_NADAM_UNSUPPORTED = dict(
     eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
     nesterov=((True,), "nadam without nesterov is optax's adam (npoptim Adam)"))
 OPTAX = Flavor(
-    name="optax", framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
+    name="optax", call_prefix="optax.",
+    framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
     switches={
         "Adam": dict(amsgrad_max="bias_corrected"),
         "AdamW": dict(amsgrad_max="bias_corrected"),

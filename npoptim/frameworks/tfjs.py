@@ -2,7 +2,8 @@
 from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 TFJS = Flavor(
-    name="tfjs", framework="TensorFlow.js 4 (tensorflow/tfjs tfjs-core/src/optimizers)",
+    name="tfjs", call_prefix="tf.train.",
+    framework="TensorFlow.js 4 (tensorflow/tfjs tfjs-core/src/optimizers)",
     switches={"Adam": {}, "SGD": {}, "Adagrad": dict(eps_in_sqrt=True),
               "RMSprop": dict(eps_in_sqrt=True, lr_in_momentum=True),
               "Adamax": dict(eps_mode="added"), "Adadelta": {}},
