@@ -476,6 +476,58 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
 
 
+def _optax_from_the_file(case, as_arrays):
+    """``make_step`` of ``optax.<constructor>(**framework_hyperparameters)`` as a user builds it
+    from the file, without inject_hyperparams: the floats as Python floats, or as arrays of
+    the case's dtype; rebuilt each step with that step's lr (state kept)."""
+    import re
+    import jax.numpy as jnp
+    import optax
+    name = re.search(r"Framework call: optax\.([\w.]+)\(", case.comment).group(1)
+    lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
+                   if t == "lr" or isinstance(t, tuple) and t[0] == "lr")
+
+    def typed(value, dtype):
+        return jnp.asarray(value, dtype) if as_arrays and isinstance(value, float) else value
+
+    def make_step(params, _hyper):
+        dtype = params[0].dtype
+        kwargs = {k: typed(v, dtype) for k, v in case.framework_hyperparameters.items()}
+        state = {"params": [jnp.asarray(p) for p in params]}
+
+        def step(grads, lr):
+            tx = optax_constructor(name)(**dict(kwargs, **{lr_name: typed(lr, dtype)}))
+            if "opt" not in state:
+                state["opt"] = tx.init(state["params"])
+            updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
+                                              state["params"])
+            state["params"] = optax.apply_updates(state["params"], updates)
+            return [np.asarray(p) for p in state["params"]]
+        return step
+    return make_step
+
+
+@pytest.mark.needs("optax", "jax")
+def test_optax_adafactor_float64_needs_float64_arguments_as_its_cases_say():
+    """What the Adafactor/optax float64 cases' comments state: built from the file with the
+    floats as float64 arrays they pass; with Python floats optax computes its decay-rate power
+    and momentum average in float32, and they fail."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    cases = [c for c in load_all(SUITE, kind="cases")
+             if c.id.startswith("Adafactor/optax/") and c.dtype == "float64"]
+    assert len(cases) == 3 and all("float64 array" in c.comment for c in cases)
+    for as_arrays in (True, False):
+        entries = [replay(c, _optax_from_the_file(c, as_arrays), grad_format="dense")
+                   for c in cases]
+        results = parse(json.loads(codec.dumps(results_file(entries, "optax"))), "<optax>",
+                        "results").cases
+        passed = [compare.compare_case(c, r, "<optax>").passed for c, r in zip(cases, results)]
+        assert passed == [as_arrays] * 3, (as_arrays, passed)
+
+
 @pytest.mark.needs("optax", "jax")
 def test_optax_contrib_fails_the_cases_of_npoptim_s_other_variants(tmp_path):
     """The variants matter: the cases of Momo's and MomoAdam's authors' weight decay form
