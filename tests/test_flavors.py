@@ -600,3 +600,31 @@ def test_the_constructor_is_the_one_that_writes_the_hyperparameters():
     assert optax.constructor_name_for("Adam", dict(lr=0.01, amsgrad=True)) == "amsgrad"
     assert optax.constructor_name_for("Adam", dict(lr=0.01, amsgrad=False)) == "adam"
     assert flavors.framework_names("optax", "NAdam", nadam)["weight_decay"] == 0.1
+
+
+def test_onnx_defaults_are_the_schema_s():
+    """The onnx table's defaults are the onnx 1.23 schema's (epsilon 1e-6 for Adam and
+    Adagrad, not 0), and no flavor case is labelled defaults that is not built from them."""
+    onnx = flavors.get("onnx")
+    assert onnx.constructors["Adam"].defaults["epsilon"] == 1e-6
+    assert onnx.constructors["Adagrad"].defaults["epsilon"] == 1e-6
+    assert npoptim.Adagrad([np.zeros(2)], flavor="onnx").defaults["eps"] == 1e-6
+    schema = pytest.importorskip("onnx").defs
+    for name in ("Adam", "Adagrad"):
+        attributes = schema.get_schema(name, domain="ai.onnx.preview.training").attributes
+        for key, value in onnx.constructors[name].defaults.items():
+            if key in attributes and attributes[key].default_value.type:
+                assert float(np.float32(value)) == attributes[key].default_value.f, (name, key)
+
+
+def test_every_defaults_case_is_the_framework_s_defaults():
+    from npoptim.golden import codec, flavor_cases, generate
+    for case in _flavor_cases():
+        if "/defaults/" not in case.id:
+            continue
+        cls = registry.get(case.optimizer)
+        lr = {"lr": case.hyperparameters["lr"]} if flavor_cases._required_lr(
+            case.flavor, case.optimizer, next(r for r in flavor_cases.cases.TABLE[case.optimizer]
+                                              if r.name == "defaults")) else {}
+        own = generate.hyperparameters(cls(flavor_cases.probe(), flavor=case.flavor, **lr))
+        assert codec.from_json_hyper(own) == codec.from_json_hyper(case.hyperparameters), case.id

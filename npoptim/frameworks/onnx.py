@@ -12,18 +12,19 @@ ONNX = Flavor(
               "AdamW": dict(eps_mode="eps_hat", decay_after_update=True)},
     constructors={
         # R (the learning rate) and T (the step count) are inputs; H_initial is the
-        # accumulator tensor the caller passes in at the first step.
+        # accumulator tensor the caller passes in at the first step. The defaults are the
+        # onnx 1.23 schema's (epsilon 1e-6 for Adam and Adagrad).
         "Adam": FrameworkOptimizer("Adam", {"R": "lr", "alpha": ("betas", 0),
                                             "beta": ("betas", 1), "epsilon": "eps",
                                             "norm_coefficient": "weight_decay",
                                             "norm_coefficient_post": "post_weight_decay"},
-                                   dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=0.0,
+                                   dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=1e-6,
                                         norm_coefficient=0.0, norm_coefficient_post=0.0)),
         "Adagrad": FrameworkOptimizer(
             "Adagrad", {"R": "lr", "decay_factor": "lr_decay", "epsilon": "eps",
                         "norm_coefficient": "weight_decay",
                         "H_initial": "initial_accumulator_value"},
-            dict(R=REQUIRED, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0,
+            dict(R=REQUIRED, decay_factor=0.0, epsilon=1e-6, norm_coefficient=0.0,
                  H_initial=0.0)),
         "Momentum": FrameworkOptimizer(
             "SGD", {"R": "lr", "alpha": "momentum", "beta": ("dampening", "complement"),

@@ -54,6 +54,13 @@ FLAVOR_ROWS = {
         "(norm_coefficient) too; hyperparameters exact in float32.",
         dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
              weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),),
+             # the accumulator's square root with no epsilon (ONNX's default is 1e-6, not exact
+             # in float32: its defaults case would be float32 only and within torch's tolerance)
+             "Adagrad": (cases.Row(
+                 "Adagrad", "eps-zero", "ONNX Adagrad with epsilon=0 (the schema's default is "
+                 "1e-6): X <- X - R G / sqrt(H), torch's defaults otherwise; float64 "
+                 "(every attribute exact in float32).", dict(lr=1e-2, eps=0.0),
+                 dtypes=("float64",), flavor="onnx"),),
              "AdamW": (cases.Row(
                  "AdamW", "no-bias-correction", "onnxruntime-training's AdamW with "
                  "bias_correction=False (correct_bias=0: b1 = b2 = 1), the decoupled decay after "
