@@ -628,3 +628,17 @@ def test_every_defaults_case_is_the_framework_s_defaults():
                                               if r.name == "defaults")) else {}
         own = generate.hyperparameters(cls(flavor_cases.probe(), flavor=case.flavor, **lr))
         assert codec.from_json_hyper(own) == codec.from_json_hyper(case.hyperparameters), case.id
+
+
+def test_onnx_cases_name_the_domain_their_operator_is_in():
+    """An onnx case calls ai.onnx.preview.training.<Op> only where that domain has the
+    operator (onnx 1.23: Adam, Adagrad, Momentum); AdamW is onnxruntime-training's."""
+    schema = pytest.importorskip("onnx").defs
+    cases = [c for c in _flavor_cases() if c.flavor == "onnx"]
+    assert {c.optimizer for c in cases} >= {"Adam", "AdamW"}
+    for case in cases:
+        name = _call_in_comment(case)
+        in_domain = schema.has(name, "ai.onnx.preview.training")
+        assert in_domain == (flavors.get("onnx").constructors[name].call == ""), case.id
+        if not in_domain:
+            assert "onnxruntime-training" in case.comment and "no AdamW" in case.comment

@@ -4,8 +4,9 @@ from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
 ONNX = Flavor(
     name="onnx", call_prefix="ai.onnx.preview.training.",
-    framework="ONNX ai.onnx.preview.training (onnx/onnx onnx/reference/ops/"
-                           "aionnx_preview_training)",
+    framework="ONNX training (ai.onnx.preview.training: onnx/onnx onnx/reference/ops/"
+              "aionnx_preview_training; AdamW: onnxruntime-training's com.microsoft "
+              "AdamWOptimizer, not an ai.onnx.preview.training operator)",
     switches={"Adam": dict(eps_mode="eps_hat"), "Adagrad": {}, "SGD": {},
               # onnxruntime-training's AdamW: AdamWOptimizer adam_mode=1, as generate_artifacts
               # builds it (adam_mode=0 is torch's AdamW: the torch flavor)
@@ -38,7 +39,17 @@ ONNX = Flavor(
                                               "eps": "eps", "weight_decay": "weight_decay",
                                               "bias_correction": "bias_correction"},
                                     dict(learning_rate=REQUIRED, betas=(0.9, 0.999), eps=1e-6,
-                                         weight_decay=0.0, bias_correction=True)),
+                                         weight_decay=0.0, bias_correction=True),
+                                    call="onnxruntime.training.onnxblock.optim.AdamW",
+                                    notes=("onnxruntime-training's (1.19.2), not ONNX's: "
+                                           "ai.onnx.preview.training has no AdamW. Its "
+                                           "com.microsoft AdamWOptimizer node (adam_mode=1), "
+                                           "as onnxruntime.training.artifacts."
+                                           "generate_artifacts(..., optimizer=this) builds "
+                                           "it, takes the keywords but learning_rate: that "
+                                           "is the training API's Optimizer."
+                                           "set_learning_rate(lr) before each step. float32 "
+                                           "only.",)),
     },
     differs={"Adam": "eps-hat (no bias correction at T=0; T counts from 1); float32 attributes; "
                      "norm_coefficient_post: decay (1 - c) x after the update "
