@@ -287,10 +287,15 @@ def keras_make_step(name, kwargs):
     return make_step
 
 
-def onnx_make_step(name, kwargs):
+#: The step count input T at the first step, per ONNX operator (as the cases' notes say): 1 for
+#: Adam (at T=0 it skips the bias correction), 0 for Adagrad and Momentum.
+ONNX_FIRST_T = {"Adam": 1, "Adagrad": 0, "Momentum": 0}
+
+
+def onnx_make_step(name, kwargs, first_t=None):
     """One ``ai.onnx.preview.training`` node per parameter (the single-tensor form; the
-    reference's multi-tensor Adam casts to float32), run by ``onnx.reference``. T is the step
-    count from 1 for Adam (its bias correction), from 0 for Adagrad and Momentum."""
+    reference's multi-tensor Adam casts to float32), run by ``onnx.reference``. T counts from
+    ``first_t`` (default :data:`ONNX_FIRST_T`)."""
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
@@ -321,17 +326,16 @@ def onnx_make_step(name, kwargs):
         initial = kwargs.get("H_initial", 0.0) if name == "Adagrad" else 0.0
         state = [{"X": p.copy(), **{n: np.full(p.shape, initial if n == "H" else 0.0, dtype)
                                     for n in slots}} for p in params]
-        t = [0]
+        t = [ONNX_FIRST_T[name] if first_t is None else first_t]
 
         def step(grads, lr):
-            t[0] += 1
             for run, s, g in zip(runs, state, grads):
-                feed = {"R": np.array(lr, dtype),
-                        "T": np.array(t[0] if name == "Adam" else t[0] - 1, np.int64),
+                feed = {"R": np.array(lr, dtype), "T": np.array(t[0], np.int64),
                         "G": g, **s}
                 out = run.run(None, feed)
                 for n, value in zip(["X", *slots], out):
                     s[n] = np.asarray(value, dtype)
+            t[0] += 1
             return [s["X"] for s in state]
         return step
     return make_step
@@ -526,6 +530,52 @@ def test_optax_adafactor_float64_needs_float64_arguments_as_its_cases_say():
                         "results").cases
         passed = [compare.compare_case(c, r, "<optax>").passed for c, r in zip(cases, results)]
         assert passed == [as_arrays] * 3, (as_arrays, passed)
+
+
+def _passes(case, make_step, flavor):
+    entry = replay(case, make_step, grad_format="dense")
+    result = parse(json.loads(codec.dumps(results_file([entry], flavor))), f"<{flavor}>",
+                   "results").cases[0]
+    return compare.compare_case(case, result, f"<{flavor}>").passed
+
+
+def _suite_case(case_id):
+    return next(c for c in load_all(SUITE, kind="cases") if c.id == case_id)
+
+
+@pytest.mark.needs("optax", "jax")
+def test_the_optax_choices_the_cases_state_change_the_numbers():
+    """What the optax cases' comments state, and the other choice fails: optax.lbfgs's own
+    zoom search starts from a step of 1 (initial_guess_strategy='one'; the search's default
+    'keep' fails LBFGS/optax/short-history); Adam/optax/amsgrad is optax.amsgrad (optax.adam
+    with the same keywords fails)."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    lbfgs = _suite_case("LBFGS/optax/short-history/float64")
+    assert "initial_guess_strategy='one'" in lbfgs.comment
+    name, kwargs = constructor_for_case("optax", lbfgs)
+    assert _passes(lbfgs, optax_make_step(name, kwargs), "optax")
+    assert not _passes(lbfgs, optax_make_step(name, dict(kwargs, initial_guess_strategy="keep")),
+                       "optax")
+    amsgrad = _suite_case("Adam/optax/amsgrad/float64")
+    assert "Framework call: optax.amsgrad(" in amsgrad.comment
+    assert _passes(amsgrad, optax_make_step("amsgrad", amsgrad.framework_hyperparameters),
+                   "optax")
+    assert not _passes(amsgrad, optax_make_step("adam", amsgrad.framework_hyperparameters),
+                       "optax")
+
+
+@pytest.mark.needs("onnx")
+def test_onnx_adam_s_step_count_from_1_is_the_cases_choice():
+    """ONNX Adam's T is 1 at the first step, as its cases' comments say; from 0 they fail."""
+    if not _available("onnx"):
+        pytest.skip("onnx is not installed")
+    cases = [c for c in load_all(SUITE, kind="cases") if c.id.startswith("Adam/onnx/")]
+    assert cases and all("is 1 at the first step" in c.comment for c in cases)
+    for case in cases:
+        name, kwargs = constructor_for_case("onnx", case)
+        assert _passes(case, onnx_make_step(name, kwargs), "onnx"), case.id
+        assert not _passes(case, onnx_make_step(name, kwargs, first_t=0), "onnx"), case.id
 
 
 @pytest.mark.needs("optax", "jax")

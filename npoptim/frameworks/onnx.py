@@ -2,6 +2,13 @@
 as npoptim's convention switches and constructors."""
 from npoptim.frameworks.model import REQUIRED, Flavor, FrameworkOptimizer
 
+#: What every ai.onnx.preview.training case's call needs beyond its keywords: a node, not a
+#: constructor (op_type the table's name, domain ai.onnx.preview.training version 1).
+_NODE = ("An ai.onnx.preview.training node (domain version 1) per parameter, run once a step: "
+         "R is its learning-rate input (a scalar of the case's dtype: each step's lr), the "
+         "other keywords its float attributes (float32); X and G are the parameter and its "
+         "gradient.")
+
 ONNX = Flavor(
     name="onnx", call_prefix="ai.onnx.preview.training.",
     framework="ONNX training (ai.onnx.preview.training: onnx/onnx onnx/reference/ops/"
@@ -20,18 +27,28 @@ ONNX = Flavor(
                                             "norm_coefficient": "weight_decay",
                                             "norm_coefficient_post": "post_weight_decay"},
                                    dict(R=REQUIRED, alpha=0.9, beta=0.999, epsilon=1e-6,
-                                        norm_coefficient=0.0, norm_coefficient_post=0.0)),
+                                        norm_coefficient=0.0, norm_coefficient_post=0.0),
+                                   notes=(_NODE, "T, the int64 step count input, is 1 at the "
+                                          "first step (torch's step; at T=0 the node skips "
+                                          "the bias correction, so counting from 0 gives "
+                                          "other numbers); V and H start at zeros.")),
         "Adagrad": FrameworkOptimizer(
             "Adagrad", {"R": "lr", "decay_factor": "lr_decay", "epsilon": "eps",
                         "norm_coefficient": "weight_decay",
                         "H_initial": "initial_accumulator_value"},
             dict(R=REQUIRED, decay_factor=0.0, epsilon=1e-6, norm_coefficient=0.0,
-                 H_initial=0.0)),
+                 H_initial=0.0),
+            notes=(_NODE, "T, the int64 step count input, is 0 at the first step (the lr is "
+                   "R / (1 + T decay_factor)); H_initial is not an attribute but the value of "
+                   "the H input at the first step.")),
         "Momentum": FrameworkOptimizer(
             "SGD", {"R": "lr", "alpha": "momentum", "beta": ("dampening", "complement"),
                     "norm_coefficient": "weight_decay", "mode": ("nesterov", "mode")},
             dict(R=REQUIRED, alpha=REQUIRED, beta=REQUIRED, norm_coefficient=0.0,
-                 mode="standard")),
+                 mode="standard"),
+            notes=(_NODE, "T, the int64 step count input, is 0 at the first step (at T=0 the "
+                   "node takes the gradient undamped, as torch's first step does); V starts "
+                   "at zeros.")),
         # onnxruntime.training.onnxblock.optim.AdamW (what generate_artifacts(optimizer=
         # OptimType.AdamW) builds: the com.microsoft AdamWOptimizer node, adam_mode=1); the
         # learning rate is the training API's Optimizer.set_learning_rate.

@@ -304,7 +304,15 @@ OPTAX = Flavor(
                       "tol": "linesearch_tol"},
             dict(learning_rate=None, memory_size=10, scale_init_precond=True,
                  linesearch="zoom", max_linesearch_steps=20),
-            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf)),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf),
+            notes=("linesearch 'zoom' is linesearch=optax.scale_by_zoom_linesearch(...), given "
+                   "the zoom keywords here (max_linesearch_steps, slope_rtol, curv_rtol, "
+                   "increase_factor, max_learning_rate, approx_dec_rtol, stepsize_precision, "
+                   "tol, initial_guess_strategy) and for those not here optax.lbfgs's own "
+                   "search's: max_linesearch_steps=20, initial_guess_strategy='one' "
+                   "(scale_by_zoom_linesearch's own default, 'keep', gives other numbers); "
+                   "null is linesearch=None. Each step is tx.update(grads, state, params, "
+                   "value=loss, grad=grads, value_fn=the objective).",)),
         "radam": FrameworkOptimizer(
             "RAdam", _OPTAX_ADAM_NAMES,
             dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
