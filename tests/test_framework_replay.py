@@ -21,10 +21,13 @@ framework constructor is built from the case's hyperparameters in the framework'
 skipped, with the reason, when npoptim's own ``from_framework`` of that call does not give the
 case's hyperparameters (an option the framework lacks: ``maximize``, L2 decay in Keras, ...),
 or when it needs what the framework cannot do (CSR gradients; missing gradients where the
-framework has none: optax, ONNX; Keras and TF.js leave a variable out of ``apply_gradients``
-and age the global step, npoptim's ``step_scope="global"``). Known framework bugs are expected
-failures listed in tests/data/framework_known_bugs.json (a tfjs replay that crashes on a bug
-reports NaN parameters from the step it crashed in, and the error).
+framework has none: optax, ONNX; Keras leaves a variable out of ``apply_gradients``, TF.js
+gives it a null entry in ``applyGradients``, and both age the global step, npoptim's
+``step_scope="global"``). Known framework bugs are expected failures listed in
+tests/data/framework_known_bugs.json, on the call path an entry names (``call_path``: tfjs's
+state by position shows only with a variable left out of ``applyGradients``, which
+:func:`test_tfjs_loses_track_of_state_only_with_a_variable_left_out` replays; a tfjs replay
+that crashes on a bug reports NaN parameters from the step it crashed in, and the error).
 
 Skips cleanly without the framework; ``NPOPTIM_REQUIRE_OPTAX=1`` / ``NPOPTIM_REQUIRE_KERAS=1``
 (set by .ci/run) make a missing one fail the session instead (tests/conftest.py).
@@ -40,6 +43,7 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
+from npoptim.frameworks.tfjs import POSITIONAL
 from npoptim.golden import codec, compare, flavor_cases, generate
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all, parse
@@ -53,8 +57,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarni
 KNOWN_BUGS = json.loads((ROOT / "tests" / "data" / "framework_known_bugs.json").read_text())
 
 
-def _known_bug(framework, case_id):
+def _known_bug(framework, case_id, call_path=None):
+    """The known bug of ``framework`` that ``case_id`` shows on ``call_path`` (an entry's
+    ``call_path``; None: the path the replay runs every case on), or None."""
     return next((b for b in KNOWN_BUGS["bugs"] if b["framework"] == framework
+                 and b.get("call_path") == call_path
                  and any(fnmatch.fnmatchcase(case_id, p) for p in b["cases"])), None)
 
 
@@ -347,13 +354,6 @@ MODULES = {"optax": ("optax", "jax"), "keras": ("keras", "jax"), "onnx": ("onnx"
 FLAVORS = [pytest.param(flavor, marks=pytest.mark.needs(*modules))
            for flavor, modules in {**MODULES, "tfjs": ("node", "tfjs")}.items()]
 
-#: tf.train.<name>'s positional arguments, in order.
-TFJS_ARGS = {"adam": ("learningRate", "beta1", "beta2", "epsilon"), "sgd": ("learningRate",),
-             "momentum": ("learningRate", "momentum", "useNesterov"),
-             "adagrad": ("learningRate", "initialAccumulatorValue"),
-             "rmsprop": ("learningRate", "decay", "momentum", "epsilon", "centered"),
-             "adamax": ("learningRate", "beta1", "beta2", "epsilon", "decay"),
-             "adadelta": ("learningRate", "rho", "epsilon")}
 TFJS_SCRIPT = ROOT / "tests" / "tfjs" / "replay.cjs"
 
 
@@ -366,13 +366,16 @@ def tfjs_dir():
     return None
 
 
-def replay_tfjs(jobs_cases, tmp_path):
-    """Results entries of ``[(case, name, kwargs)]`` through tfjs in one Node process."""
+def replay_tfjs(jobs_cases, tmp_path, leave_out=False):
+    """Results entries of ``[(case, name, kwargs)]`` through tfjs in one Node process; a
+    missing gradient is a null entry of applyGradients' map, or with ``leave_out`` the variable
+    is left out of it (the call path of a known bug)."""
     import subprocess
     jobs = []
     for case, name, kwargs in jobs_cases:
         full = dict(flavors.get("tfjs").constructors[name].defaults, **kwargs)
-        jobs.append({"id": case.id, "ctor": name, "args": [full[k] for k in TFJS_ARGS[name]],
+        jobs.append({"id": case.id, "ctor": name, "args": [full[k] for k in POSITIONAL[name]],
+                     "leaveOut": leave_out,
                      "params": [{"shape": list(p.shape), "data": p.ravel().tolist()}
                                 for p in case.params],
                      "steps": [{"lr": st.lr, "grads": [None if g is None else g.ravel().tolist()
@@ -459,6 +462,28 @@ def test_framework_passes_its_flavor(flavor, tmp_path):
     verify_cli.add_arguments(parser)
     assert verify_cli.run(parser.parse_args([str(SUITE), str(path), "--flavor", flavor,
                                              "--summary"])) == 0
+
+
+@pytest.mark.needs("node", "tfjs")
+def test_tfjs_loses_track_of_state_only_with_a_variable_left_out(tmp_path):
+    """The tfjs bug listed with ``call_path`` "variable-left-out": its cases, which pass with a
+    null entry for a missing gradient (test_framework_passes_its_flavor), fail when the
+    variable is left out of applyGradients' map."""
+    if not _available("tfjs"):
+        pytest.skip("tfjs is not installed")
+    bug = next(b for b in KNOWN_BUGS["bugs"] if b.get("call_path") == "variable-left-out")
+    cases = [c for c in load_all(SUITE, kind="cases") if c.dtype == "float32"
+             and _known_bug("tfjs", c.id, "variable-left-out") is bug
+             and not _known_bug("tfjs", c.id)]
+    assert len(cases) == 4, [c.id for c in cases]
+    jobs = [(c, *constructor_for_case("tfjs", c)) for c in cases]
+    assert all(name is not None for _, name, _ in jobs), jobs
+    for leave_out in (False, True):
+        results = parse(json.loads(codec.dumps(results_file(
+            replay_tfjs(jobs, tmp_path, leave_out=leave_out), "tfjs"))), "<tfjs>",
+            "results").cases
+        passed = [compare.compare_case(c, r, "<tfjs>").passed for c, r in zip(cases, results)]
+        assert passed == [not leave_out] * len(cases), (leave_out, passed)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
