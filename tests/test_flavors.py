@@ -564,3 +564,100 @@ def test_optax_eps_root_matches_optax(name):
     theirs = optax_compare.optax_trajectory(
         lambda: make(learning_rate=0.05, eps=0.0, eps_root=1e-3), params, grads)
     optax_compare.assert_same_trajectory(ours, theirs)
+
+
+# ------------------------------------------- the flavor files, run as a framework's user reads them
+def _flavor_cases():
+    from pathlib import Path
+    from npoptim.golden.schema import load
+    root = Path(__file__).resolve().parents[1] / "reference_results" / "cases"
+    return [c for p in sorted(root.glob("*/*.json")) for c in load(p, "cases").cases
+            if c.flavor in flavors.FLAVORS and c.flavor != "torch"]
+
+
+def _call_in_comment(case):
+    """The constructor (the flavor table's name) that the case's comment names in its
+    ``Framework call: <call>(**framework_hyperparameters).`` sentence."""
+    import re
+    found = re.findall(r"Framework call: ([\w.]+)\(\*\*framework_hyperparameters\)\.",
+                       case.comment)
+    assert len(found) == 1, f"{case.id}: its comment names no framework call: {case.comment!r}"
+    flavor = flavors.get(case.flavor)
+    names = [n for n, e in flavor.constructors.items()
+             if (e.call or f"{flavor.call_prefix}{n}") == found[0]]
+    assert names, f"{case.id}: {found[0]} is no constructor of the {case.flavor} table"
+    return names[0]
+
+
+def test_every_flavor_case_builds_from_its_file_alone():
+    """Each flavor case names its framework constructor, and that constructor called with the
+    case's ``framework_hyperparameters`` (their JSON types: no switch, no npoptim name) is the
+    case's optimizer with the case's own hyperparameters: nothing the case holds is missing
+    from the call (optax's decoupled NAdam is optax.nadamw with its weight_decay)."""
+    from npoptim.golden import codec, flavor_cases, generate
+    cases = _flavor_cases()
+    assert len(cases) > 150
+    for case in cases:
+        name = _call_in_comment(case)
+        assert flavors.get(case.flavor).constructors[name].npoptim == case.optimizer, case.id
+        built = flavors.from_framework(case.flavor, name, flavor_cases.probe(),
+                                       **case.framework_hyperparameters)
+        got = codec.from_json_hyper(generate.hyperparameters(built))
+        want = codec.from_json_hyper(case.hyperparameters)
+        assert got == want, (case.id, name, {k: (got.get(k), want.get(k))
+                                             for k in set(got) | set(want)
+                                             if got.get(k) != want.get(k)})
+
+
+def test_the_constructor_is_the_one_that_writes_the_hyperparameters():
+    optax = flavors.get("optax")
+    nadam = dict(betas=(0.9, 0.999), eps=1e-8, lr=0.02, weight_decay=0.1,
+                 decoupled_weight_decay=True)
+    assert optax.constructor_name_for("NAdam", nadam) == "nadamw"
+    assert optax.constructor_name_for("NAdam", dict(nadam, weight_decay=0.0,
+                                                    decoupled_weight_decay=False)) == "nadam"
+    assert optax.constructor_name_for("Adam", dict(lr=0.01, amsgrad=True)) == "amsgrad"
+    assert optax.constructor_name_for("Adam", dict(lr=0.01, amsgrad=False)) == "adam"
+    assert flavors.framework_names("optax", "NAdam", nadam)["weight_decay"] == 0.1
+
+
+def test_onnx_defaults_are_the_schema_s():
+    """The onnx table's defaults are the onnx 1.23 schema's (epsilon 1e-6 for Adam and
+    Adagrad, not 0), and no flavor case is labelled defaults that is not built from them."""
+    onnx = flavors.get("onnx")
+    assert onnx.constructors["Adam"].defaults["epsilon"] == 1e-6
+    assert onnx.constructors["Adagrad"].defaults["epsilon"] == 1e-6
+    assert npoptim.Adagrad([np.zeros(2)], flavor="onnx").defaults["eps"] == 1e-6
+    schema = pytest.importorskip("onnx").defs
+    for name in ("Adam", "Adagrad"):
+        attributes = schema.get_schema(name, domain="ai.onnx.preview.training").attributes
+        for key, value in onnx.constructors[name].defaults.items():
+            if key in attributes and attributes[key].default_value.type:
+                assert float(np.float32(value)) == attributes[key].default_value.f, (name, key)
+
+
+def test_every_defaults_case_is_the_framework_s_defaults():
+    from npoptim.golden import codec, flavor_cases, generate
+    for case in _flavor_cases():
+        if "/defaults/" not in case.id:
+            continue
+        cls = registry.get(case.optimizer)
+        lr = {"lr": case.hyperparameters["lr"]} if flavor_cases._required_lr(
+            case.flavor, case.optimizer, next(r for r in flavor_cases.cases.TABLE[case.optimizer]
+                                              if r.name == "defaults")) else {}
+        own = generate.hyperparameters(cls(flavor_cases.probe(), flavor=case.flavor, **lr))
+        assert codec.from_json_hyper(own) == codec.from_json_hyper(case.hyperparameters), case.id
+
+
+def test_onnx_cases_name_the_domain_their_operator_is_in():
+    """An onnx case calls ai.onnx.preview.training.<Op> only where that domain has the
+    operator (onnx 1.23: Adam, Adagrad, Momentum); AdamW is onnxruntime-training's."""
+    schema = pytest.importorskip("onnx").defs
+    cases = [c for c in _flavor_cases() if c.flavor == "onnx"]
+    assert {c.optimizer for c in cases} >= {"Adam", "AdamW"}
+    for case in cases:
+        name = _call_in_comment(case)
+        in_domain = schema.has(name, "ai.onnx.preview.training")
+        assert in_domain == (flavors.get("onnx").constructors[name].call == ""), case.id
+        if not in_domain:
+            assert "onnxruntime-training" in case.comment and "no AdamW" in case.comment

@@ -21,10 +21,13 @@ framework constructor is built from the case's hyperparameters in the framework'
 skipped, with the reason, when npoptim's own ``from_framework`` of that call does not give the
 case's hyperparameters (an option the framework lacks: ``maximize``, L2 decay in Keras, ...),
 or when it needs what the framework cannot do (CSR gradients; missing gradients where the
-framework has none: optax, ONNX; Keras and TF.js leave a variable out of ``apply_gradients``
-and age the global step, npoptim's ``step_scope="global"``). Known framework bugs are expected
-failures listed in tests/data/framework_known_bugs.json (a tfjs replay that crashes on a bug
-reports NaN parameters from the step it crashed in, and the error).
+framework has none: optax, ONNX; Keras leaves a variable out of ``apply_gradients``, TF.js
+gives it a null entry in ``applyGradients``, and both age the global step, npoptim's
+``step_scope="global"``). Known framework bugs are expected failures listed in
+tests/data/framework_known_bugs.json, on the call path an entry names (``call_path``: tfjs's
+state by position shows only with a variable left out of ``applyGradients``, which
+:func:`test_tfjs_loses_track_of_state_only_with_a_variable_left_out` replays; a tfjs replay
+that crashes on a bug reports NaN parameters from the step it crashed in, and the error).
 
 Skips cleanly without the framework; ``NPOPTIM_REQUIRE_OPTAX=1`` / ``NPOPTIM_REQUIRE_KERAS=1``
 (set by .ci/run) make a missing one fail the session instead (tests/conftest.py).
@@ -40,6 +43,7 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
+from npoptim.frameworks.tfjs import POSITIONAL
 from npoptim.golden import codec, compare, flavor_cases, generate
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all, parse
@@ -53,8 +57,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarni
 KNOWN_BUGS = json.loads((ROOT / "tests" / "data" / "framework_known_bugs.json").read_text())
 
 
-def _known_bug(framework, case_id):
+def _known_bug(framework, case_id, call_path=None):
+    """The known bug of ``framework`` that ``case_id`` shows on ``call_path`` (an entry's
+    ``call_path``; None: the path the replay runs every case on), or None."""
     return next((b for b in KNOWN_BUGS["bugs"] if b["framework"] == framework
+                 and b.get("call_path") == call_path
                  and any(fnmatch.fnmatchcase(case_id, p) for p in b["cases"])), None)
 
 
@@ -287,10 +294,15 @@ def keras_make_step(name, kwargs):
     return make_step
 
 
-def onnx_make_step(name, kwargs):
+#: The step count input T at the first step, per ONNX operator (as the cases' notes say): 1 for
+#: Adam (at T=0 it skips the bias correction), 0 for Adagrad and Momentum.
+ONNX_FIRST_T = {"Adam": 1, "Adagrad": 0, "Momentum": 0}
+
+
+def onnx_make_step(name, kwargs, first_t=None):
     """One ``ai.onnx.preview.training`` node per parameter (the single-tensor form; the
-    reference's multi-tensor Adam casts to float32), run by ``onnx.reference``. T is the step
-    count from 1 for Adam (its bias correction), from 0 for Adagrad and Momentum."""
+    reference's multi-tensor Adam casts to float32), run by ``onnx.reference``. T counts from
+    ``first_t`` (default :data:`ONNX_FIRST_T`)."""
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
@@ -321,17 +333,16 @@ def onnx_make_step(name, kwargs):
         initial = kwargs.get("H_initial", 0.0) if name == "Adagrad" else 0.0
         state = [{"X": p.copy(), **{n: np.full(p.shape, initial if n == "H" else 0.0, dtype)
                                     for n in slots}} for p in params]
-        t = [0]
+        t = [ONNX_FIRST_T[name] if first_t is None else first_t]
 
         def step(grads, lr):
-            t[0] += 1
             for run, s, g in zip(runs, state, grads):
-                feed = {"R": np.array(lr, dtype),
-                        "T": np.array(t[0] if name == "Adam" else t[0] - 1, np.int64),
+                feed = {"R": np.array(lr, dtype), "T": np.array(t[0], np.int64),
                         "G": g, **s}
                 out = run.run(None, feed)
                 for n, value in zip(["X", *slots], out):
                     s[n] = np.asarray(value, dtype)
+            t[0] += 1
             return [s["X"] for s in state]
         return step
     return make_step
@@ -343,13 +354,6 @@ MODULES = {"optax": ("optax", "jax"), "keras": ("keras", "jax"), "onnx": ("onnx"
 FLAVORS = [pytest.param(flavor, marks=pytest.mark.needs(*modules))
            for flavor, modules in {**MODULES, "tfjs": ("node", "tfjs")}.items()]
 
-#: tf.train.<name>'s positional arguments, in order.
-TFJS_ARGS = {"adam": ("learningRate", "beta1", "beta2", "epsilon"), "sgd": ("learningRate",),
-             "momentum": ("learningRate", "momentum", "useNesterov"),
-             "adagrad": ("learningRate", "initialAccumulatorValue"),
-             "rmsprop": ("learningRate", "decay", "momentum", "epsilon", "centered"),
-             "adamax": ("learningRate", "beta1", "beta2", "epsilon", "decay"),
-             "adadelta": ("learningRate", "rho", "epsilon")}
 TFJS_SCRIPT = ROOT / "tests" / "tfjs" / "replay.cjs"
 
 
@@ -362,13 +366,16 @@ def tfjs_dir():
     return None
 
 
-def replay_tfjs(jobs_cases, tmp_path):
-    """Results entries of ``[(case, name, kwargs)]`` through tfjs in one Node process."""
+def replay_tfjs(jobs_cases, tmp_path, leave_out=False):
+    """Results entries of ``[(case, name, kwargs)]`` through tfjs in one Node process; a
+    missing gradient is a null entry of applyGradients' map, or with ``leave_out`` the variable
+    is left out of it (the call path of a known bug)."""
     import subprocess
     jobs = []
     for case, name, kwargs in jobs_cases:
         full = dict(flavors.get("tfjs").constructors[name].defaults, **kwargs)
-        jobs.append({"id": case.id, "ctor": name, "args": [full[k] for k in TFJS_ARGS[name]],
+        jobs.append({"id": case.id, "ctor": name, "args": [full[k] for k in POSITIONAL[name]],
+                     "leaveOut": leave_out,
                      "params": [{"shape": list(p.shape), "data": p.ravel().tolist()}
                                 for p in case.params],
                      "steps": [{"lr": st.lr, "grads": [None if g is None else g.ravel().tolist()
@@ -457,6 +464,28 @@ def test_framework_passes_its_flavor(flavor, tmp_path):
                                              "--summary"])) == 0
 
 
+@pytest.mark.needs("node", "tfjs")
+def test_tfjs_loses_track_of_state_only_with_a_variable_left_out(tmp_path):
+    """The tfjs bug listed with ``call_path`` "variable-left-out": its cases, which pass with a
+    null entry for a missing gradient (test_framework_passes_its_flavor), fail when the
+    variable is left out of applyGradients' map."""
+    if not _available("tfjs"):
+        pytest.skip("tfjs is not installed")
+    bug = next(b for b in KNOWN_BUGS["bugs"] if b.get("call_path") == "variable-left-out")
+    cases = [c for c in load_all(SUITE, kind="cases") if c.dtype == "float32"
+             and _known_bug("tfjs", c.id, "variable-left-out") is bug
+             and not _known_bug("tfjs", c.id)]
+    assert len(cases) == 4, [c.id for c in cases]
+    jobs = [(c, *constructor_for_case("tfjs", c)) for c in cases]
+    assert all(name is not None for _, name, _ in jobs), jobs
+    for leave_out in (False, True):
+        results = parse(json.loads(codec.dumps(results_file(
+            replay_tfjs(jobs, tmp_path, leave_out=leave_out), "tfjs"))), "<tfjs>",
+            "results").cases
+        passed = [compare.compare_case(c, r, "<tfjs>").passed for c, r in zip(cases, results)]
+        assert passed == [not leave_out] * len(cases), (leave_out, passed)
+
+
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     """The conventions matter: every torch case the flavor overrides, replayed through the
@@ -474,6 +503,104 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
     passing = [c.id for c in overridden
                if compare.compare_case(c, results[c.id], f"<{flavor}>").passed]
     assert not passing, f"{flavor} passes torch cases its flavor overrides: {passing}"
+
+
+def _optax_from_the_file(case, as_arrays):
+    """``make_step`` of ``optax.<constructor>(**framework_hyperparameters)`` as a user builds it
+    from the file, without inject_hyperparams: the floats as Python floats, or as arrays of
+    the case's dtype; rebuilt each step with that step's lr (state kept)."""
+    import re
+    import jax.numpy as jnp
+    import optax
+    name = re.search(r"Framework call: optax\.([\w.]+)\(", case.comment).group(1)
+    lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
+                   if t == "lr" or isinstance(t, tuple) and t[0] == "lr")
+
+    def typed(value, dtype):
+        return jnp.asarray(value, dtype) if as_arrays and isinstance(value, float) else value
+
+    def make_step(params, _hyper):
+        dtype = params[0].dtype
+        kwargs = {k: typed(v, dtype) for k, v in case.framework_hyperparameters.items()}
+        state = {"params": [jnp.asarray(p) for p in params]}
+
+        def step(grads, lr):
+            tx = optax_constructor(name)(**dict(kwargs, **{lr_name: typed(lr, dtype)}))
+            if "opt" not in state:
+                state["opt"] = tx.init(state["params"])
+            updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
+                                              state["params"])
+            state["params"] = optax.apply_updates(state["params"], updates)
+            return [np.asarray(p) for p in state["params"]]
+        return step
+    return make_step
+
+
+@pytest.mark.needs("optax", "jax")
+def test_optax_adafactor_float64_needs_float64_arguments_as_its_cases_say():
+    """What the Adafactor/optax float64 cases' comments state: built from the file with the
+    floats as float64 arrays they pass; with Python floats optax computes its decay-rate power
+    and momentum average in float32, and they fail."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    cases = [c for c in load_all(SUITE, kind="cases")
+             if c.id.startswith("Adafactor/optax/") and c.dtype == "float64"]
+    assert len(cases) == 3 and all("float64 array" in c.comment for c in cases)
+    for as_arrays in (True, False):
+        entries = [replay(c, _optax_from_the_file(c, as_arrays), grad_format="dense")
+                   for c in cases]
+        results = parse(json.loads(codec.dumps(results_file(entries, "optax"))), "<optax>",
+                        "results").cases
+        passed = [compare.compare_case(c, r, "<optax>").passed for c, r in zip(cases, results)]
+        assert passed == [as_arrays] * 3, (as_arrays, passed)
+
+
+def _passes(case, make_step, flavor):
+    entry = replay(case, make_step, grad_format="dense")
+    result = parse(json.loads(codec.dumps(results_file([entry], flavor))), f"<{flavor}>",
+                   "results").cases[0]
+    return compare.compare_case(case, result, f"<{flavor}>").passed
+
+
+def _suite_case(case_id):
+    return next(c for c in load_all(SUITE, kind="cases") if c.id == case_id)
+
+
+@pytest.mark.needs("optax", "jax")
+def test_the_optax_choices_the_cases_state_change_the_numbers():
+    """What the optax cases' comments state, and the other choice fails: optax.lbfgs's own
+    zoom search starts from a step of 1 (initial_guess_strategy='one'; the search's default
+    'keep' fails LBFGS/optax/short-history); Adam/optax/amsgrad is optax.amsgrad (optax.adam
+    with the same keywords fails)."""
+    if not _available("optax"):
+        pytest.skip("optax is not installed")
+    lbfgs = _suite_case("LBFGS/optax/short-history/float64")
+    assert "initial_guess_strategy='one'" in lbfgs.comment
+    name, kwargs = constructor_for_case("optax", lbfgs)
+    assert _passes(lbfgs, optax_make_step(name, kwargs), "optax")
+    assert not _passes(lbfgs, optax_make_step(name, dict(kwargs, initial_guess_strategy="keep")),
+                       "optax")
+    amsgrad = _suite_case("Adam/optax/amsgrad/float64")
+    assert "Framework call: optax.amsgrad(" in amsgrad.comment
+    assert _passes(amsgrad, optax_make_step("amsgrad", amsgrad.framework_hyperparameters),
+                   "optax")
+    assert not _passes(amsgrad, optax_make_step("adam", amsgrad.framework_hyperparameters),
+                       "optax")
+
+
+@pytest.mark.needs("onnx")
+def test_onnx_adam_s_step_count_from_1_is_the_cases_choice():
+    """ONNX Adam's T is 1 at the first step, as its cases' comments say; from 0 they fail."""
+    if not _available("onnx"):
+        pytest.skip("onnx is not installed")
+    cases = [c for c in load_all(SUITE, kind="cases") if c.id.startswith("Adam/onnx/")]
+    assert cases and all("is 1 at the first step" in c.comment for c in cases)
+    for case in cases:
+        name, kwargs = constructor_for_case("onnx", case)
+        assert _passes(case, onnx_make_step(name, kwargs), "onnx"), case.id
+        assert not _passes(case, onnx_make_step(name, kwargs, first_t=0), "onnx"), case.id
 
 
 @pytest.mark.needs("optax", "jax")

@@ -46,6 +46,7 @@ def get(name):
 
 def framework_names(flavor_name, optimizer, hyper):
     """The framework's own keywords for npoptim ``hyper`` (npoptim names): how a user of that
-    framework writes the same constructor (the golden files store it beside npoptim's)."""
-    entry = get(flavor_name).constructor_for(optimizer)
+    framework writes the same constructor (the golden files store it beside npoptim's), for the
+    constructor that can write them (:meth:`Flavor.constructor_name_for`)."""
+    entry = get(flavor_name).constructor_for(optimizer, hyper)
     return None if entry is None else framework_call(entry, hyper)

@@ -9,7 +9,8 @@ _KERAS_ADAM_DEFAULTS = dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilo
                             amsgrad=False, weight_decay=None)
 
 KERAS = Flavor(
-    name="keras", framework="Keras 3 (keras.optimizers, keras-team/keras keras/src/optimizers)",
+    name="keras", call_prefix="keras.optimizers.",
+    framework="Keras 3 (keras.optimizers, keras-team/keras keras/src/optimizers)",
     switches={
         "Adam": dict(eps_mode="eps_hat", decoupled_weight_decay=True),
         "AdamW": dict(eps_mode="eps_hat"),

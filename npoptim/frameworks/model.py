@@ -29,6 +29,11 @@ class FrameworkOptimizer:
       call's keywords (with the framework's defaults) returning them; applied after the
       one-to-one names, over them (optax Adam's ``eps_root``:
       :func:`npoptim.frameworks.optax._optax_eps_root`).
+    * ``call``: how the framework's user calls it, where that is not the flavor's
+      :attr:`Flavor.call_prefix` and the table's name (onnxruntime-training's AdamW).
+    * ``notes``: what the call needs beyond its keywords (a choice that changes the numbers,
+      an argument's type, the order of positional arguments): written into each flavor case's
+      comment (:meth:`Flavor.call_statement`), so the case can be run from the file alone.
     """
 
     npoptim: str
@@ -39,6 +44,8 @@ class FrameworkOptimizer:
     elsewhere: dict = field(default_factory=dict)
     aliases: dict = field(default_factory=dict)
     derived: dict = field(default_factory=dict)
+    call: str = ""
+    notes: tuple = ()
 
 
 REQUIRED = object()
@@ -75,16 +82,51 @@ class Flavor:
     #: zeros, which is a step; ONNX and the TF kernels: the caller passes the step count), so
     #: its ``none-grad`` cases are not generated
     step_scope: object = "per_param"
+    #: what a constructor's table name is prefixed with in the framework's call
+    #: (``"optax."``: ``optax.nadamw``), unless its :attr:`FrameworkOptimizer.call` says
+    call_prefix: str = ""
 
     def dtypes_of(self, optimizer):
         """The dtypes the framework computes ``optimizer`` in."""
         return self.optimizer_dtypes.get(optimizer, self.dtypes)
 
-    def constructor_for(self, optimizer):
-        for entry in self.constructors.values():
-            if entry.npoptim == optimizer:
-                return entry
-        return None
+    def constructor_for(self, optimizer, hyper=None):
+        """The constructor of ``optimizer`` (:meth:`constructor_name_for`), or None."""
+        name = self.constructor_name_for(optimizer, hyper)
+        return None if name is None else self.constructors[name]
+
+    def constructor_name_for(self, optimizer, hyper=None):
+        """The table name of the first constructor of ``optimizer`` that can write npoptim
+        hyperparameters ``hyper`` (the first one without ``hyper``): its ``fixed`` keywords
+        hold ``hyper``'s values, and ``hyper`` does not hold a value another constructor fixes
+        that this one does not name (optax's ``amsgrad=True`` is ``optax.amsgrad``, its
+        decoupled decay ``optax.nadamw``). None if the framework has no such optimizer."""
+        names = [n for n, e in self.constructors.items() if e.npoptim == optimizer]
+        if not names or hyper is None:
+            return names[0] if names else None
+        for name in names:
+            entry = self.constructors[name]
+            own = {t[0] if isinstance(t, tuple) else t for t in entry.names.values()}
+            if any(k in hyper and hyper[k] != v for k, v in entry.fixed.items()):
+                continue
+            if any(k not in own and k not in entry.fixed and k in hyper and hyper[k] == v
+                   for other in names if other != name
+                   for k, v in self.constructors[other].fixed.items()):
+                continue
+            return name
+        return names[0]
+
+    def call_statement(self, optimizer, hyper):
+        """The sentence a flavor case's comment ends with: the framework call that computes
+        npoptim hyperparameters ``hyper`` (its keywords are the case's
+        ``framework_hyperparameters``) and what it needs beyond them (its ``notes``)."""
+        name = self.constructor_name_for(optimizer, hyper)
+        if name is None:
+            return ""
+        entry = self.constructors[name]
+        call = entry.call or f"{self.call_prefix}{name}"
+        return " ".join([f"Framework call: {call}(**framework_hyperparameters).",
+                         *entry.notes])
 
     def defaults(self, optimizer):
         """npoptim keywords for ``Opt(params, flavor=self.name)``: switches, then the

@@ -35,7 +35,8 @@ _OPTAX_NADAM_UNSUPPORTED = dict(
     eps_root=_OPTAX_ADAM_UNSUPPORTED["eps_root"], mu_dtype=_OPTAX_ADAM_UNSUPPORTED["mu_dtype"],
     nesterov=((True,), "nadam without nesterov is optax's adam (npoptim Adam)"))
 OPTAX = Flavor(
-    name="optax", framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
+    name="optax", call_prefix="optax.",
+    framework="optax 0.2 (google-deepmind/optax optax/_src/alias.py)",
     switches={
         "Adam": dict(amsgrad_max="bias_corrected"),
         "AdamW": dict(amsgrad_max="bias_corrected"),
@@ -303,7 +304,15 @@ OPTAX = Flavor(
                       "tol": "linesearch_tol"},
             dict(learning_rate=None, memory_size=10, scale_init_precond=True,
                  linesearch="zoom", max_linesearch_steps=20),
-            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf)),
+            fixed=dict(max_iter=1, tolerance_grad=-math.inf, tolerance_change=-math.inf),
+            notes=("linesearch 'zoom' is linesearch=optax.scale_by_zoom_linesearch(...), given "
+                   "the zoom keywords here (max_linesearch_steps, slope_rtol, curv_rtol, "
+                   "increase_factor, max_learning_rate, approx_dec_rtol, stepsize_precision, "
+                   "tol, initial_guess_strategy) and for those not here optax.lbfgs's own "
+                   "search's: max_linesearch_steps=20, initial_guess_strategy='one' "
+                   "(scale_by_zoom_linesearch's own default, 'keep', gives other numbers); "
+                   "null is linesearch=None. Each step is tx.update(grads, state, params, "
+                   "value=loss, grad=grads, value_fn=the objective).",)),
         "radam": FrameworkOptimizer(
             "RAdam", _OPTAX_ADAM_NAMES,
             dict(learning_rate=REQUIRED, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0,
@@ -394,7 +403,14 @@ OPTAX = Flavor(
                  weight_decay_mask=None),
             unsupported={"factored": ((True,), "factored=False: pass a min_dim_size_to_factor "
                                                "above every dimension"),
-                         "weight_decay_mask": _OPTAX_MASK}),
+                         "weight_decay_mask": _OPTAX_MASK},
+            # (measured against optax 0.2.8: its float64 cases miss by 5e-8 to 1e-9 of the
+            # scale with Python floats, and pass as float64 arrays)
+            notes=("In float64 (jax_enable_x64), pass each float argument as a float64 array "
+                   "(jax.numpy.asarray(value, jax.numpy.float64), as optax.inject_hyperparams "
+                   "makes them): given Python floats, optax computes its decay-rate power "
+                   "and its momentum average in float32. dtype_momentum names a dtype "
+                   "(jax.numpy.float32), or null for None.",)),
         # optax.contrib.galore with its default base_optimizer, scale_by_adam() (b1 0.9,
         # b2 0.999, eps 1e-8: not arguments of galore, so fixed)
         "contrib.galore": FrameworkOptimizer(

@@ -10,6 +10,9 @@ For each generated flavor and each optimizer it has:
   hyperparameters and inputs (the same seed) with the flavor's convention switches, so that it
   differs from the torch case by the conventions only.
 
+Every case's comment ends with the framework call that computes it (its constructor, and what
+it needs beyond ``framework_hyperparameters``: :meth:`npoptim.flavors.Flavor.call_statement`).
+
 A case is kept only if the torch case of the same row would fail it (the conventions change
 the result beyond the tolerance); otherwise the framework is expected to pass the torch case
 itself. A row is left out where the framework cannot express it: an option no constructor of
@@ -51,6 +54,13 @@ FLAVOR_ROWS = {
         "(norm_coefficient) too; hyperparameters exact in float32.",
         dict(lr=2.0 ** -7, betas=(0.875, 0.9990234375), eps=2.0 ** -20,
              weight_decay=2.0 ** -4, post_weight_decay=2.0 ** -5), flavor="onnx"),),
+             # the accumulator's square root with no epsilon (ONNX's default is 1e-6, not exact
+             # in float32: its defaults case would be float32 only and within torch's tolerance)
+             "Adagrad": (cases.Row(
+                 "Adagrad", "eps-zero", "ONNX Adagrad with epsilon=0 (the schema's default is "
+                 "1e-6): X <- X - R G / sqrt(H), torch's defaults otherwise; float64 "
+                 "(every attribute exact in float32).", dict(lr=1e-2, eps=0.0),
+                 dtypes=("float64",), flavor="onnx"),),
              "AdamW": (cases.Row(
                  "AdamW", "no-bias-correction", "onnxruntime-training's AdamW with "
                  "bias_correction=False (correct_bias=0: b1 = b2 = 1), the decoupled decay after "
@@ -194,8 +204,8 @@ def candidate_rows(flavor, optimizer):
     torch_defaults = next((r for r in cases.TABLE[optimizer] if r.name == "defaults"), None)
     out = []
     if optimizer in OWN_ROWS_ONLY.get(flavor, {}):
-        return [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), None)
-                for row in FLAVOR_ROWS[flavor][optimizer]]
+        return [(_with_call(flavor, dataclasses.replace(row, name=f"{flavor}/{row.name}")),
+                 None) for row in FLAVOR_ROWS[flavor][optimizer]]
     if torch_defaults is not None:  # (an optimizer without a defaults row has no such case)
         row = cases.Row(optimizer, f"{flavor}/defaults", f"{framework}'s defaults for "
                         f"{optimizer} (npoptim {optimizer}(params, flavor={flavor!r})).", {},
@@ -234,7 +244,17 @@ def candidate_rows(flavor, optimizer):
     twins = {row.name: row for row in cases.TABLE[optimizer]}
     out += [(dataclasses.replace(row, name=f"{flavor}/{row.name}"), twins.get(row.name))
             for row in FLAVOR_ROWS.get(flavor, {}).get(optimizer, ())]
-    return out
+    return [(_with_call(flavor, row), twin) for row, twin in out]
+
+
+def _with_call(flavor, row):
+    """``row`` with its comment ending in the framework call that computes it
+    (:meth:`npoptim.flavors.Flavor.call_statement`: the constructor, what the call needs beyond
+    the case's ``framework_hyperparameters``), so a framework's user can run the case from the
+    file alone."""
+    hyper = hyperparameters(registry.get(row.optimizer)(probe(), flavor=flavor, **row.hyper))
+    statement = flavors.get(flavor).call_statement(row.optimizer, hyper)
+    return dataclasses.replace(row, comment=f"{row.comment} {statement}".strip())
 
 
 def _framework_builds(flavor, optimizer, hyper):
