@@ -364,3 +364,27 @@ def test_cli_names_an_unknown_optimizer_with_the_closest_one(capsys):
     assert code == 2 and "did you mean 'Adam'?" in out
     code, out, _ = run_cli(capsys, "list", "sparseadam")
     assert code == 0 and out.startswith("SparseAdam")
+
+
+def test_verify_says_what_it_did_not_select_and_how_to_select_it(capsys):
+    code, out, _ = run_cli(capsys, "verify", str(SUITE), "--optimizer", "SignSGD", "--summary")
+    assert code == 0
+    note = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert len(note) == 1 and " cases selected; not selected: " in note[0]
+    assert "16-bit and quantized cases (--flavor torch" not in note[0]  # SignSGD has none
+    assert "left out by --optimizer, --case, --tag or --exclude-tag" in note[0]
+    code, out, _ = run_cli(capsys, "verify", str(SUITE), "--optimizer", "Adagrad",
+                           "--summary")
+    assert code == 0
+    assert re.search(r"note: \d+ of \d+ cases selected; not selected: \d+ flavor cases "
+                     r"\(keras, onnx, optax, tfjs: --flavor NAME, or --flavor all\); \d+ "
+                     r"16-bit and quantized cases \(--flavor torch", out)
+
+
+def test_verify_reports_progress_as_npoptim_replays_the_cases():
+    from npoptim.golden import compare
+    calls = []
+    reports, _ = compare.verify(SUITE, optimizers=["SignSGD"],
+                                progress=lambda done, total: calls.append((done, total)))
+    assert [done for done, _ in calls] == list(range(1, len(reports) + 1))
+    assert {total for _, total in calls} == {len(reports)}

@@ -15,6 +15,7 @@ import sys
 from npoptim import registry
 from npoptim.golden.compare import format_reports, verify
 from npoptim.golden.schema import GoldenFileError
+from npoptim.teaching.compare import ProgressLine
 
 
 def add_arguments(parser):
@@ -50,7 +51,8 @@ def run(args):
         return 2
     try:
         reports, notes = verify(args.cases, args.results, names, args.case,
-                                args.tag, args.exclude_tag, args.flavor)
+                                args.tag, args.exclude_tag, args.flavor,
+                                progress=ProgressLine("npoptim verify: cases replayed"))
     except GoldenFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

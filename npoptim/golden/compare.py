@@ -444,6 +444,29 @@ def select_flavors(cases, flavors=None):
     return [c for c in cases if c.id in keep]
 
 
+def unselected_note(every, filtered, selected):
+    """What a selection left out of ``every`` case: those the filters (optimizer, id, tags)
+    keep, ``filtered``, but the flavor selection does not, by family with the option that adds
+    them, and those the filters left out."""
+    chosen = {c.id for c in selected}
+    left = [c for c in filtered if c.id not in chosen]
+    flavor = [c for c in left if c.flavor != "torch"]
+    half = [c for c in left if c.flavor == "torch" and getattr(c, "precision", None) is not None]
+    other = len(every) - len(filtered)
+    parts = []
+    if flavor:
+        names = sorted({c.flavor for c in flavor})
+        parts.append(f"{len(flavor)} flavor cases ({', '.join(names)}: --flavor NAME, or "
+                     "--flavor all)")
+    if half:
+        parts.append(f"{len(half)} 16-bit and quantized cases (--flavor torch, or --tag "
+                     "bfloat16 / float16)")
+    if other:
+        parts.append(f"{other} left out by --optimizer, --case, --tag or --exclude-tag")
+    return (f"{len(selected)} of {len(every)} cases selected; not selected: "
+            + "; ".join(parts))
+
+
 def _torch_id(case):
     """``Adam/keras/eps-dominated/float64`` -> ``Adam/eps-dominated/float64``."""
     parts = case.id.split("/")
@@ -473,9 +496,10 @@ def load_results(path):
     return out
 
 
-def npoptim_results(cases):
+def npoptim_results(cases, progress=None):
     """npoptim's own results for ``cases`` (``{id: ResultCase}``); an optimizer npoptim lacks
-    gives a :class:`CaseReport` with status ``"error"`` instead (``{id: CaseReport}``)."""
+    gives a :class:`CaseReport` with status ``"error"`` instead (``{id: CaseReport}``).
+    ``progress(done, total)`` is called after each case is replayed."""
     from npoptim import registry
     from npoptim.golden.replay import npoptim_make_step, replay, results_file
     from npoptim.golden.schema import parse
@@ -492,25 +516,30 @@ def npoptim_results(cases):
         except Exception as exc:  # report it as this case's failure
             errors[case.id] = CaseReport(case.id, case.tolerance, "error",
                                          message=f"npoptim raised {type(exc).__name__}: {exc}")
+        if progress is not None:
+            progress(len(entries) + len(errors), len(cases))
     for r in parse(results_file(entries), "<npoptim>", "results").cases:
         results[r.id] = r
     return results, errors
 
 
 def verify(cases_path, results_path=None, optimizers=None, ids=None, tags=None,
-           exclude_tags=None, flavors=None):
+           exclude_tags=None, flavors=None, progress=None):
     """Load cases (and results, or run npoptim) and compare; returns ``(reports, notes)``.
 
-    ``notes`` lists result ids that match no selected case (ignored). A result declared
-    ``skipped`` gives a report with status ``"skipped"`` (not a failure)."""
+    ``notes`` says which cases were not selected and the option that selects them, and lists
+    result ids that match no selected case (ignored). A result declared ``skipped`` gives a
+    report with status ``"skipped"`` (not a failure). ``progress(done, total)``: called as
+    npoptim replays the cases (without ``results_path``)."""
     from npoptim.golden.schema import load_all
-    cases = select(load_all(cases_path, kind="cases"), optimizers, ids, tags, exclude_tags,
-                   flavors)
+    every = load_all(cases_path, kind="cases")
+    cases = select(every, optimizers, ids, tags, exclude_tags, flavors)
     if not cases:
         raise GoldenFileError(cases_path, None, None, "no case matches the selection")
-    notes = []
+    filtered = select(every, optimizers, ids, tags, exclude_tags, ["all"])
+    notes = [unselected_note(every, filtered, cases)] if len(cases) < len(every) else []
     if results_path is None:
-        results, errors = npoptim_results(cases)
+        results, errors = npoptim_results(cases, progress)
         source = "<npoptim>"
     else:
         results, errors = load_results(results_path), {}
