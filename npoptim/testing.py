@@ -48,13 +48,10 @@ __all__ = ["Case", "CaseReport", "CsrGrad", "GoldenFileError", "load_cases", "ru
 
 
 def default_suite():
-    """The ``reference_results`` directory of an npoptim source checkout, if there is one."""
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "reference_results"
-    if not path.is_dir():
-        raise FileNotFoundError("no reference_results/ next to this npoptim (installed from "
-                                "a wheel?); pass the path of a copy of the suite")
-    return path
+    """The golden suite's directory: a checkout's ``reference_results/``, or the copy an
+    installed npoptim carries (:func:`npoptim.golden.suite.suite_path`)."""
+    from npoptim.golden.suite import suite_path
+    return suite_path()
 
 
 def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags=None,

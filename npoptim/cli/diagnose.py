@@ -12,14 +12,15 @@ import sys
 from npoptim import registry
 from npoptim.diagnose.engine import DiagnoseError, diagnose, format_diagnoses
 from npoptim.golden.schema import GoldenFileError
+from npoptim.golden.suite import suite_path
 
 
 def add_arguments(parser):
     parser.add_argument("results", metavar="RESULTS",
                         help="results file or directory (golden schema, kind \"results\")")
-    parser.add_argument("--suite", default="reference_results", metavar="CASES",
-                        help="the golden cases the results were computed from (default "
-                             "reference_results)")
+    parser.add_argument("--suite", default=None, metavar="CASES",
+                        help="the golden cases the results were computed from (default: the "
+                             "suite npoptim carries, see npoptim suite)")
     parser.add_argument("--optimizer", action="append", metavar="NAME",
                         help="the optimizer the results should be of (repeatable)")
 
@@ -30,6 +31,12 @@ def run(args):
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
+    if args.suite is None:
+        try:
+            args.suite = str(suite_path())
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         diagnoses = diagnose(args.results, args.suite, names)
     except (DiagnoseError, GoldenFileError) as exc:

@@ -1,7 +1,8 @@
-"""``npoptim verify CASES [RESULTS]``: check results against golden cases.
+"""``npoptim verify [CASES [RESULTS]]``: check results against golden cases.
 
-CASES and RESULTS are golden files or directories of them (``reference_results`` is one).
-Without RESULTS, npoptim itself is run over the cases. Prints a per-case, per-step table of
+CASES and RESULTS are golden files or directories of them (``reference_results`` is one;
+without CASES, the suite npoptim carries: ``npoptim suite`` says where it is). Without
+RESULTS, npoptim itself is run over the cases. Prints a per-case, per-step table of
 max abs error, max scale-relative error and ULP distance against each case's tolerance, and
 names the first step and element where a case diverges. Cases can be selected by id, optimizer,
 flavor and capability tag (``--tag``, ``--exclude-tag``); a results file may declare a case
@@ -15,12 +16,14 @@ import sys
 from npoptim import registry
 from npoptim.golden.compare import format_reports, verify
 from npoptim.golden.schema import GoldenFileError
+from npoptim.golden.suite import suite_path
 from npoptim.teaching.compare import ProgressLine
 
 
 def add_arguments(parser):
-    parser.add_argument("cases", metavar="CASES",
-                        help="golden case file, or a directory of them (e.g. reference_results)")
+    parser.add_argument("cases", metavar="CASES", nargs="?",
+                        help="golden case file, or a directory of them (default: the suite "
+                             "npoptim carries, see npoptim suite)")
     parser.add_argument("results", metavar="RESULTS", nargs="?",
                         help="another implementation's results file or directory (same "
                              "schema, kind \"results\"); omit to re-run npoptim itself")
@@ -49,6 +52,12 @@ def run(args):
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
+    if args.cases is None:
+        try:
+            args.cases = str(suite_path())
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         reports, notes = verify(args.cases, args.results, names, args.case,
                                 args.tag, args.exclude_tag, args.flavor,

@@ -228,13 +228,15 @@ def _tell_apart(a, b, suite_cases, cache):
 
 
 # ------------------------------------------------------------------------------ diagnose
-def diagnose(results_path, suite_path="reference_results", optimizers=None,
-             catalogue=CATALOGUE):
+def diagnose(results_path, suite_path=None, optimizers=None, catalogue=CATALOGUE):
     """Diagnose the results file (or directory) ``results_path`` against the golden cases of
-    ``suite_path``; returns one :class:`Diagnosis` per optimizer. Raises
+    ``suite_path`` (default: the suite, :func:`npoptim.golden.suite.suite_path`); returns one :class:`Diagnosis` per optimizer. Raises
     :class:`DiagnoseError` for results of cases the suite lacks or of another optimizer than
     ``optimizers`` asks for, :class:`~npoptim.golden.schema.GoldenFileError` for a malformed
     file."""
+    if suite_path is None:
+        from npoptim.golden.suite import suite_path as default_suite
+        suite_path = default_suite()
     results = load_results(results_path)
     if not results:
         raise DiagnoseError(f"{results_path}: no results")
