@@ -89,3 +89,18 @@ def test_a_built_npoptim_finds_its_suite_from_an_empty_directory(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=empty, env=env, capture_output=True,
                          text=True)
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr
+
+
+def test_without_ml_dtypes_the_bfloat16_files_are_left_out_and_said_so(monkeypatch, capsys):
+    """A bare install (no npoptim[bf16]) verifies and describes the rest of the suite; the
+    files it cannot read are named with the extra that reads them."""
+    from npoptim.cli import main
+    from npoptim.golden import compare
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)   # import ml_dtypes fails
+    with pytest.raises(ImportError, match="npoptim\\[bf16\\]"):
+        load_all(SUITE, kind="cases")
+    reports, notes = compare.verify(SUITE, optimizers=["SignSGD"])
+    assert reports and all(r.passed for r in reports)
+    assert any("case files not read" in n and "npoptim[bf16]" in n for n in notes), notes
+    assert main(["suite"]) == 0
+    assert "files not read here" in capsys.readouterr().out

@@ -20,14 +20,16 @@ def describe(path):
     import npoptim
     from npoptim.golden import suite
     from npoptim.golden.schema import SCHEMA_VERSION, load_all
-    cases = load_all(path, kind="cases")
+    unavailable = []
+    cases = load_all(path, kind="cases", unavailable=unavailable)
     families = Counter("16-bit and quantized" if getattr(c, "precision", None) is not None
                        else ("torch" if c.flavor == "torch" else f"flavor {c.flavor}")
                        for c in cases)
     return {"path": str(path), "from": suite.where(), "npoptim": npoptim.__version__,
             "schema_version": SCHEMA_VERSION, "files": len(suite.suite_files(path)),
             "cases": len(cases), "optimizers": len({c.optimizer for c in cases}),
-            "by_family": dict(sorted(families.items()))}
+            "by_family": dict(sorted(families.items())),
+            "not_read": [f"{p.relative_to(path).as_posix()}: {why}" for p, why in unavailable]}
 
 
 def run(args):
@@ -47,6 +49,8 @@ def run(args):
               "files")
         for family, count in info["by_family"].items():
             print(f"  {count:>4} {family}")
+        if info["not_read"]:
+            print(f"  {len(info['not_read'])} files not read here: {info['not_read'][0]}")
     if args.export:
         count = suite.export(args.export, path)
         print(f"wrote {count} files to {args.export}", file=sys.stderr)

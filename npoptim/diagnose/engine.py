@@ -240,13 +240,16 @@ def diagnose(results_path, suite_path=None, optimizers=None, catalogue=CATALOGUE
     results = load_results(results_path)
     if not results:
         raise DiagnoseError(f"{results_path}: no results")
-    suite = {c.id: c for c in load_all(suite_path, kind="cases")}
+    unavailable = []
+    suite = {c.id: c for c in load_all(suite_path, kind="cases", unavailable=unavailable)}
     lacking = sorted(set(results) - set(suite))
     if lacking:
         raise DiagnoseError(
             f"{results_path} has results for {len(lacking)} case(s) the suite {suite_path} "
             f"lacks (first: {lacking[0]!r}); diagnose replays the suite's cases, so give the "
-            "golden files these results were computed from with --suite")
+            "golden files these results were computed from with --suite"
+            + (f" ({len(unavailable)} of its files were not read: {unavailable[0][1]})"
+               if unavailable else ""))
     by_optimizer = {}
     for case_id in results:
         case = suite[case_id]

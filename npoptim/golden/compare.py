@@ -532,12 +532,18 @@ def verify(cases_path, results_path=None, optimizers=None, ids=None, tags=None,
     report with status ``"skipped"`` (not a failure). ``progress(done, total)``: called as
     npoptim replays the cases (without ``results_path``)."""
     from npoptim.golden.schema import load_all
-    every = load_all(cases_path, kind="cases")
+    unavailable = []
+    every = load_all(cases_path, kind="cases", unavailable=unavailable)
     cases = select(every, optimizers, ids, tags, exclude_tags, flavors)
     if not cases:
-        raise GoldenFileError(cases_path, None, None, "no case matches the selection")
+        raise GoldenFileError(cases_path, None, None, "no case matches the selection" + (
+            f" ({len(unavailable)} files not read: {unavailable[0][1]})" if unavailable
+            else ""))
     filtered = select(every, optimizers, ids, tags, exclude_tags, ["all"])
     notes = [unselected_note(every, filtered, cases)] if len(cases) < len(every) else []
+    if unavailable:
+        notes.append(f"{len(unavailable)} case files not read (first: "
+                     f"{unavailable[0][0].name}): {unavailable[0][1]}")
     if results_path is None:
         results, errors = npoptim_results(cases, progress)
         source = "<npoptim>"

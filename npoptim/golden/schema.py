@@ -689,11 +689,22 @@ def golden_files(path):
     return found
 
 
-def load_all(path, kind=None):
-    """Every case (or result) at ``path`` (file or directory), ids unique across files."""
+def load_all(path, kind=None, unavailable=None):
+    """Every case (or result) at ``path`` (file or directory), ids unique across files.
+
+    With a list ``unavailable``, a file whose arrays need a library that is not installed
+    (bfloat16 needs ``ml_dtypes``, the extra ``npoptim[bf16]``) is left out and
+    ``(path, message)`` appended to the list; without one, its ``ImportError`` is raised."""
     out, where = [], {}
     for p in golden_files(path):
-        for case in load(p, kind).cases:
+        try:
+            doc = load(p, kind)
+        except ImportError as exc:
+            if unavailable is None:
+                raise
+            unavailable.append((p, str(exc)))
+            continue
+        for case in doc.cases:
             if case.id in where:
                 raise GoldenFileError(p, case.id, "id",
                                       f"also the id of a case in {where[case.id]}")
