@@ -59,12 +59,19 @@ def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags
     """The cases in a golden file or directory (default: :func:`default_suite`; schema
     versions 1 to 4), filtered by optimizer name(s), id glob pattern(s), required flag(s),
     dtype, capability tag(s) required and excluded, and flavor(s) (``"torch"``, ``"keras"``,
-    ...; see :mod:`npoptim.flavors`)."""
+    ...; see :mod:`npoptim.flavors`). A file whose arrays need a library that is not installed
+    (bfloat16: ``npoptim[bf16]``) is left out with a warning that names it."""
     def as_list(x):
         return None if x is None else ([x] if isinstance(x, str) else list(x))
-    cases = select(load_all(default_suite() if path is None else path, kind="cases"),
-                   as_list(optimizer), as_list(ids), as_list(tags), as_list(exclude_tags),
-                   as_list(flavor))
+    unavailable = []
+    loaded = load_all(default_suite() if path is None else path, kind="cases",
+                      unavailable=unavailable)
+    if unavailable:
+        import warnings
+        warnings.warn(f"{len(unavailable)} case files not read (first: "
+                      f"{unavailable[0][0].name}): {unavailable[0][1]}", stacklevel=2)
+    cases = select(loaded, as_list(optimizer), as_list(ids), as_list(tags),
+                   as_list(exclude_tags), as_list(flavor))
     for flag in as_list(flags) or ():
         cases = [c for c in cases if flag in c.flags]
     if dtype is not None:

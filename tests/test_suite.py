@@ -104,3 +104,6 @@ def test_without_ml_dtypes_the_bfloat16_files_are_left_out_and_said_so(monkeypat
     assert any("case files not read" in n and "npoptim[bf16]" in n for n in notes), notes
     assert main(["suite"]) == 0
     assert "files not read here" in capsys.readouterr().out
+    from npoptim import testing
+    with pytest.warns(UserWarning, match="case files not read .*npoptim\\[bf16\\]"):
+        assert testing.load_cases(SUITE, optimizer="SignSGD")
