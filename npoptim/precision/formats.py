@@ -5,8 +5,9 @@ scalar to the format, and so do the 16-bit optimizers).
 Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and written through
 ``uint16`` views of their bits, and the kernels compute in float32 with the conversions below
 (written out with integer operations, so they are the same compiled and under
-``NUMBA_DISABLE_JIT=1``, and without branches: the special cases -- NaN, overflow, subnormals --
-are computed alongside and selected arithmetically, so that the loops calling them vectorize).
+``NUMBA_DISABLE_JIT=1``). The roundings (float32 to bfloat16 or float16, :func:`round_to`) have
+no branch but the format's: the special cases -- NaN, overflow, subnormals -- are computed
+alongside and selected arithmetically, so that the loops calling them vectorize.
 
 bfloat16 (code 0): 1 sign bit, 8 exponent bits, 7 mantissa bits, the top half of a float32.
 
@@ -156,15 +157,18 @@ def _select(condition, if_true, if_false):
 
 @kernel
 def float16_to_float32(bits):
+    """(Branches, unlike the other conversions: LLVM turns them into selects where a loop
+    vectorizes, and the branch-free form was slower in the loops that do not.)"""
     h = np.int64(bits)
     sign = (h & 0x8000) << 16
     exponent = (h >> 10) & 0x1F
     mantissa = h & 0x3FF
-    # normal: the exponent rebiased by 127 - 15 = 112; inf and NaN (exponent 31) by 112 more
-    wide = (((h & 0x7FFF) << 13) + (112 << 23)) + (exponent == 0x1F) * (112 << 23)
-    # zero or subnormal: mantissa * 2**-24, exact in float32
-    small = float32_bits(np.float32(mantissa) * bits_float32(0x33800000))
-    return bits_float32(sign | _select(exponent == 0, small, wide))
+    if exponent == 0x1F:
+        return bits_float32(sign | 0x7F800000 | (mantissa << 13))
+    if exponent == 0:  # zero or subnormal: mantissa * 2**-24, exact in float32
+        magnitude = np.float32(mantissa) * bits_float32(0x33800000)
+        return -magnitude if sign != 0 else magnitude
+    return bits_float32(sign | ((exponent + 112) << 23) | (mantissa << 13))
 
 
 @kernel
