@@ -334,3 +334,27 @@ def test_every_mode_runs_the_same_as_plain_python():
 
     compiled, python = run("0"), run("1")
     assert len(compiled) == 34 * 40 * 4 and compiled == python  # 17 modes, 2 formats
+
+
+@pytest.mark.parametrize("format", ["bfloat16", "float16"])
+def test_round_to_is_the_round_trip_through_the_format(format):
+    """``round_to`` works on the float32 bits without the 16-bit step: the same bits as
+    ``to_float32(from_float32(x))`` on the spread of float32 patterns (NaNs included), compiled
+    and (under ``NUMBA_DISABLE_JIT=1``) as plain Python."""
+    import numba
+
+    @numba.njit
+    def round_each(values, code, out):
+        for i in range(values.size):
+            out[i] = formats.round_to(values[i], code)
+
+    patterns = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32)
+    edges = np.array([0x477FF000, 0x477FEFFF, 0x387FF000, 0x38800000, 0x387FFFFF, 0x7F7FFFFF,
+                      0x7F800001, 0xFFC02000, 0x7FFFFFFF, 0x3F808000, 0x3F818000], np.uint32)
+    values = np.concatenate([patterns, edges, edges | 0x80000000]).view(np.float32)
+    if numba.config.DISABLE_JIT:
+        values = values[::97]
+    ours = np.empty_like(values)
+    round_each(values, formats.FORMATS[format], ours)
+    trip = formats.to_float32_array(formats.from_float32_array(values, format), format)
+    assert np.array_equal(ours.view(np.uint32), trip.view(np.uint32))

@@ -10,7 +10,8 @@ float32's exponent range); a value beyond the largest bfloat16 rounds to inf. An
 AVX2/AVX-512 tensor conversion writes ``0xFFFF``, also a NaN; NaN bits are not part of what
 npoptim reproduces).
 
-* :func:`bfloat16_bits` -- the scalar kernel: the bfloat16 bits of float32 bits.
+* :func:`bfloat16_bits` -- the scalar kernel: the bfloat16 bits of float32 bits, branch-free
+  (the NaN case is selected arithmetically), so that loops calling it vectorize.
 * :func:`round_to_bfloat16` -- the array form, that kernel on each element: float32 values
   rounded to bfloat16 values, held in float32.
 * :func:`to_bfloat16` -- torch's ``x.bfloat16()`` of an array of any float dtype.
@@ -27,9 +28,9 @@ CANONICAL_NAN = 0x7FC0
 def bfloat16_bits(u):
     """The bits (``uint16``) of the bfloat16 nearest to the float32 whose bits are ``u``."""
     u = np.int64(u)
-    if (u & 0x7FFFFFFF) > 0x7F800000:
-        return np.uint16(CANONICAL_NAN)
-    return np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    return np.uint16(rounded + nan * (CANONICAL_NAN - rounded))  # a select, not a branch
 
 
 @kernel

@@ -23,7 +23,7 @@ from numba.extending import overload
 from npoptim.kernels.drivers import load_state, store_state
 from npoptim.kernels.jit import JIT_OPTIONS, driver
 from npoptim.kernels.parallel import parallel_threshold
-from npoptim.precision.formats import from_float32, to_float32
+from npoptim.precision.formats import BFLOAT16, from_float32, to_float32
 from npoptim.precision.quantized import decode, encode_state_block
 
 
@@ -79,10 +79,7 @@ def _update16(rule, param, g, states, hyper, i):
 
 
 @driver(parallel=True)
-def apply_dense16(rule, param, grad, states, hyper):
-    """Apply the float32 ``rule`` to every element of the flat ``uint16`` arrays ``param``,
-    ``grad`` and ``states`` (bits of the format ``hyper.code``). Element-wise: the result is the
-    same whatever the thread count."""
+def _dense16(rule, param, grad, states, hyper):
     n = param.size
     if n >= parallel_threshold():
         for i in prange(n):
@@ -90,6 +87,20 @@ def apply_dense16(rule, param, grad, states, hyper):
     else:
         for i in range(n):
             _update16(rule, param, grad[i], states, hyper, i)
+
+
+@driver(parallel=True)
+def apply_dense16(rule, param, grad, states, hyper):
+    """Apply the float32 ``rule`` to every element of the flat ``uint16`` arrays ``param``,
+    ``grad`` and ``states`` (bits of the format ``hyper.code``). Element-wise: the result is the
+    same whatever the thread count.
+
+    The loop is written out once for each format: in each copy the compiler knows
+    ``hyper.code``, drops the other format's conversions and vectorizes what is left."""
+    if hyper.code == BFLOAT16:
+        _dense16(rule, param, grad, states, hyper)
+    else:
+        _dense16(rule, param, grad, states, hyper)
 
 
 @driver

@@ -5,7 +5,9 @@ scalar to the format, and so do the 16-bit optimizers).
 Numba has no bfloat16 or float16 arithmetic, so 16-bit arrays are read and written through
 ``uint16`` views of their bits, and the kernels compute in float32 with the conversions below
 (written out with integer operations, so they are the same compiled and under
-``NUMBA_DISABLE_JIT=1``).
+``NUMBA_DISABLE_JIT=1``). The roundings (float32 to bfloat16 or float16, :func:`round_to`) have
+no branch but the format's: the special cases -- NaN, overflow, subnormals -- are computed
+alongside and selected arithmetically, so that the loops calling them vectorize.
 
 bfloat16 (code 0): 1 sign bit, 8 exponent bits, 7 mantissa bits, the top half of a float32.
 
@@ -147,7 +149,16 @@ def float32_to_bfloat16(x):
 
 
 @kernel
+def _select(condition, if_true, if_false):
+    """``if_true if condition else if_false`` for integers, as arithmetic: no branch, so that
+    the loops of the conversions below vectorize."""
+    return if_false + condition * (if_true - if_false)
+
+
+@kernel
 def float16_to_float32(bits):
+    """(Branches, unlike the other conversions: LLVM turns them into selects where a loop
+    vectorizes, and the branch-free form was slower in the loops that do not.)"""
     h = np.int64(bits)
     sign = (h & 0x8000) << 16
     exponent = (h >> 10) & 0x1F
@@ -165,17 +176,17 @@ def float32_to_float16(x):
     u = float32_bits(x)
     sign = (u >> 16) & 0x8000
     a = u & 0x7FFFFFFF
-    if a > 0x7F800000:  # NaN: quiet, top of the payload kept
-        return np.uint16(sign | 0x7E00 | ((a >> 13) & 0x3FF))
-    if a >= 0x477FF000:  # 65520 and above (and inf) round to inf
-        return np.uint16(sign | 0x7C00)
-    if a < 0x38800000:  # below 2**-14: a float16 subnormal or zero
-        # adding 0.5 puts the value's 2**-24 units in the low mantissa bits, float32's own
-        # addition rounding them to nearest even; 0.5's bits are then subtracted
-        shifted = bits_float32(a) + bits_float32(0x3F000000)
-        return np.uint16(sign | (float32_bits(shifted) - 0x3F000000))
     odd = (a >> 13) & 1
-    return np.uint16(sign | ((a - (112 << 23) + 0xFFF + odd) >> 13))
+    bits = (a - (112 << 23) + 0xFFF + odd) >> 13
+    # below 2**-14: a float16 subnormal or zero. Adding 0.5 puts the value's 2**-24 units in the
+    # low mantissa bits, float32's own addition rounding them to nearest even; 0.5's bits are
+    # then subtracted (a larger value is added as 0, never overflowing)
+    subnormal = a < 0x38800000
+    shifted = bits_float32(subnormal * a) + bits_float32(0x3F000000)
+    bits = _select(subnormal, float32_bits(shifted) - 0x3F000000, bits)
+    bits = _select(a >= 0x477FF000, 0x7C00, bits)  # 65520 and above (and inf) round to inf
+    bits = _select(a > 0x7F800000, 0x7E00 | ((a >> 13) & 0x3FF), bits)  # NaN: quiet, top of
+    return np.uint16(sign | bits)                                         # the payload kept
 
 
 @kernel
@@ -196,8 +207,23 @@ def from_float32(x, code):
 
 @kernel
 def round_to(x, code):
-    """The float32 ``x`` rounded to the format ``code``, as a float32 (exact in that format)."""
-    return to_float32(from_float32(x, code), code)
+    """The float32 ``x`` rounded to the format ``code``, as a float32 (exact in that format):
+    ``to_float32(from_float32(x, code), code)``, computed on the float32 bits without the 16-bit
+    step (no branch but the format's)."""
+    u = float32_bits(x)
+    a = u & 0x7FFFFFFF
+    if code == BFLOAT16:
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return bits_float32(_select(a > 0x7F800000, 0x7FC00000, rounded))
+    sign = u & 0x80000000
+    # 11 significant bits, to nearest even; below 2**-14 in steps of 2**-24 (as the conversion)
+    bits = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
+    subnormal = a < 0x38800000
+    shifted = bits_float32(subnormal * a) + bits_float32(0x3F000000)
+    small = sign | float32_bits(shifted - bits_float32(0x3F000000))
+    bits = _select(subnormal, small, bits)
+    bits = _select(a >= 0x477FF000, sign | 0x7F800000, bits)
+    return bits_float32(_select(a > 0x7F800000, sign | 0x7FC00000 | (a & 0x7FE000), bits))
 
 
 @kernel

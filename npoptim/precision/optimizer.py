@@ -188,9 +188,8 @@ class LowPrecision:
 def add_alpha(a, alpha, b, code, tail):
     """torch's 16-bit ``a.add(b, alpha=alpha)`` (``alpha`` already in the format): one fused
     multiply-add in the vector loop, the product rounded first in the scalar tail."""
-    if tail:
-        return round_to(a + round_to(alpha * b, code), code)
-    return round_to(fma(alpha, b, a), code)
+    total = a + round_to(alpha * b, code) if tail else fma(alpha, b, a)
+    return round_to(total, code)
 
 
 @kernel
