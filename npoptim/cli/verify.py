@@ -49,15 +49,10 @@ def add_arguments(parser):
 def run(args):
     try:
         names = [registry.resolve(n) for n in args.optimizer or ()] or None
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+        args.cases = args.cases or str(suite_path())
+    except (KeyError, FileNotFoundError) as exc:  # an unknown name; no suite installed
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    if args.cases is None:
-        try:
-            args.cases = str(suite_path())
-        except FileNotFoundError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
     try:
         reports, notes = verify(args.cases, args.results, names, args.case,
                                 args.tag, args.exclude_tag, args.flavor,
