@@ -621,6 +621,7 @@ def test_the_constructor_is_the_one_that_writes_the_hyperparameters():
     assert flavors.framework_names("optax", "NAdam", nadam)["weight_decay"] == 0.1
 
 
+@pytest.mark.needs("onnx")
 def test_onnx_defaults_are_the_schema_s():
     """The onnx table's defaults are the onnx 1.23 schema's (epsilon 1e-6 for Adam and
     Adagrad, not 0), and no flavor case is labelled defaults that is not built from them."""
@@ -649,6 +650,7 @@ def test_every_defaults_case_is_the_framework_s_defaults():
         assert codec.from_json_hyper(own) == codec.from_json_hyper(case.hyperparameters), case.id
 
 
+@pytest.mark.needs("onnx")
 def test_onnx_cases_name_the_domain_their_operator_is_in():
     """An onnx case calls ai.onnx.preview.training.<Op> only where that domain has the
     operator (onnx 1.23: Adam, Adagrad, Momentum); AdamW is onnxruntime-training's."""
