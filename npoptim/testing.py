@@ -39,9 +39,10 @@ wrapper's settings; the optimizer it wraps is ``case.wrapped`` (``{"optimizer": 
 Select or leave them out with the tag ``wrapper``.
 """
 from npoptim.golden.codec import CsrGrad
-from npoptim.golden.compare import CaseReport, compare_case, format_reports, select
+from npoptim.golden.compare import CaseReport, compare_case, format_reports
 from npoptim.golden.replay import npoptim_make_step, replay, results_file
 from npoptim.golden.schema import Case, GoldenFileError, load_all, parse
+from npoptim.golden.verify import select
 
 __all__ = ["Case", "CaseReport", "CsrGrad", "GoldenFileError", "load_cases", "run_case",
            "check_case", "assert_case", "npoptim_step", "results_file", "default_suite"]

@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from npoptim.golden import compare
+from npoptim.golden import compare, verify as verification
 from npoptim.golden.schema import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def replay(python, script, tmp_path, *flags):
     """The compare reports of ``script``'s results (one per case it wrote, skipped included)."""
     out = tmp_path / "results.json"
     _run(python, script, out, *flags)
-    return _reports(compare.load_results(out), str(out))
+    return _reports(verification.load_results(out), str(out))
 
 
 def replay_with_twins(python, script, tmp_path):
@@ -35,7 +35,7 @@ def replay_with_twins(python, script, tmp_path):
     twins' (``--twins-out``), from one run of the framework."""
     out, twins = tmp_path / "results.json", tmp_path / "twins.json"
     _run(python, script, out, "--twins-out", str(twins))
-    results, twin_results = compare.load_results(out), compare.load_results(twins)
+    results, twin_results = verification.load_results(out), verification.load_results(twins)
     cases = _cases({i.split("/")[0] for i in [*results, *twin_results]})
     return _reports(results, str(out), cases), _reports(twin_results, str(twins), cases)
 

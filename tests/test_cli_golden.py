@@ -9,7 +9,7 @@ import pytest
 
 from npoptim import registry
 from npoptim.cli import main
-from npoptim.golden import schema
+from npoptim.golden import schema, verify as verification
 from npoptim.golden.replay import npoptim_make_step, replay, results_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,12 +123,32 @@ def _write(tmp_path, doc, name="results.json"):
 def test_verify_results_file_pass_and_per_step_table(capsys, tmp_path):
     results = _write(tmp_path, _results(SUITE / "cases" / "Adagrad.json"))
     code, out, _ = run_cli(capsys, "verify", str(SUITE / "cases" / "Adagrad.json"),
-                           str(results))
+                           str(results), "--steps")
     assert code == 0
     lines = [ln for ln in out.splitlines() if ln.startswith("Adagrad/defaults/float32 ")]
     assert len(lines) == 12  # one row per step
     assert "max abs err" in out and "max rel/scale" in out and "max ulp" in out
     assert "OK: all" in out
+    code, out, _ = run_cli(capsys, "verify", str(SUITE / "cases" / "Adagrad.json"),
+                           str(results))
+    lines = [ln for ln in out.splitlines() if ln.startswith("Adagrad/defaults/float32 ")]
+    assert code == 0 and len(lines) == 1 and "  all  " in lines[0]  # a passing case: one row
+
+
+def test_verify_streams_a_report_per_case_before_the_next_case_runs(monkeypatch):
+    from npoptim.golden import verify as verifying
+    events = []
+    real = verifying.npoptim_result
+
+    def replayed(case):
+        events.append(("replay", case.id))
+        return real(case)
+    monkeypatch.setattr(verifying, "npoptim_result", replayed)
+    run = verifying.Verification(SUITE, optimizers=["SignSGD"], ids=["*/float64"])
+    assert len(run.cases) > 2 and not events  # the selection is known before any case runs
+    for report in run.reports():
+        events.append(("report", report.case_id))
+    assert events == [(kind, c.id) for c in run.cases for kind in ("replay", "report")]
 
 
 def test_verify_reports_first_divergence_and_exits_1(capsys, tmp_path):
@@ -144,6 +164,8 @@ def test_verify_reports_first_divergence_and_exits_1(capsys, tmp_path):
     assert code == 1
     assert f"-> {target} diverges at step 7: params[0][0, 4]" in out
     assert "FAILED: 1 of" in out and f"(first: {target}, diverges at step 7)" in out
+    rows = [ln for ln in out.splitlines() if ln.startswith(target + " ")]
+    assert len(rows) == 12 and "FAIL" in rows[6]  # a failing case: a row per step
     code, out, _ = run_cli(capsys, "verify", str(SUITE), str(results), "--case", target,
                            "--summary")
     assert code == 1 and out.count(target) == 3  # summary row, divergence, closing line
@@ -384,7 +406,7 @@ def test_verify_says_what_it_did_not_select_and_how_to_select_it(capsys):
 def test_verify_reports_progress_as_npoptim_replays_the_cases():
     from npoptim.golden import compare
     calls = []
-    reports, _ = compare.verify(SUITE, optimizers=["SignSGD"],
+    reports, _ = verification.verify(SUITE, optimizers=["SignSGD"],
                                 progress=lambda done, total: calls.append((done, total)))
     assert [done for done, _ in calls] == list(range(1, len(reports) + 1))
     assert {total for _, total in calls} == {len(reports)}

@@ -44,7 +44,7 @@ import pytest
 
 from npoptim import flavors
 from npoptim.frameworks.tfjs import POSITIONAL
-from npoptim.golden import codec, compare, flavor_cases, generate
+from npoptim.golden import codec, compare, flavor_cases, generate, verify as verification
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all, parse
 
@@ -438,7 +438,7 @@ def replay_flavor(flavor, cases, use_switches=True, tmp_path=None):
 def test_framework_passes_its_flavor(flavor, tmp_path):
     if not _available(flavor):
         pytest.skip(f"{flavor} is not installed")
-    cases = compare.select(load_all(SUITE, kind="cases"), flavors=[flavor])
+    cases = verification.select(load_all(SUITE, kind="cases"), flavors=[flavor])
     results = {r.id: r for r in replay_flavor(flavor, cases, tmp_path=tmp_path)}
     reports = [compare.compare_case(c, results[c.id], f"<{flavor}>") for c in cases]
     ran = [r for r in reports if r.status != "skipped"]

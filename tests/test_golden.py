@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from npoptim import registry, testing
-from npoptim.golden import cases, codec, compare, generate, inputs, regenerate, schema
+from npoptim.golden import (cases, codec, compare, generate, inputs, regenerate, schema,
+                            verify as verification)
 from npoptim.golden.replay import npoptim_make_step, replay, results_file
 from npoptim.golden.flags import FLAGS, detect_flags
 
@@ -126,7 +127,7 @@ def test_suite_size_and_step_counts():
 
 
 def test_every_case_passes_verify_against_npoptim():
-    reports, notes = compare.verify(SUITE, flavors=["all"])
+    reports, notes = verification.verify(SUITE, flavors=["all"])
     failed = [r for r in reports if not r.passed]
     assert not failed, compare.format_reports(failed, summary=True)
     assert {r.case_id.split("/")[0] for r in reports} == set(COVERED)

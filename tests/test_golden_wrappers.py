@@ -12,7 +12,8 @@ import pytest
 
 from npoptim import registry, testing
 from npoptim.cli import main
-from npoptim.golden import cases, codec, compare, generate, regenerate, schema
+from npoptim.golden import (cases, codec, compare, generate, regenerate, schema,
+                            verify as verification)
 from npoptim.golden.replay import npoptim_make_step, replay, results_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +87,7 @@ def test_json_schema_accepts_the_wrapper_files_and_refuses_bad_wrapped(name):
 
 # ------------------------------------------------------------------ verify: pass and fail
 def test_every_wrapper_case_passes_verify_with_its_state_compared():
-    reports, _ = compare.verify(SUITE, optimizers=WRAPPERS)
+    reports, _ = verification.verify(SUITE, optimizers=WRAPPERS)
     assert len(reports) == sum(len(r.dtypes) for n in WRAPPERS for r in cases.TABLE[n])
     assert all(r.passed and r.state_compared for r in reports), compare.format_reports(
         reports, summary=True)
@@ -265,7 +266,7 @@ def test_verify_reports_a_wrapped_optimizer_npoptim_rejects(lookahead_doc, tmp_p
     doc["cases"][0]["wrapped"]["hyperparameters"]["momentum"] = -1.0
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    (report,), _ = compare.verify(path)
+    (report,), _ = verification.verify(path)
     assert report.status == "error" and "momentum" in report.message, report.message
 
 

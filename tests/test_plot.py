@@ -104,7 +104,7 @@ def test_phase_diagram_and_bad_arguments(tmp_path, capsys):
 
 def test_progress_line_reports_slow_runs_only():
     import io
-    from npoptim.teaching.compare import ProgressLine
+    from npoptim.cli.progress import ProgressLine
     quiet, slow = io.StringIO(), io.StringIO()
     ProgressLine("a", quiet, delay=60)(5, 10)
     line = ProgressLine("b", slow, delay=0, interval=0)

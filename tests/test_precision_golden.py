@@ -16,7 +16,8 @@ import pytest
 import scipy.sparse
 
 from npoptim import testing
-from npoptim.golden import cases, codec, compare, generate, precision_cases, regenerate, schema
+from npoptim.golden import (cases, codec, compare, generate, precision_cases, regenerate, schema,
+                            verify as verification)
 from npoptim.golden.replay import (QUANTIZATIONS, mode_of, npoptim_make_step, replay,
                                    results_file)
 
@@ -70,7 +71,7 @@ def test_the_suite_has_every_mode_in_both_formats():
 
 
 def test_npoptim_passes_its_16_bit_cases_and_float_cases_still_load():
-    reports, notes = compare.verify(PRECISION, flavors=["all"])
+    reports, notes = verification.verify(PRECISION, flavors=["all"])
     assert all(r.passed for r in reports) and len(reports) == len(CASES) and not notes
     assert all(s.max_ulp == 0 for r in reports for s in r.steps)
     float_case = testing.load_cases(optimizer="Adam", ids="Adam/defaults/float32")[0]

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from npoptim.golden import suite
+from npoptim.golden import suite, verify as verification
 from npoptim.golden.schema import load_all
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_without_ml_dtypes_the_bfloat16_files_are_left_out_and_said_so(monkeypat
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)   # import ml_dtypes fails
     with pytest.raises(ImportError, match="npoptim\\[bf16\\]"):
         load_all(SUITE, kind="cases")
-    reports, notes = compare.verify(SUITE, optimizers=["SignSGD"])
+    reports, notes = verification.verify(SUITE, optimizers=["SignSGD"])
     assert reports and all(r.passed for r in reports)
     assert any("case files not read" in n and "npoptim[bf16]" in n for n in notes), notes
     assert main(["suite"]) == 0

@@ -2,6 +2,7 @@
 
 Each command lives in its own module of this package, with ``add_arguments(parser)`` and
 ``run(args) -> exit code``; a command's module is imported only when that command runs.
+:mod:`npoptim.cli.progress` is the progress line the long-running commands print.
 """
 import argparse
 import importlib

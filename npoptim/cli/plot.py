@@ -6,7 +6,8 @@ Needs matplotlib (``pip install 'npoptim[plot]'``); the runs themselves need Num
 """
 import sys
 
-from npoptim.teaching.compare import SCHEDULES, ProgressLine
+from npoptim.cli.progress import ProgressLine
+from npoptim.teaching.compare import SCHEDULES
 from npoptim.teaching.problems import PROBLEMS
 
 FIGURES = ("overview", "paths", "loss", "lr", "trust", "phase")

@@ -2,9 +2,11 @@
 
 CASES and RESULTS are golden files or directories of them (``reference_results`` is one;
 without CASES, the suite npoptim carries: ``npoptim suite`` says where it is). Without
-RESULTS, npoptim itself is run over the cases. Prints a per-case, per-step table of
-max abs error, max scale-relative error and ULP distance against each case's tolerance, and
-names the first step and element where a case diverges. Cases can be selected by id, optimizer,
+RESULTS, npoptim itself is run over the cases. Prints, as each case is judged, its row of max
+abs error, max scale-relative error and ULP distance against the case's tolerance (a row per
+step for a case that fails, with the first step and element where it diverges; ``--steps``
+for every case, ``--summary`` for one row each), then what was and was not selected. When
+the output is not a terminal, a progress line goes to stderr on long runs. Cases can be selected by id, optimizer,
 flavor and capability tag (``--tag``, ``--exclude-tag``); a results file may declare a case
 ``skipped`` with a reason, and skipped cases are reported apart from failures. Exit status: 0
 if every selected case passes or is skipped by the results, 1 if any fails or is missing, 2 if
@@ -14,10 +16,11 @@ field).
 import sys
 
 from npoptim import registry
-from npoptim.golden.compare import format_reports, verify
+from npoptim.cli.progress import ProgressLine
+from npoptim.golden.compare import report_footer, report_header, report_lines, report_width
 from npoptim.golden.schema import GoldenFileError
 from npoptim.golden.suite import suite_path
-from npoptim.teaching.compare import ProgressLine
+from npoptim.golden.verify import Verification
 
 
 def add_arguments(parser):
@@ -42,8 +45,12 @@ def add_arguments(parser):
                              "own cases plus the torch cases it does not override; torch, "
                              "keras, optax, ... (npoptim list) or all. Default: torch's "
                              "cases, or every case if CASES has none")
-    parser.add_argument("--summary", action="store_true",
-                        help="one line per case instead of one per step")
+    detail = parser.add_mutually_exclusive_group()
+    detail.add_argument("--steps", action="store_true",
+                        help="a row per step for every case (default: for failing cases "
+                             "only)")
+    detail.add_argument("--summary", action="store_true",
+                        help="one row per case, failing cases too")
 
 
 def run(args):
@@ -54,16 +61,25 @@ def run(args):
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     try:
-        reports, notes = verify(args.cases, args.results, names, args.case,
-                                args.tag, args.exclude_tag, args.flavor,
-                                progress=ProgressLine("npoptim verify: cases replayed"))
+        run = Verification(args.cases, args.results, names, args.case, args.tag,
+                           args.exclude_tag, args.flavor)
+        width = report_width(c.id for c in run.cases)
+        print(f"verify {args.results or 'npoptim (re-run)'} against {args.cases}: "
+              f"{len(run.cases)} cases", flush=True)
+        for line in report_header(width):
+            print(line)
+        detail = "steps" if args.steps else "cases" if args.summary else "failures"
+        progress = (None if sys.stdout.isatty()
+                    else ProgressLine("npoptim verify: cases judged"))
+        reports = []
+        for report in run.reports(progress):
+            reports.append(report)
+            print("\n".join(report_lines(report, width, detail)), flush=True)
     except GoldenFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    against = args.results or "npoptim (re-run)"
-    print(format_reports(reports, summary=args.summary,
-                         title=f"verify {against} against {args.cases}"))
-    for note in notes:
+    print("\n".join([""] + report_footer(reports)))
+    for note in run.notes:
         print(f"note: {note}")
     failed = [r for r in reports if r.failed]
     if failed and any(r.status == "fail" for r in failed):

@@ -25,8 +25,9 @@ from npoptim import registry
 from npoptim.diagnose.catalogue import CATALOGUE, combine, entries_for
 from npoptim.golden import inputs
 from npoptim.golden.codec import CsrGrad, from_json_hyper
-from npoptim.golden.compare import compare_arrays, compare_case, load_results
+from npoptim.golden.compare import compare_arrays, compare_case
 from npoptim.golden.schema import ResultCase, ResultStep, Tolerance, load_all
+from npoptim.golden.verify import load_results
 
 #: How many of the closest single entries are paired when none reproduces alone.
 PAIRED = 6

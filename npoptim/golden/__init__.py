@@ -15,7 +15,9 @@
 * :mod:`npoptim.golden.generate`: building cases with npoptim.
 * :mod:`npoptim.golden.replay`: replaying cases through npoptim or any step function (what
   ``npoptim verify``, :mod:`npoptim.testing` and ``npoptim diagnose`` run).
-* :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``.
+* :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``;
+  :mod:`npoptim.golden.verify`: a verify run (which cases, whose results, a report per case
+  as it is judged).
 * ``python -m npoptim.golden.regenerate``: rewrite ``reference_results/`` (bit-for-bit).
 
 :mod:`npoptim.testing` is the helper for other projects' test suites.

@@ -1,4 +1,5 @@
-"""Compare results with golden cases: errors, tolerances and the report of ``npoptim verify``.
+"""Compare results with golden cases: errors, tolerances and the report of ``npoptim verify``
+(which cases a run selects, and the run itself: :mod:`npoptim.golden.verify`).
 
 For each step and each compared array (every parameter, then each state entry when the
 results carry state), with ``e`` the expected and ``a`` the actual values in the case's dtype:
@@ -327,41 +328,60 @@ def _ulp(x):
 def format_reports(reports, summary=False, title=None):
     """The text report: a per-case, per-step table (or one line per case with ``summary``),
     the first divergence of each failing case, and a closing count."""
-    lines = []
-    if title:
-        lines.append(title)
-    width = max([len(r.case_id) for r in reports] + [4])
+    width = report_width(r.case_id for r in reports)
+    lines = ([title] if title else []) + report_header(width)
+    for r in reports:
+        lines += report_lines(r, width, "cases" if summary else "steps")
+    return "\n".join(lines + [""] + report_footer(reports))
+
+
+def report_width(case_ids):
+    """The width of the report's case column for these ids."""
+    return max([len(i) for i in case_ids] + [4])
+
+
+def report_header(width):
+    """The report table's head and rule (a list of lines)."""
     head = (f"{'case':<{width}}  {'step':>4}  {'max abs err':>11}  {'max rel/scale':>13}  "
             f"{'max ulp':>9}  {'tol rtol/atol':>15}  {'worst array':<24}  result")
-    lines.append(head)
-    lines.append("-" * len(head))
-    for r in reports:
-        tol = f"{r.tolerance.rtol:.0e}/{r.tolerance.atol:.0e}" if r.tolerance else "-"
-        if getattr(r.tolerance, "ulp", None) is not None:
-            tol = f"{r.tolerance.ulp} ulp16+{r.tolerance.rtol:.0e}"
-        if r.status in ("missing", "error", "skipped"):
-            lines.append(f"{r.case_id:<{width}}  {'-':>4}  {'-':>11}  {'-':>13}  {'-':>9}  "
-                         f"{tol:>15}  {'-':<24}  {r.status.upper()}: {r.message}")
-            continue
-        rows = r.steps
-        if summary:
-            rows = [_aggregate(r)]
-        for s in rows:
-            step = "all" if summary else str(s.step)
-            result = "ok" if s.passed else "FAIL"
-            lines.append(f"{r.case_id:<{width}}  {step:>4}  {_g(s.max_abs):>11}  "
-                         f"{_g(s.max_scaled):>13}  {_ulp(s.max_ulp):>9}  {tol:>15}  "
-                         f"{s.worst:<24}  {result}")
-        if r.failed:
-            div = r.divergence
-            msg = f"diverges at {div}" if div else r.message
-            if div and r.message:
-                msg += f"; {r.message}"
-            lines.append(f"  -> {r.case_id} {msg}")
+    return [head, "-" * len(head)]
+
+
+def report_lines(report, width, detail="steps"):
+    """One case's rows of the report table, and where a failing case diverges.
+
+    ``detail``: ``"steps"`` (a row per step), ``"cases"`` (one row for the case) or
+    ``"failures"`` (one row for a passing case, a row per step for a failing one)."""
+    r = report
+    tol = f"{r.tolerance.rtol:.0e}/{r.tolerance.atol:.0e}" if r.tolerance else "-"
+    if getattr(r.tolerance, "ulp", None) is not None:
+        tol = f"{r.tolerance.ulp} ulp16+{r.tolerance.rtol:.0e}"
+    if r.status in ("missing", "error", "skipped"):
+        return [f"{r.case_id:<{width}}  {'-':>4}  {'-':>11}  {'-':>13}  {'-':>9}  "
+                f"{tol:>15}  {'-':<24}  {r.status.upper()}: {r.message}"]
+    per_step = detail == "steps" or (detail == "failures" and r.failed)
+    lines = []
+    for s in r.steps if per_step else [_aggregate(r)]:
+        step = str(s.step) if per_step else "all"
+        lines.append(f"{r.case_id:<{width}}  {step:>4}  {_g(s.max_abs):>11}  "
+                     f"{_g(s.max_scaled):>13}  {_ulp(s.max_ulp):>9}  {tol:>15}  "
+                     f"{s.worst:<24}  {'ok' if s.passed else 'FAIL'}")
+    if r.failed:
+        div = r.divergence
+        msg = f"diverges at {div}" if div else r.message
+        if div and r.message:
+            msg += f"; {r.message}"
+        lines.append(f"  -> {r.case_id} {msg}")
+    return lines
+
+
+def report_footer(reports):
+    """The closing lines: the cases the results skip, by reason, and the count that failed
+    (or that all pass)."""
+    lines = []
     skipped = [r for r in reports if r.status == "skipped"]
     n = len(reports) - len(skipped)
     failed = [r for r in reports if r.failed]
-    lines.append("")
     if skipped:
         lines.append(f"SKIPPED by the results (not failures): {len(skipped)} case(s)")
         reasons = {}
@@ -377,7 +397,7 @@ def format_reports(reports, summary=False, title=None):
     else:
         state = sum(r.state_compared for r in reports)
         lines.append(f"OK: all {n} cases pass ({state} with optimizer state compared)")
-    return "\n".join(lines)
+    return lines
 
 
 def _aggregate(report):
@@ -392,174 +412,3 @@ def _aggregate(report):
         agg.passed = agg.passed and s.passed
     agg.passed = agg.passed and report.passed
     return agg
-
-
-# ------------------------------------------------------------------------------ verifying
-def select(cases, optimizers=None, ids=None, tags=None, exclude_tags=None, flavors=None):
-    """Cases of the given optimizers whose id matches one of the ``ids`` glob patterns, that
-    have every tag of ``tags`` and none of ``exclude_tags`` (capability tags, schema
-    version 2), and (``flavors``) are computed in one of these flavors."""
-    import fnmatch
-    out = list(cases)
-    if optimizers:
-        out = [c for c in out if c.optimizer in optimizers]
-    if ids:
-        out = [c for c in out if any(fnmatch.fnmatchcase(c.id, p) for p in ids)]
-    if tags:
-        out = [c for c in out if set(tags) <= set(c.tags)]
-    if exclude_tags:
-        out = [c for c in out if not set(exclude_tags) & set(c.tags)]
-    return select_flavors(out, flavors)
-
-
-def select_flavors(cases, flavors=None):
-    """The cases a framework's users run (see reference_results/README.md, Flavors).
-
-    * ``flavors`` None: the torch cases in float32/float64, if there are any among ``cases``,
-      else the torch cases (the 16-bit ones of ``cases/precision``, given alone or selected
-      by a tag such as ``bfloat16``), else all of them (a flavor's directory given alone);
-    * ``["all"]``: every case;
-    * ``[name, ...]``: each flavor's own cases, plus the torch cases of the same optimizers that
-      the flavor does not override (a flavor has a case only where its conventions change the
-      result, so every other torch case applies to it unchanged; the 16-bit cases are not
-      among them). ``"torch"`` is torch's cases, the 16-bit ones included.
-    """
-    cases = list(cases)
-    if flavors is None:
-        torch_cases = [c for c in cases if c.flavor == "torch"]
-        full_precision = [c for c in torch_cases if getattr(c, "precision", None) is None]
-        return full_precision or torch_cases or cases
-    if "all" in flavors:
-        return cases
-    keep = set()
-    for flavor in flavors:
-        own = [c for c in cases if c.flavor == flavor]
-        keep |= {c.id for c in own}
-        if flavor == "torch":
-            continue
-        overridden = {_torch_id(c) for c in own}
-        optimizers = {c.optimizer for c in own} | _flavor_optimizers(flavor)
-        keep |= {c.id for c in cases if c.flavor == "torch" and c.optimizer in optimizers
-                 and c.id not in overridden and getattr(c, "precision", None) is None}
-    return [c for c in cases if c.id in keep]
-
-
-def unselected_note(every, filtered, selected):
-    """What a selection left out of ``every`` case: those the filters (optimizer, id, tags)
-    keep, ``filtered``, but the flavor selection does not, by family with the option that adds
-    them, and those the filters left out."""
-    chosen = {c.id for c in selected}
-    left = [c for c in filtered if c.id not in chosen]
-    flavor = [c for c in left if c.flavor != "torch"]
-    half = [c for c in left if c.flavor == "torch" and getattr(c, "precision", None) is not None]
-    other = len(every) - len(filtered)
-    parts = []
-    if flavor:
-        names = sorted({c.flavor for c in flavor})
-        parts.append(f"{len(flavor)} flavor cases ({', '.join(names)}: --flavor NAME, or "
-                     "--flavor all)")
-    if half:
-        parts.append(f"{len(half)} 16-bit and quantized cases (--flavor torch, or --tag "
-                     "bfloat16 / float16)")
-    if other:
-        parts.append(f"{other} left out by --optimizer, --case, --tag or --exclude-tag")
-    return (f"{len(selected)} of {len(every)} cases selected; not selected: "
-            + "; ".join(parts))
-
-
-def _torch_id(case):
-    """``Adam/keras/eps-dominated/float64`` -> ``Adam/eps-dominated/float64``."""
-    parts = case.id.split("/")
-    return "/".join([parts[0]] + parts[2:]) if len(parts) == 4 else case.id
-
-
-def _flavor_optimizers(flavor):
-    """The optimizers of a flavor whose torch cases apply to it where it has no case of its
-    own: those it has switches for."""
-    from npoptim import flavors as flavors_
-    try:
-        return set(flavors_.get(flavor).switches)
-    except ValueError:
-        return set()
-
-
-def load_results(path):
-    """``{case id: ResultCase}`` from a results file or a directory of them."""
-    from npoptim.golden.schema import golden_files, load
-    out, where = {}, {}
-    for p in golden_files(path):
-        doc = load(p, kind="results")
-        for r in doc.cases:
-            if r.id in out:
-                raise GoldenFileError(p, r.id, "id", f"also has results in {where[r.id]}")
-            out[r.id], where[r.id] = r, p
-    return out
-
-
-def npoptim_results(cases, progress=None):
-    """npoptim's own results for ``cases`` (``{id: ResultCase}``); an optimizer npoptim lacks
-    gives a :class:`CaseReport` with status ``"error"`` instead (``{id: CaseReport}``).
-    ``progress(done, total)`` is called after each case is replayed."""
-    from npoptim import registry
-    from npoptim.golden.replay import npoptim_make_step, replay, results_file
-    from npoptim.golden.schema import parse
-    results, errors = {}, {}
-    entries = []
-    for case in cases:
-        if case.optimizer not in registry.OPTIMIZERS and not registry.is_wrapper(case.optimizer):
-            errors[case.id] = CaseReport(case.id, case.tolerance, "error",
-                                         message=f"npoptim has no optimizer {case.optimizer!r}")
-            continue
-        try:
-            entries.append(replay(case, npoptim_make_step(case.optimizer, case.precision,
-                                                          getattr(case, "wrapped", None))))
-        except Exception as exc:  # report it as this case's failure
-            errors[case.id] = CaseReport(case.id, case.tolerance, "error",
-                                         message=f"npoptim raised {type(exc).__name__}: {exc}")
-        if progress is not None:
-            progress(len(entries) + len(errors), len(cases))
-    for r in parse(results_file(entries), "<npoptim>", "results").cases:
-        results[r.id] = r
-    return results, errors
-
-
-def verify(cases_path, results_path=None, optimizers=None, ids=None, tags=None,
-           exclude_tags=None, flavors=None, progress=None):
-    """Load cases (and results, or run npoptim) and compare; returns ``(reports, notes)``.
-
-    ``notes`` says which cases were not selected and the option that selects them, and lists
-    result ids that match no selected case (ignored). A result declared ``skipped`` gives a
-    report with status ``"skipped"`` (not a failure). ``progress(done, total)``: called as
-    npoptim replays the cases (without ``results_path``)."""
-    from npoptim.golden.schema import load_all
-    unavailable = []
-    every = load_all(cases_path, kind="cases", unavailable=unavailable)
-    cases = select(every, optimizers, ids, tags, exclude_tags, flavors)
-    if not cases:
-        raise GoldenFileError(cases_path, None, None, "no case matches the selection" + (
-            f" ({len(unavailable)} files not read: {unavailable[0][1]})" if unavailable
-            else ""))
-    filtered = select(every, optimizers, ids, tags, exclude_tags, ["all"])
-    notes = [unselected_note(every, filtered, cases)] if len(cases) < len(every) else []
-    if unavailable:
-        notes.append(f"{len(unavailable)} case files not read (first: "
-                     f"{unavailable[0][0].name}): {unavailable[0][1]}")
-    if results_path is None:
-        results, errors = npoptim_results(cases, progress)
-        source = "<npoptim>"
-    else:
-        results, errors = load_results(results_path), {}
-        source = str(results_path)
-        known = {c.id for c in cases}
-        extra = sorted(set(results) - known)
-        if extra:
-            notes.append(f"{len(extra)} result(s) match no selected case and were ignored "
-                         f"(first: {extra[0]!r})")
-    reports = []
-    for case in cases:
-        if case.id in errors:
-            reports.append(errors[case.id])
-            continue
-        result = results.get(case.id)
-        reports.append(compare_case(case, result, getattr(result, "source", source) or source))
-    return reports, notes

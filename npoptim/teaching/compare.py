@@ -1,12 +1,9 @@
-"""Several optimizers on one problem at the same settings, with a progress line.
+"""Several optimizers on one problem at the same settings.
 
 :func:`compare` runs each named optimizer from the same start, with the same learning rate
 and schedule and otherwise its defaults (nothing tuned per optimizer, no gradient clipping),
 and returns their :class:`~npoptim.teaching.trajectory.Trajectory` objects.
 """
-import sys
-import time
-
 from npoptim import lr_scheduler
 from npoptim.teaching.trajectory import optimizer_factory, trajectory
 
@@ -23,35 +20,15 @@ SCHEDULES = {
 }
 
 
-class ProgressLine:
-    """``progress(done, total)`` callback writing ``label: done/total`` to ``stream`` at most
-    every ``interval`` seconds, once ``delay`` seconds have passed (quick runs stay silent)."""
-
-    def __init__(self, label="", stream=None, delay=2.0, interval=1.0):
-        self.label, self.stream = label, stream if stream is not None else sys.stderr
-        self.delay, self.interval = delay, interval
-        self.start = time.monotonic()
-        self.last = None
-
-    def __call__(self, done, total):
-        now = time.monotonic()
-        if now - self.start < self.delay or (self.last is not None
-                                             and now - self.last < self.interval
-                                             and done < total):
-            return
-        self.last = now
-        print(f"{self.label}: {done}/{total} ({now - self.start:.0f} s)", file=self.stream,
-              flush=True)
-
-
 def compare(problem, optimizers, lr=None, steps=None, *, x0=None, schedule="constant",
             warmup=None, hyperparameters=None, progress=None):
     """Run each optimizer of ``optimizers`` (names, e.g. ``["SGD", "Adam"]``) on ``problem``.
 
     ``lr`` (default ``problem.lr``) and ``schedule`` (a key of :data:`SCHEDULES`; ``warmup``
     steps, default a tenth of the run) are the same for all; ``hyperparameters`` maps a name
-    to extra keywords for that optimizer. ``progress`` is a :class:`ProgressLine`-like
-    callable ``(done, total)`` over all optimizers' steps. Returns a list of trajectories.
+    to extra keywords for that optimizer. ``progress`` is a callable ``(done, total)`` over
+    all optimizers' steps (e.g. :class:`npoptim.cli.progress.ProgressLine`). Returns a list
+    of trajectories.
     """
     lr = problem.lr if lr is None else float(lr)
     steps = problem.steps if steps is None else int(steps)
