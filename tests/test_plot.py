@@ -82,7 +82,8 @@ def test_diverged_runs_are_labelled(tmp_path):
     runs = compare(problem, ["SGD", "Adam"], lr=0.6, steps=1500)
     ax = figures.paths(problem, runs)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[0].startswith("SGD (diverged at step ") and labels[1] == "Adam"
+    assert labels[0].startswith("SGD (") and "diverged at step " in labels[0]
+    assert labels[1] == "Adam"
     with pytest.raises(ValueError, match=".png or .svg"):
         figures.save(ax, tmp_path / "x.jpg")
 
@@ -100,6 +101,126 @@ def test_phase_diagram_and_bad_arguments(tmp_path, capsys):
         from npoptim.plotting import figures
         figures.paths(get_problem("quadratic").__class__(
             name="q3", loss=None, grad=None, x0=(0.0, 0.0, 0.0)), [])
+
+
+def figure_rules(fig):
+    """The rules of :mod:`npoptim.plotting.figures`, checked on the artists: a list of what
+    breaks them (empty: the figure keeps them)."""
+    from matplotlib.lines import Line2D
+    from npoptim.plotting.figures import LOG_SPAN
+    broken = []
+    fig.canvas.draw()
+    box = fig.bbox
+    renderer = fig.canvas.get_renderer()
+    if not any(t.get_text() for t in fig.texts) and not (
+            fig._supxlabel is not None and fig._supxlabel.get_text()):
+        broken.append("no caption line")
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        name = ax.get_title() or ax.get_ylabel()
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+            extent = text.get_window_extent(renderer)
+            if text.get_text() and not (extent.x0 >= box.x0 - 1 and extent.x1 <= box.x1 + 1
+                                        and extent.y0 >= box.y0 - 1 and extent.y1 <= box.y1 + 1):
+                broken.append(f"{name}: {text.get_text()!r} outside the figure")
+        lines = [ln for ln in ax.get_lines() if len(np.asarray(ln.get_xdata())) > 1]
+        if ax.collections and not lines and not ax.texts:
+            continue
+        ys = [np.asarray(ln.get_ydata(), float) for ln in lines]
+        finite = np.concatenate([y[np.isfinite(y)] for y in ys]) if ys else np.array([])
+        if not ax.texts and finite.size and np.all(finite == finite[0]):
+            broken.append(f"{name}: a panel for a quantity that does not change")
+        if (finite.size and finite.min() > 0 and finite.max() > LOG_SPAN * finite.min()
+                and ax.get_yscale() != "log"):
+            broken.append(f"{name}: spans {finite.max() / finite.min():.0f}x on a linear axis")
+        (x_lo, x_hi), (y_lo, y_hi) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        for ln in lines:
+            xy = np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float)
+            xy = xy[np.all(np.isfinite(xy), axis=1)]
+            if xy.size and not (x_lo <= xy[-1, 0] <= x_hi and y_lo <= xy[-1, 1] <= y_hi):
+                broken.append(f"{name}: {ln.get_label()!r} ends outside the axes")
+        labelled = [ln for ln in lines if not ln.get_label().startswith("_")]
+        styles = [(str(ln.get_linestyle()), str(ln.get_marker())) for ln in labelled]
+        if len(set(styles)) < len(styles):  # colour alone: an overlapping path hides another
+            broken.append(f"{name}: runs drawn alike (same line style and marker)")
+    return broken
+
+
+def _figure_runs():
+    rosenbrock = get_problem("rosenbrock").with_layers((1, 1))
+    d2l = get_problem("d2l_quadratic")
+    return {
+        "overview": lambda f: f.overview(rosenbrock, compare(
+            rosenbrock, ["SGD", "Adam", "RMSprop", "LAMB"], steps=300)),
+        "d2l paths at lr 0.4": lambda f: f.paths(d2l, compare(d2l, ["SGD", "Adam"], lr=0.4,
+                                                               steps=60)).figure,
+        "diverging paths": lambda f: f.paths(d2l, compare(d2l, ["SGD", "Adam"], lr=0.6,
+                                                          steps=300)).figure,
+        "warm-up lr": lambda f: f.learning_rates(compare(
+            get_problem("least_squares"), ["AdamW", "SGD"], schedule="warmup-cosine",
+            steps=100)).figure,
+        "trust ratios": lambda f: f.trust_ratios(compare(
+            rosenbrock, ["LAMB", "LARS"], lr=0.002, steps=80)).figure,
+        "losses": lambda f: f.losses(compare(d2l, ["SGD", "Adam"], steps=50)).figure,
+        "phase": lambda f: f.phase_diagram().figure,
+    }
+
+
+@pytest.mark.needs("matplotlib")
+@pytest.mark.parametrize("figure", list(_figure_runs()))
+def test_figures_keep_the_rules(figure):
+    _matplotlib()
+    from npoptim.plotting import figures, pyplot
+    fig = _figure_runs()[figure](figures)
+    try:
+        assert figure_rules(fig) == []
+    finally:
+        pyplot().close(fig)
+
+
+@pytest.mark.needs("matplotlib")
+def test_the_rules_catch_a_figure_that_breaks_them():
+    _matplotlib()
+    from npoptim.plotting import pyplot
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([1, 2, 3], [1.0, 1e5, 2.0], "-", label="spike")   # linear axis over 1e5x
+    a.plot([1, 2, 3], [1.0, 2.0, 3.0], "-", label="other")   # drawn alike
+    a.set_xlim(0, 2.5)                                       # "other" ends outside
+    b.plot([1, 2, 3], [0.1, 0.1, 0.1], label="constant lr")  # a flat panel
+    b.set_ylabel("y" * 400)                                  # a label outside
+    broken = figure_rules(fig)
+    plt.close(fig)
+    text = "\n".join(broken)
+    for what in ("no caption line", "linear axis", "ends outside", "drawn alike",
+                 "does not change", "outside the figure"):
+        assert what in text, (what, broken)
+
+
+@pytest.mark.needs("matplotlib")
+def test_a_path_that_runs_away_ends_on_the_frame_and_says_so():
+    _matplotlib()
+    from npoptim.plotting import figures, pyplot
+    d2l = get_problem("d2l_quadratic")
+    runs = compare(d2l, ["SGD", "Adam"], lr=0.6, steps=300)
+    ax = figures.paths(d2l, runs)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    pyplot().close(ax.figure)
+    assert any("leaves the frame at step" in label for label in labels), labels
+
+
+@pytest.mark.needs("matplotlib")
+def test_overview_leaves_out_a_constant_lr_and_says_it_in_the_caption():
+    _matplotlib()
+    from npoptim.plotting import figures, pyplot
+    problem = get_problem("rosenbrock").with_layers((1, 1))
+    fig = figures.overview(problem, compare(problem, ["SGD", "Adam"], steps=20))
+    titles = [ax.get_title() for ax in fig.axes]
+    caption = fig._supxlabel.get_text()
+    pyplot().close(fig)
+    assert "learning rate" not in titles and len(fig.axes) == 2
+    assert "20 steps" in caption and "(constant)" in caption
 
 
 def test_progress_line_reports_slow_runs_only():

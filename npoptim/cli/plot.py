@@ -32,7 +32,8 @@ def add_arguments(parser):
                         help="split x into parameter arrays of these sizes, e.g. 1,1 (one "
                              "layer per coordinate: per-layer trust ratios)")
     parser.add_argument("--figure", default="overview", choices=FIGURES,
-                        help="what to draw (default: overview = paths, loss, lr, trust ratios)")
+                        help="what to draw (default: overview = paths, loss, lr when it "
+                             "changes, trust ratios with LAMB/LARS)")
     parser.add_argument("-o", "--output", default=None,
                         help="output file, .png or .svg (default: PROBLEM.png)")
 
