@@ -5,9 +5,9 @@ With gradient :math:`g` (negated when ``maximize``), decay :math:`\rho`:
 .. math::
 
     g &\leftarrow g + \lambda\theta                       &&\text{weight decay}\\
-    v &\leftarrow \rho v + (1-\rho)\,g^2                   &&\text{``square_avg``}\\
+    v &\leftarrow \rho v + (1-\rho)\,g^2                   &&\text{``square\_avg``}\\
     \Delta &\leftarrow \frac{\sqrt{u + \epsilon}}{\sqrt{v + \epsilon}}\,g\\
-    u &\leftarrow \rho u + (1-\rho)\,\Delta^2               &&\text{``acc_delta``}\\
+    u &\leftarrow \rho u + (1-\rho)\,\Delta^2               &&\text{``acc\_delta``}\\
     \theta &\leftarrow \theta - \gamma\Delta
 
 :math:`\epsilon` sits inside both square roots. Dense gradients only, as in torch.

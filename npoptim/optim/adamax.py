@@ -7,8 +7,8 @@ For each element, with gradient :math:`g` (negated when ``maximize``) and step c
 .. math::
 
     g &\leftarrow g + \lambda\theta                                   &&\text{weight decay}\\
-    m &\leftarrow m + (1-\beta_1)(g - m)                               &&\text{``exp_avg``}\\
-    u &\leftarrow \max(\beta_2 u,\; |g| + \epsilon)                    &&\text{``exp_inf``}\\
+    m &\leftarrow m + (1-\beta_1)(g - m)                               &&\text{``exp\_avg``}\\
+    u &\leftarrow \max(\beta_2 u,\; |g| + \epsilon)                    &&\text{``exp\_inf``}\\
     \theta &\leftarrow \theta - \frac{\gamma}{1-\beta_1^t}\cdot\frac{m}{u}
 
 :math:`\epsilon` sits inside the maximum (so :math:`u \ge \epsilon` and the division is safe),

@@ -10,7 +10,7 @@ For each element, with gradient :math:`g` (negated when ``maximize``), learning 
     u &= \operatorname{sign}(c) + \lambda\theta\\
     \theta &\leftarrow \theta - \gamma\,u  &&\text{(default, ``variant="paper"``)}\\
     \theta &\leftarrow \theta\,(1-\gamma\lambda) - \gamma\operatorname{sign}(c)
-                                           &&\text{(``variant="lion_pytorch"``)}\\
+                                           &&\text{(``variant="lion\_pytorch"``)}\\
     m &\leftarrow \beta_2 m + (1-\beta_2)\,g
 
 ``sign(0) = 0``. There is no step counter and no bias correction; the state is ``exp_avg``

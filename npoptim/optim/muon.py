@@ -6,7 +6,7 @@ For a 2-D parameter :math:`\theta\in\mathbb R^{A\times B}` with gradient :math:`
 .. math::
 
     M &\leftarrow \mathrm{lerp}(M, G, 1-\mu) = \mu M + (1-\mu) G
-        &&\text{``momentum_buffer``}\\
+        &&\text{``momentum\_buffer``}\\
     U &= \mathrm{lerp}(G, M, \mu) \;\text{(nesterov)} \quad\text{or}\quad U = M\\
     O &= \mathrm{NS}_k(U)\\
     \theta &\leftarrow \theta\,(1 - \gamma\lambda) - \gamma'\,O

@@ -5,7 +5,7 @@ With step count :math:`t` (per parameter), momentum decay :math:`\psi`, the mome
 .. math::
 
     \mu_t = \beta_1\bigl(1 - \tfrac12\, 0.96^{t\psi}\bigr), \qquad
-    \Pi_t = \prod_{i \le t} \mu_i  \quad\text{(the state ``mu_product``)},
+    \Pi_t = \prod_{i \le t} \mu_i  \quad\text{(the state ``mu\_product``)},
 
 and for each element, with gradient :math:`g` (negated when ``maximize``):
 

@@ -7,11 +7,11 @@ For each element, with gradient :math:`g` (negated when ``maximize``), smoothing
 .. math::
 
     g &\leftarrow g + \lambda\theta                              &&\text{weight decay}\\
-    v &\leftarrow \alpha v + (1-\alpha)\,g^2                      &&\text{``square_avg``}\\
-    \bar g &\leftarrow \bar g + (1-\alpha)(g - \bar g)            &&\text{``grad_avg`` (centered)}\\
+    v &\leftarrow \alpha v + (1-\alpha)\,g^2                      &&\text{``square\_avg``}\\
+    \bar g &\leftarrow \bar g + (1-\alpha)(g - \bar g)            &&\text{``grad\_avg`` (centered)}\\
     d &\leftarrow \sqrt{v - \bar g^2} + \epsilon \;\text{(centered)}\quad
         \text{else}\quad d \leftarrow \sqrt{v} + \epsilon\\
-    b &\leftarrow \mu b + g / d                                   &&\text{``momentum_buffer``
+    b &\leftarrow \mu b + g / d                                   &&\text{``momentum\_buffer``
                                                                      } (\mu > 0)\\
     \theta &\leftarrow \theta - \gamma b \;(\mu > 0)\quad
         \text{else}\quad \theta \leftarrow \theta - \gamma\, g / d
