@@ -17,17 +17,18 @@ import traceback
 
 import numba
 
-CASES = ("sparse", "dense", "threads", "startup", "scale", "sparse16")
+CASES = ("sparse", "dense", "threads", "startup", "scale", "sparse16", "precision")
 #: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
 #: many minutes and up to 20 GB: run it by name
-DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16")
+DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16", "precision")
 
 #: ``--quick``: tiny sizes and few rounds, one of each kind of call where the full run sweeps
 #: several (both densities stay: they take the two branches of the sparse targets)
 QUICK = dict(rows=2_000, width=8, densities=(0.01, 0.1), dense_size=20_000, dtypes="float32",
              rounds=3, thread_sizes=(1 << 12,), identity_size=20_000,
              identity_table=(2_000, 8), scale_rows=(2_000, 20_000), scale_widths=(8,),
-             sparse16_rows=(2_000, 20_000), sparse16_touched=(20, 50, 200), sparse16_width=8)
+             sparse16_rows=(2_000, 20_000), sparse16_touched=(20, 50, 200), sparse16_width=8,
+             precision_size=4_096)
 
 
 def add_arguments(parser):
@@ -43,6 +44,8 @@ def add_arguments(parser):
     parser.add_argument("--sparse16-touched", default="100,1000,10000",
                         help="sparse16 case: touched rows (the middle one for the table "
                              "sweep; all at the largest table)")
+    parser.add_argument("--precision-size", type=int, default=1 << 20,
+                        help="precision case: elements of the 16-bit parameter")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and few rounds: a smoke run, not a measurement")
     parser.add_argument("--rows", type=int, default=1_000_000, help="embedding table rows")
@@ -153,6 +156,12 @@ def run(args):
         attempt("sparse16", lambda: sparse16.sparse16(
             report, table_rows, touched, width=quick["sparse16_width"] if quick
             else sparse16.WIDTH, rounds=rounds or 31, use_torch=use_torch), prints=False)
+    if "precision" in wanted:
+        from npoptim.bench import precision16
+
+        attempt("precision", lambda: precision16.precision16(
+            report, size=quick["precision_size"] if quick else args.precision_size,
+            rounds=rounds or 15, use_torch=use_torch), prints=False)  # prints each cell
     if "startup" in wanted:
         optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if quick
                       else workloads.STARTUP_OPTIMIZERS)
@@ -167,6 +176,8 @@ def run(args):
         result["scale"] = report.scale
     if getattr(report, "sparse16", None):
         result["sparse16"] = report.sparse16
+    if getattr(report, "precision16", None):
+        result["precision16"] = report.precision16
     # the outputs first: nothing printed below can lose them
     if args.json:
         with open(args.json, "w") as f:
@@ -290,4 +301,8 @@ def markdown(result):
         from npoptim.bench.sparse16 import markdown_table as sparse16_table
 
         out += ["", sparse16_table(result["sparse16"])]
+    if result.get("precision16"):
+        from npoptim.bench.precision16 import markdown_table as precision_table
+
+        out += ["", precision_table(result["precision16"])]
     return "\n".join(out) + "\n"

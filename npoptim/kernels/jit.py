@@ -10,6 +10,11 @@ Drivers (:func:`driver`) take the update rule as an argument. Numba specialises 
 and cannot reuse that specialisation from its on-disk cache in another process, so they are
 not cached themselves: they are compiled into the cached kernel that binds them to a rule.
 
+A rule that LLVM's own inliner leaves as a call (the 16-bit per-op rules, large with their
+roundings) keeps the loop around it from vectorizing: :func:`inlined` compiles such a function
+into its callers at the Numba IR level. It changes where the code runs, never what it
+computes (1.4 ms against 14 ms for a bfloat16 SGD step on 1M elements, the same bits).
+
 A driver may contain a ``prange`` loop (run above a size threshold, see
 :mod:`npoptim.kernels.parallel`); a kernel that calls such a driver is compiled with
 ``parallel=True``, every other kernel (rules, helpers) without it, which keeps their compile
@@ -51,6 +56,14 @@ def kernel(func):
     if _calls_parallel_driver(func):
         options["parallel"] = True
     return numba.njit(cache=True, **options)(func)
+
+
+def inlined(func):
+    """:func:`kernel`, also compiled into every caller at the Numba IR level
+    (``inline='always'``): for a rule or a piece of one that a driver's loop calls, so that the
+    loop vectorizes with it (see the module docstring). Called on its own it is a cached kernel
+    like any other."""
+    return numba.njit(cache=True, inline="always", **JIT_OPTIONS)(func)
 
 
 def driver(func=None, *, parallel=False):

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim import adagrad
 from npoptim.precision.drivers import apply_dense16
@@ -67,7 +67,7 @@ class Adagrad16Hyper(NamedTuple):
     tail_neg_clr: float
 
 
-@kernel
+@inlined
 def adagrad_per_op_rule(p, g, s, h, i):
     """``s = (sum,)``, every op rounded."""
     (total,) = s
@@ -77,7 +77,7 @@ def adagrad_per_op_rule(p, g, s, h, i):
     return round_to(p + h.neg_clr * g / std, h.code), (total,)
 
 
-@kernel
+@inlined
 def adagrad_fused_rule(p, g, s, h, i):
     """``s = (sum,)`` in float32 (the driver rounds what it stores)."""
     (total,) = s

@@ -47,10 +47,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
-from npoptim.precision.drivers import apply_dense16
+from npoptim.precision.drivers import apply_dense16, states
 from npoptim.precision.formats import round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 from npoptim.precision.stochastic import random16, stochastic_round, stream_key
@@ -77,7 +77,7 @@ class Adam16Hyper(NamedTuple):
 
 
 # ------------------------------------------------------------------------------- per-op
-@kernel
+@inlined
 def per_op_moments(p, g, m, v, h, tail):
     """Weight decay and the two moments, every op rounded (shared by NAdam and RAdam):
     the decayed parameter, the gradient after ``maximize`` and L2 decay, ``m`` and ``v``."""
@@ -100,7 +100,7 @@ def per_op_moment_hyper(group, code):
     return moments
 
 
-@kernel
+@inlined
 def _per_op_param(p, m, v_hat, h):
     denom = round_to(np.sqrt(v_hat), h.code)
     denom = round_to(denom / h.bias_correction2_sqrt, h.code)
@@ -108,58 +108,58 @@ def _per_op_param(p, m, v_hat, h):
     return round_to(p + h.neg_step_size * m / denom, h.code)
 
 
-@kernel
+@inlined
 def adam_per_op_rule(p, g, s, h, i):
     """One element of Adam/AdamW, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
     tail = i >= h.tail_start
     exp_avg, exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
-    return _per_op_param(p, m, v, h), (m, v)
+    return _per_op_param(p, m, v, h), states(m, v)
 
 
-@kernel
+@inlined
 def amsgrad_per_op_rule(p, g, s, h, i):
     """As :func:`adam_per_op_rule` with ``max_exp_avg_sq`` (a maximum: no rounding)."""
     tail = i >= h.tail_start
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     v_hat = maximum(max_exp_avg_sq, v)
-    return _per_op_param(p, m, v_hat, h), (m, v, v_hat)
+    return _per_op_param(p, m, v_hat, h), states(m, v, v_hat)
 
 
 # -------------------------------------------------------------------------------- fused
-@kernel
+@inlined
 def adam_fused_rule(p, g, s, h, i):
     """One element of fused Adam/AdamW: the float rule in float32 (the driver rounds what it
     stores; the fused kernel has no different tail)."""
     return adam.adam_rule(p, g, s, h)
 
 
-@kernel
+@inlined
 def amsgrad_fused_rule(p, g, s, h, i):
     """As :func:`adam_fused_rule`, with ``max_exp_avg_sq``."""
     return adam.amsgrad_rule(p, g, s, h)
 
 
 # ---------------------------------------------------------------------------- stochastic
-@kernel
+@inlined
 def _stochastic(p, h, i):
     """The parameter rounded stochastically with draw ``i`` of the step's key."""
     return to_float32(stochastic_round(p, random16(h.key, i), h.code), h.code)
 
 
-@kernel
+@inlined
 def adam_stochastic_rule(p, g, s, h, i):
     """Fused Adam/AdamW with the new parameter rounded stochastically (the moments to
     nearest, by the driver)."""
     p, (m, v) = adam_fused_rule(p, g, s, h, i)
-    return _stochastic(p, h, i), (m, v)
+    return _stochastic(p, h, i), states(m, v)
 
 
-@kernel
+@inlined
 def amsgrad_stochastic_rule(p, g, s, h, i):
     p, (m, v, v_hat) = amsgrad_fused_rule(p, g, s, h, i)
-    return _stochastic(p, h, i), (m, v, v_hat)
+    return _stochastic(p, h, i), states(m, v, v_hat)
 
 
 @kernel

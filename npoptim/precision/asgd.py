@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.optim import asgd
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import format_of, round_to
@@ -46,7 +46,7 @@ class ASGD16Hyper(NamedTuple):
     averaging: float      # 1 once mu != 1, else 0
 
 
-@kernel
+@inlined
 def asgd_per_op_rule(p, g, s, h, i):
     """``s = (ax,)``."""
     tail = i >= h.tail_start

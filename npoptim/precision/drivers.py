@@ -12,6 +12,12 @@ element's draw in stochastic rounding (:mod:`npoptim.precision.stochastic`). The
 when it writes it back; a rule that rounds every operation (``rounding="per-op"``) returns
 values already in the format, so that last rounding is exact for it.
 
+The 16-bit rules are compiled into the drivers' loops (:func:`npoptim.kernels.jit.inlined`),
+which then vectorize. A rule with two or more states returns them as ``states(m, v)``, not as
+the literal ``(m, v)``: Numba's array analysis of a parallel kernel (the drivers have a
+``prange`` loop) takes an inlined tuple literal nested in the returned pair for a shape and
+refuses to compile; the call keeps the tuple opaque to it and costs nothing once compiled.
+
 The driver of blockwise-quantized state, :func:`apply_blockwise`, runs a float32 rule on
 moments dequantized a block at a time (:mod:`npoptim.precision.quantized`) and quantizes the
 new ones per block.
@@ -21,10 +27,17 @@ from numba import prange
 from numba.extending import overload
 
 from npoptim.kernels.drivers import load_state, store_state
-from npoptim.kernels.jit import JIT_OPTIONS, driver
+from npoptim.kernels.jit import JIT_OPTIONS, driver, kernel
 from npoptim.kernels.parallel import parallel_threshold
 from npoptim.precision.formats import BFLOAT16, from_float32, to_float32
 from npoptim.precision.quantized import decode, encode_state_block
+
+
+@kernel
+def states(*values):
+    """The tuple of a 16-bit rule's new states (see the module docstring for why a rule
+    returns ``states(m, v)`` rather than ``(m, v)``)."""
+    return values
 
 
 def decode_each(values, code):

@@ -37,11 +37,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer
 from npoptim.optim.options import check_betas, check_nonnegative
-from npoptim.precision.drivers import apply_dense16
+from npoptim.precision.drivers import apply_dense16, states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 
@@ -62,7 +62,7 @@ class KahanHyper(NamedTuple):
     momentum: float
 
 
-@kernel
+@inlined
 def kahan_add(p, c, code):
     """``p + c`` with the rounding error kept: the new parameter and compensation, from the
     compensation ``c`` that already holds this step's update (torch's ``param.add_(c)``,
@@ -71,7 +71,7 @@ def kahan_add(p, c, code):
     return new_p, round_to(c + round_to(p - new_p, code), code)
 
 
-@kernel
+@inlined
 def kahan_adamw_rule(p, g, s, h, i):
     """optimi AdamW; ``s = (exp_avg, exp_avg_sq, kahan_comp)``."""
     m, v, c = s
@@ -82,17 +82,17 @@ def kahan_adamw_rule(p, g, s, h, i):
     denom = round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
     c = round_to(c + h.neg_lr * m / denom, h.code)  # c.addcdiv_(m, denom, value=-lr)
     p, c = kahan_add(p, c, h.code)
-    return p, (m, v, c)
+    return p, states(m, v, c)
 
 
-@kernel
+@inlined
 def _sgd_direction(p, g, h, tail):
     if h.l2_alpha != 0:
         g = add_alpha(g, h.l2_alpha, p, h.code, tail)
     return g
 
 
-@kernel
+@inlined
 def kahan_sgd_rule(p, g, s, h, i):
     """optimi SGD without momentum; ``s = (kahan_comp,)``."""
     tail = i >= h.tail_start
@@ -103,7 +103,7 @@ def kahan_sgd_rule(p, g, s, h, i):
     return p, (c,)
 
 
-@kernel
+@inlined
 def kahan_momentum_rule(p, g, s, h, i):
     """optimi SGD with momentum (no dampening); ``s = (exp_avg, kahan_comp)``."""
     tail = i >= h.tail_start
@@ -112,10 +112,10 @@ def kahan_momentum_rule(p, g, s, h, i):
     b = round_to(round_to(b * h.momentum, h.code) + g, h.code)
     c = add_alpha(c, h.neg_lr_alpha, b, h.code, tail)
     p, c = kahan_add(p, c, h.code)
-    return p, (b, c)
+    return p, states(b, c)
 
 
-@kernel
+@inlined
 def _lion_direction(p, g, m, h):
     """optimi Lion's decayed parameter, update sign and new ``exp_avg``."""
     p = round_to(p * h.decay_factor, h.code)
@@ -123,7 +123,7 @@ def _lion_direction(p, g, m, h):
     return p, u, round_to(lerp(m, g, h.one_minus_beta2), h.code)
 
 
-@kernel
+@inlined
 def kahan_lion_rule(p, g, s, h, i):
     """optimi Lion, ``kahan_sum=True``; ``s = (exp_avg, kahan_comp)``."""
     tail = i >= h.tail_start
@@ -131,10 +131,10 @@ def kahan_lion_rule(p, g, s, h, i):
     p, u, m = _lion_direction(p, g, m, h)
     c = add_alpha(c, h.neg_lr_alpha, u, h.code, tail)
     p, c = kahan_add(p, c, h.code)
-    return p, (m, c)
+    return p, states(m, c)
 
 
-@kernel
+@inlined
 def lion_rule(p, g, s, h, i):
     """optimi Lion on 16-bit params, ``kahan_sum=False``; ``s = (exp_avg,)``."""
     (m,) = s

@@ -23,7 +23,7 @@ torch's 16-bit arithmetic every family's rules and records share.
 """
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import _as_step
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
@@ -184,7 +184,7 @@ class LowPrecision:
         return tuple(bits_of(state[name].reshape(-1)) for name in self._state_names(group))
 
 
-@kernel
+@inlined
 def add_alpha(a, alpha, b, code, tail):
     """torch's 16-bit ``a.add(b, alpha=alpha)`` (``alpha`` already in the format): one fused
     multiply-add in the vector loop, the product rounded first in the scalar tail."""
@@ -200,7 +200,7 @@ def add_alpha_array(a, alpha, b, code, tail_start, out):
         out[i] = add_alpha(a[i], alpha, b[i], code, i >= tail_start)
 
 
-@kernel
+@inlined
 def per_op_decayed_grad(p, g, h, tail):
     """torch's per-op ``grad = -grad`` (maximize) then ``grad.add(param, alpha=weight_decay)``
     (L2) in the 16-bit format; ``h`` has ``maximize``, ``weight_decay`` and ``code``."""

@@ -25,10 +25,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim import rmsprop
-from npoptim.precision.drivers import apply_dense16
+from npoptim.precision.drivers import apply_dense16, states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
                                         record16, rounded_scalar)
@@ -49,36 +49,36 @@ class RMSprop16Hyper(NamedTuple):
     maximize: float
 
 
-@kernel
+@inlined
 def _square_avg(p, g, v, h, tail):
     g = per_op_decayed_grad(p, g, h, tail)
     v = round_to(v * h.alpha, h.code)
     return g, round_to(fma(h.one_minus_alpha * g, g, v), h.code)
 
 
-@kernel
+@inlined
 def _plain_denom(v, h):
     return round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
 
 
-@kernel
+@inlined
 def _centered_denom(v, grad_avg, h):
     centered = round_to(fma(-grad_avg, grad_avg, v), h.code)
     return round_to(round_to(np.sqrt(centered), h.code) + h.eps, h.code)
 
 
-@kernel
+@inlined
 def _param_step(p, g, d, h):
     return round_to(p + h.neg_lr * g / d, h.code)
 
 
-@kernel
+@inlined
 def _momentum_step(p, g, d, buf, h, tail):
     buf = round_to(round_to(buf * h.momentum, h.code) + g / d, h.code)
     return add_alpha(p, h.neg_lr_alpha, buf, h.code, tail), buf
 
 
-@kernel
+@inlined
 def rmsprop_per_op_rule(p, g, s, h, i):
     """``s = (square_avg,)``."""
     tail = i >= h.tail_start
@@ -87,27 +87,27 @@ def rmsprop_per_op_rule(p, g, s, h, i):
     return _param_step(p, g, _plain_denom(v, h), h), (v,)
 
 
-@kernel
+@inlined
 def centered_per_op_rule(p, g, s, h, i):
     """``s = (square_avg, grad_avg)``."""
     tail = i >= h.tail_start
     v, grad_avg = s
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)
-    return _param_step(p, g, _centered_denom(v, grad_avg, h), h), (v, grad_avg)
+    return _param_step(p, g, _centered_denom(v, grad_avg, h), h), states(v, grad_avg)
 
 
-@kernel
+@inlined
 def momentum_per_op_rule(p, g, s, h, i):
     """``s = (square_avg, momentum_buffer)``."""
     tail = i >= h.tail_start
     v, buf = s
     g, v = _square_avg(p, g, v, h, tail)
     p, buf = _momentum_step(p, g, _plain_denom(v, h), buf, h, tail)
-    return p, (v, buf)
+    return p, states(v, buf)
 
 
-@kernel
+@inlined
 def centered_momentum_per_op_rule(p, g, s, h, i):
     """``s = (square_avg, momentum_buffer, grad_avg)``."""
     tail = i >= h.tail_start
@@ -115,7 +115,7 @@ def centered_momentum_per_op_rule(p, g, s, h, i):
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)
     p, buf = _momentum_step(p, g, _centered_denom(v, grad_avg, h), buf, h, tail)
-    return p, (v, buf, grad_avg)
+    return p, states(v, buf, grad_avg)
 
 
 @kernel

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.optim import sgd
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
@@ -44,13 +44,13 @@ class SGD16Hyper(NamedTuple):
     nesterov: float
 
 
-@kernel
+@inlined
 def _momentum_step(p, g, buf, h, tail):
     direction = add_alpha(g, h.momentum_alpha, buf, h.code, tail) if h.nesterov != 0 else buf
     return add_alpha(p, h.neg_lr, direction, h.code, tail)
 
 
-@kernel
+@inlined
 def sgd_per_op_rule(p, g, s, h, i):
     """SGD without momentum; ``s = ()``."""
     tail = i >= h.tail_start
@@ -58,7 +58,7 @@ def sgd_per_op_rule(p, g, s, h, i):
     return add_alpha(p, h.neg_lr, g, h.code, tail), s
 
 
-@kernel
+@inlined
 def momentum_first_per_op_rule(p, g, s, h, i):
     """The first momentum step: the buffer is a copy of the decayed gradient."""
     tail = i >= h.tail_start
@@ -66,7 +66,7 @@ def momentum_first_per_op_rule(p, g, s, h, i):
     return _momentum_step(p, g, g, h, tail), (g,)
 
 
-@kernel
+@inlined
 def momentum_per_op_rule(p, g, s, h, i):
     tail = i >= h.tail_start
     (buf,) = s

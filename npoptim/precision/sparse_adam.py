@@ -35,9 +35,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.jit import kernel
+from npoptim.kernels.jit import inlined, kernel
 from npoptim.optim import sparse_adam
-from npoptim.precision.drivers import apply_rows16
+from npoptim.precision.drivers import apply_rows16, states
 from npoptim.precision.formats import FORMATS, format_of, from_float32, round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, record16, rounded_scalar
 from npoptim.sparse.rowgrad import as_row_gradient, coalesce_order, is_sparse, sum_by_slot
@@ -56,7 +56,7 @@ class SparseAdam16Hyper(NamedTuple):
     maximize: float      # 1 or 0
 
 
-@kernel
+@inlined
 def sparse_adam_per_op_rule(p, g, s, h, i):
     """One stored entry, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
     m, v = s
@@ -69,7 +69,7 @@ def sparse_adam_per_op_rule(p, g, s, h, i):
     v = round_to(v + v_update, h.code)
     denom = round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
     step = round_to(h.neg_step_size * round_to(m / denom, h.code), h.code)
-    return round_to(p + step, h.code), (m, v)
+    return round_to(p + step, h.code), states(m, v)
 
 
 @kernel
@@ -78,7 +78,7 @@ def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper)
                  hyper)
 
 
-@kernel
+@inlined
 def _add16(a, b, code):
     """``a + b`` of two ``uint16`` bit patterns of the format ``code``, rounded to it."""
     return from_float32(to_float32(a, code) + to_float32(b, code), code)
