@@ -20,13 +20,16 @@ import npoptim  # noqa: E402
 from npoptim import registry  # noqa: E402
 
 project = "npoptim"
-author = "npoptim contributors"
+author = "the npoptim developers"
+copyright = "2026, the npoptim developers"  # as LICENSE says
 release = version = npoptim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
               "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
-html_theme = "alabaster"
+# The theme NumPy, SciPy and pandas use, so the pages read as theirs do.
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 html_static_path = ["_static"]
 html_css_files = ["npoptim.css"]
 autodoc_member_order = "bysource"
