@@ -151,3 +151,35 @@ def test_cli_help_is_plain_text():
     for text in texts:
         assert "``" not in text and ":math:" not in text and ":class:" not in text, text
     assert "CSR rows" not in COMMANDS["demo"][1]
+
+
+def _optimizer_classes():
+    from npoptim import registry
+    return [(name, module) for name, (module, _) in
+            [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]]
+
+
+@pytest.mark.needs("numpydoc")
+@pytest.mark.parametrize("name, module", _optimizer_classes())
+def test_optimizer_documents_exactly_its_constructor_parameters(name, module):
+    """Issue 27: each optimizer's and wrapper's class docstring has a numpydoc Parameters
+    section naming every constructor parameter and no other (numpydoc's checks PR01 and PR02,
+    which the docs build runs under -W), and each default it writes is the constructor's."""
+    import importlib
+    import inspect
+    from numpydoc.docscrape import NumpyDocString
+    from numpydoc.validate import validate
+    from npoptim.optim.options import VARIANT_DEFAULT
+    errors = [e for e in validate(f"{module}.{name}")["errors"] if e[0] in ("PR01", "PR02")]
+    assert not errors, errors
+    cls = getattr(importlib.import_module(module), name)
+    signature = inspect.signature(cls).parameters
+    for entry in NumpyDocString(inspect.getdoc(cls))["Parameters"]:
+        if ", default: " not in entry.type:
+            assert all(signature[n].default is inspect.Parameter.empty or entry.type == "ignored"
+                       for n in entry.name.split(", ")), entry.name
+            continue
+        written = entry.type.split(", default: ")[1]
+        default = signature[entry.name].default
+        assert written == ("the variant's" if default is VARIANT_DEFAULT else repr(default)), \
+            (entry.name, written, default)

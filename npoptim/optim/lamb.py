@@ -203,22 +203,52 @@ class LAMB(Optimizer):
 
     See the module docstring for the algorithm and the variants (:data:`VARIANTS`).
 
-    * ``lr``, ``betas``, ``eps``, ``weight_decay``: as Adam's (``weight_decay`` is λ).
-    * ``bias_correction``: ``True``, ``False`` or ``"step_size"`` (no correction in r, the
-      step divided by ``1 - beta1**t``: kozistr's form).
-    * ``grad_averaging``: m takes ``(1-beta1) g`` (True) or ``g``.
-    * ``weight_decay_mode``: ``"in_update"`` (λw added to u, inside the ratio), ``"decoupled"``
-      (w scaled by ``1 - lr λ`` before the norms, outside the ratio) or ``"l2"`` (λw added to
-      the gradient that feeds m and v; apex ``adam_w_mode=False``).
-    * ``always_adapt``: if False, a group with ``weight_decay == 0`` gets ratio 1.
-    * ``exclude_from_layer_adaptation``: ratio 1 for the group (TF/ALBERT's exclusion list,
-      expressed as a param group).
-    * ``trust_norm``: the ratio's denominator, ``‖u‖`` (``"update"``) or ``‖g‖`` (``"grad"``).
-    * ``phi_bounds``: None or ``(lo, hi)`` clamping ``‖w‖`` in the numerator (the paper's φ).
-    * ``ratio_bounds``: None or ``(lo, hi)`` clamping the ratio; ``trust_clip``: ratio ≤ 1.
-    * ``trust_eps``: added to the denominator norm (0; kozistr: eps).
-    * ``max_grad_norm``: None, or the threshold of the global gradient norm (all groups
-      together, so it is set for the whole optimizer, not per group).
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
+        ``"params"`` and per-group options, as torch.optim takes them.
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: the variant's
+        Term ε added to sqrt(v/b2).
+    weight_decay : float, default: the variant's
+        Weight decay λ, applied as ``weight_decay_mode`` says.
+    variant : str, default: 'paper_v5'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    bias_correction : bool or 'step_size', default: the variant's
+        True, False, or ``"step_size"`` (no correction in r, the step divided by 1 - β1^t:
+        kozistr's form).
+    grad_averaging : bool, default: the variant's
+        m takes (1 - β1) g (True) or g.
+    weight_decay_mode : str, default: the variant's
+        ``"in_update"`` (λw added to u, inside the ratio), ``"decoupled"`` (w scaled by 1 - γλ
+        before the norms) or ``"l2"`` (λw added to the gradient).
+    always_adapt : bool, default: the variant's
+        If False, a group with ``weight_decay == 0`` gets ratio 1.
+    exclude_from_layer_adaptation : bool, default: False
+        Ratio 1 for the group (TF/ALBERT's exclusion list, as a param group).
+    trust_norm : str, default: the variant's
+        The ratio's denominator: ‖u‖ (``"update"``) or ‖g‖ (``"grad"``).
+    phi_bounds : tuple of float or None, default: the variant's
+        None or (lo, hi) clamping ‖w‖ in the numerator (the paper's φ).
+    ratio_bounds : tuple of float or None, default: the variant's
+        None or (lo, hi) clamping the ratio.
+    trust_clip : bool, default: the variant's
+        Cap the ratio at 1 (LAMBC).
+    trust_eps : float, default: the variant's
+        Term added to the denominator norm.
+    max_grad_norm : float or None, default: the variant's
+        None, or the threshold of the global gradient norm (all groups together: one value for the
+        optimizer).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
+        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
+        ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
