@@ -183,3 +183,49 @@ def test_optimizer_documents_exactly_its_constructor_parameters(name, module):
         default = signature[entry.name].default
         assert written == ("the variant's" if default is VARIANT_DEFAULT else repr(default)), \
             (entry.name, written, default)
+
+
+def _pages():
+    spec = importlib.util.spec_from_file_location("optimizer_pages", DOCS / "optimizer_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name, module", _optimizer_classes())
+def test_every_generated_example_runs_and_moves_the_parameter(name, module, capsys):
+    """Issue 27: the example on each optimizer's page runs as written and takes a step (ADOPT's
+    first step only sets its second moment: its parameter moves from the second on)."""
+    import numpy as np
+    code = _pages().example(name)
+    namespace = {}
+    exec(compile(code, f"<example of {name}>", "exec"), namespace)
+    param = namespace["param"]
+    assert np.all(np.isfinite(param))
+    assert np.array_equal(param, [[1.0, -2.0], [0.5, 3.0]]) == (name == "ADOPT"), name
+    assert capsys.readouterr().out.strip()
+
+
+@pytest.mark.parametrize("name", ["Adam", "Sophia", "LBFGS", "DPSGD"])
+def test_the_explain_command_of_a_page_runs(name, capsys):
+    """The ``npoptim explain`` line of a page is a command that works (Sophia's needs its
+    Hessian estimate from the gradient: the page says so)."""
+    from npoptim.cli import main
+    command = _pages().explain_command(name).split()
+    assert command[:2] == ["npoptim", "explain"]
+    assert main(command[1:]) == 0
+    assert name in capsys.readouterr().out
+
+
+def test_each_page_names_its_sparse_kind_flavors_and_golden_file():
+    from npoptim import flavors, registry
+    pages = _pages()
+    for name, module in _optimizer_classes():
+        text = "\n".join(pages.sections(name))
+        cls = registry.get_wrapper(name) if registry.is_wrapper(name) else registry.get(name)
+        assert f"Sparse kind ``{cls.sparse_kind}``" in text
+        assert f"reference_results/cases/{name}.json" in text
+        if name in flavors.FLAVORED:
+            for flavor in flavors.FLAVORS.values():
+                if flavor.name != "torch" and name in flavor.switches:
+                    assert f'flavor="{flavor.name}"' in text, (name, flavor.name)

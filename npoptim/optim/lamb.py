@@ -15,24 +15,31 @@ correction; ``bias_correction="step_size"`` sets both to 1 and divides the step 
 
 .. math::
 
-    g &\leftarrow g / \max(1, G/G_{max})      &&\text{``max\_grad\_norm``: } G = \text{norm of
-                                                  all gradients of all groups}\\
-    g &\leftarrow g + \lambda w               &&\text{``weight\_decay\_mode="l2"''}\\
-    m &\leftarrow \beta_1 m + \beta_3 g       &&\beta_3 = 1-\beta_1 \text{ (``grad\_averaging''),
-                                                  else } 1\\
+    g &\leftarrow g / \max(1, G/G_{max})                  &&\text{(1)}\\
+    g &\leftarrow g + \lambda w                           &&\text{(2)}\\
+    m &\leftarrow \beta_1 m + \beta_3 g                   &&\text{(3)}\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
-    w &\leftarrow w\,(1 - \gamma\lambda)      &&\text{``weight\_decay\_mode="decoupled"'', before
-                                                  the norms}\\
+    w &\leftarrow w\,(1 - \gamma\lambda)                  &&\text{(4)}\\
     r &= \frac{m / b_1}{\sqrt{v}/\sqrt{b_2} + \epsilon}\\
-    u &= r + \lambda w                        &&\text{``weight\_decay\_mode="in\_update"''
-                                                  (default); else } u = r\\
-    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}, \quad x = u \text{ (``trust\_norm="update"'')
-            or } g \text{ (``"grad"'')}, \quad \phi(z) = \min(\max(z, \phi_{lo}), \phi_{hi})\\
-    \rho &\leftarrow 1 \text{ if } \|w\| = 0 \text{ or } \|x\| = 0; \quad
-    \rho \leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi});\quad
-    \rho \leftarrow \min(\rho, 1) \text{ (``trust\_clip'', LAMBC)}\\
-    w &\leftarrow w - \gamma\,\rho\,u     &&\text{(} \gamma/(1-\beta_1^t) \text{ with
-                                                  ``bias\_correction="step\_size"'')}
+    u &= r + \lambda w                                    &&\text{(5)}\\
+    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}        &&\text{(6)}\\
+    \rho &\leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi}) &&\text{(7)}\\
+    \rho &\leftarrow \min(\rho, 1)                        &&\text{(8)}\\
+    w &\leftarrow w - \gamma\,\rho\,u                     &&\text{(9)}
+
+1. Only with ``max_grad_norm`` :math:`G_{max}` (not None); :math:`G` is the norm of all
+   gradients of all groups.
+2. Only with ``weight_decay_mode="l2"``.
+3. :math:`\beta_3 = 1-\beta_1` with ``grad_averaging``, else 1.
+4. Only with ``weight_decay_mode="decoupled"``, before the norms.
+5. With ``weight_decay_mode="in_update"`` (the default); else :math:`u = r`.
+6. :math:`x = u` with ``trust_norm="update"``, :math:`x = g` with ``trust_norm="grad"``;
+   :math:`\phi(z) = \min(\max(z, \phi_{lo}), \phi_{hi})` with ``phi_bounds``, else the
+   identity; :math:`\rho = 1` if :math:`\|w\| = 0` or :math:`\|x\| = 0`.
+7. Only with ``ratio_bounds`` :math:`(\rho_{lo}, \rho_{hi})`.
+8. Only with ``trust_clip`` (LAMBC).
+9. With ``bias_correction="step_size"`` the step is :math:`\gamma/(1-\beta_1^t)` in place of
+   :math:`\gamma`.
 
 :math:`\rho = 1` (no layer adaptation) for a group with ``exclude_from_layer_adaptation``, and,
 unless ``always_adapt``, for a group whose ``weight_decay`` is 0 (apex/timm). :math:`\|\cdot\|`
