@@ -1,6 +1,7 @@
 """The reference part of each optimizer's page, which ``docs/conf.py`` writes at build time.
 
-After the module's math and the class with its numpydoc Parameters section, a page has: the
+After the module's math and the class with its numpydoc Parameters section, a page has: its
+references (the paper and the code it follows, :data:`npoptim.registry.REFERENCES`), the
 sparse kind (:attr:`~npoptim.optim.optimizer.Optimizer.sparse_kind`), the flavors (each
 framework's name for the optimizer and its defaults, from the tables of
 :mod:`npoptim.frameworks`, what ``npoptim list --json`` shows), a short runnable example
@@ -118,11 +119,27 @@ def _number_of_cases(name):
     return json.loads((CASES / f"{name}.json").read_text())["number_of_cases"]
 
 
+def reference_lines(name):
+    """The References section's body: the paper and the code, as links."""
+    paper, code = registry.REFERENCES[name]
+    lines = [f"* Paper: {paper}" if paper else "* Paper: none of its own (see the module "
+             "docstring)"]
+    if code:
+        owner, repo, _, ref, path = code.split("/", 7)[3:]
+        at = "" if ref == "HEAD" else f" at {ref}"
+        lines.append(f"* The code it follows: `{owner}/{repo} {path}{at} <{code}>`__")
+    else:
+        lines.append("* The code it follows: the paper's algorithm; each variant's source file "
+                     "is listed above")
+    return lines + ["", "Every source and where they differ: the module docstring above.", ""]
+
+
 def sections(name):
     """The reStructuredText of the page's sections after the class."""
     cls = _class(name)
     kind = cls.sparse_kind
-    lines = ["Sparse gradients", "----------------", "",
+    lines = ["References", "----------", ""] + reference_lines(name)
+    lines += ["Sparse gradients", "----------------", "",
              f"Sparse kind ``{kind}``: {SPARSE_KINDS[kind]} See :doc:`/sparse`.", ""]
     if not registry.is_wrapper(name):
         lines += ["Flavors", "-------", ""] + flavor_lines(name)

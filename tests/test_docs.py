@@ -1,4 +1,5 @@
-"""The docs: the raw-TeX checker CI runs on the built HTML, and the offline-MathJax setup."""
+"""The docs: the raw-TeX checker CI runs on the built HTML, the offline-MathJax setup, the pages
+moved from the README, and the optimizer pages (numpydoc Parameters, examples, references)."""
 import importlib.util
 from pathlib import Path
 
@@ -229,3 +230,20 @@ def test_each_page_names_its_sparse_kind_flavors_and_golden_file():
             for flavor in flavors.FLAVORS.values():
                 if flavor.name != "torch" and name in flavor.switches:
                     assert f'flavor="{flavor.name}"' in text, (name, flavor.name)
+
+
+def test_every_optimizer_has_references_that_its_module_agrees_with():
+    """Issue 27: each page links its paper and the code it follows (registry.REFERENCES); an
+    arXiv paper is one its module docstring cites, where the docstring cites arXiv numbers."""
+    import re
+    from npoptim import registry
+    names = [name for name, _ in _optimizer_classes()]
+    assert sorted(registry.REFERENCES) == sorted(names)
+    for name, module in _optimizer_classes():
+        paper, code = registry.REFERENCES[name]
+        assert paper is None or re.match(r"https://\S+$", paper), name
+        assert code is None or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/\S+$",
+                                        code), name
+        cited = re.findall(r"arXiv\s+(\d{4}\.\d{4,5})", importlib.import_module(module).__doc__)
+        if paper and paper.startswith("https://arxiv.org/abs/") and cited:
+            assert paper.rsplit("/", 1)[1] in cited, (name, paper, cited)

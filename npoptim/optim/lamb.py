@@ -15,17 +15,17 @@ correction; ``bias_correction="step_size"`` sets both to 1 and divides the step 
 
 .. math::
 
-    g &\leftarrow g / \max(1, G/G_{max})                  &&\text{(1)}\\
-    g &\leftarrow g + \lambda w                           &&\text{(2)}\\
-    m &\leftarrow \beta_1 m + \beta_3 g                   &&\text{(3)}\\
+    g &\leftarrow g / \max(1, G/G_{max})                  &&\quad\text{(1)}\\
+    g &\leftarrow g + \lambda w                           &&\quad\text{(2)}\\
+    m &\leftarrow \beta_1 m + \beta_3 g                   &&\quad\text{(3)}\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
-    w &\leftarrow w\,(1 - \gamma\lambda)                  &&\text{(4)}\\
+    w &\leftarrow w\,(1 - \gamma\lambda)                  &&\quad\text{(4)}\\
     r &= \frac{m / b_1}{\sqrt{v}/\sqrt{b_2} + \epsilon}\\
-    u &= r + \lambda w                                    &&\text{(5)}\\
-    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}        &&\text{(6)}\\
-    \rho &\leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi}) &&\text{(7)}\\
-    \rho &\leftarrow \min(\rho, 1)                        &&\text{(8)}\\
-    w &\leftarrow w - \gamma\,\rho\,u                     &&\text{(9)}
+    u &= r + \lambda w                                    &&\quad\text{(5)}\\
+    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}        &&\quad\text{(6)}\\
+    \rho &\leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi}) &&\quad\text{(7)}\\
+    \rho &\leftarrow \min(\rho, 1)                        &&\quad\text{(8)}\\
+    w &\leftarrow w - \gamma\,\rho\,u                     &&\quad\text{(9)}
 
 1. Only with ``max_grad_norm`` :math:`G_{max}` (not None); :math:`G` is the norm of all
    gradients of all groups.
