@@ -59,8 +59,7 @@ class Adadelta(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1.0
         Coefficient γ that scales the step Δ.
     rho : float, default: 0.9
@@ -68,7 +67,8 @@ class Adadelta(Optimizer):
     eps : float, default: 1e-06
         Term ε inside both square roots.
     weight_decay : float, default: 0
-        L2 weight decay λ: λθ is added to the gradient.
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
     foreach, capturable, differentiable : ignored
         Accepted for compatibility with torch only: they choose torch's implementations and change
         nothing here (``differentiable=True`` is refused: npoptim has no autograd).
@@ -78,9 +78,8 @@ class Adadelta(Optimizer):
         Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient
         (Keras).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     torch_conventions = {"decoupled_weight_decay": False}

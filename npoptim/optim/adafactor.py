@@ -133,8 +133,7 @@ class Adafactor(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.01
         Learning rate γ (the cap of the relative step size).
     beta2_decay : float, default: -0.8
@@ -172,9 +171,8 @@ class Adafactor(Optimizer):
         ``"decoupled"`` (torch), ``"before_rule"`` (Keras) or ``"added"`` (optax
         ``add_decayed_weights``, not scaled by the lr).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).

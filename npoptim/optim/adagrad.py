@@ -78,14 +78,14 @@ class Adagrad(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.01
         Learning rate γ.
     lr_decay : float, default: 0
         Learning-rate decay η: the step is γ/(1 + (t-1)η).
     weight_decay : float, default: 0
-        L2 weight decay λ (dense gradients only).
+        Weight decay λ: λθ added to the gradient (L2; dense gradients only), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
     initial_accumulator_value : float, default: 0
         Start value of the accumulator ``sum``.
     eps : float, default: 1e-10
@@ -105,9 +105,8 @@ class Adagrad(Optimizer):
         Where the state arrays are created, e.g. a :class:`npoptim.storage.MemmapStore`; None: in
         RAM.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "exact"

@@ -163,8 +163,7 @@ class Adam(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.001
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -199,9 +198,8 @@ class Adam(Optimizer):
     bias_correction : bool, default: True
         Bias-correct the moments; False: b1 = b2 = 1 at every step.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
@@ -286,8 +284,7 @@ class AdamW(Adam):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.001
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -316,9 +313,8 @@ class AdamW(Adam):
     bias_correction : bool, default: True
         Bias-correct the moments; False: b1 = b2 = 1 at every step.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     @flavored

@@ -70,8 +70,7 @@ class Adamax(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.002
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -79,7 +78,8 @@ class Adamax(Optimizer):
     eps : float, default: 1e-08
         Term ε, inside the maximum (or added after it with ``eps_mode="added"``).
     weight_decay : float, default: 0
-        L2 weight decay λ: λθ is added to the gradient.
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
     foreach, differentiable, capturable : ignored
         Accepted for compatibility with torch only: they choose torch's implementations and change
         nothing here (``differentiable=True`` is refused: npoptim has no autograd).
@@ -90,9 +90,8 @@ class Adamax(Optimizer):
     decoupled_weight_decay : bool, default: False
         Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).

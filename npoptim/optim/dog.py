@@ -170,8 +170,7 @@ class DoG(_DistanceOverGradients):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1.0
         Multiplier γ of the step size (a schedule).
     init_step : tuple (str, float), default: ('heuristic', 1e-06)
@@ -184,9 +183,8 @@ class DoG(_DistanceOverGradients):
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     GLOBAL = ("eps", "init_step")
@@ -231,8 +229,7 @@ class DoWG(_DistanceOverGradients):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1.0
         Multiplier γ of the step size (a schedule).
     init_estim_sq_dist : float or None, default: None
@@ -244,9 +241,8 @@ class DoWG(_DistanceOverGradients):
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     GLOBAL = ("eps", "init_estim_sq_dist")

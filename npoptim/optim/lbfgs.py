@@ -262,8 +262,7 @@ class LBFGS(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1
         Step length of an iteration (the line search's first trial).
     max_iter : int, default: 20
@@ -307,9 +306,8 @@ class LBFGS(Optimizer):
     initial_guess_strategy : str, default: 'one'
         The zoom line search's first trial: ``"one"`` or ``"keep"`` (the last step found).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     needs_closure = True

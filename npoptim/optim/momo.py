@@ -304,8 +304,7 @@ class Momo(_MomoBase):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1.0
         Cap α of the step size.
     beta : float, default: 0.9
@@ -327,9 +326,8 @@ class Momo(_MomoBase):
         docstring); it sets every switch whose default is "the variant's", and a switch given
         explicitly overrides it.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     KERNELS = (_momo_moments, _momo_norm, _momo_update)
@@ -370,8 +368,7 @@ class MomoAdam(_MomoBase):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.01
         Cap α of the step size.
     betas : tuple of float, default: (0.9, 0.999)
@@ -393,9 +390,8 @@ class MomoAdam(_MomoBase):
         docstring); it sets every switch whose default is "the variant's", and a switch given
         explicitly overrides it.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     KERNELS = (_momo_adam_moments, _momo_adam_norm, _momo_adam_update)

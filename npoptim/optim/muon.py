@@ -308,8 +308,7 @@ class Muon(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.001
         Learning rate γ.
     weight_decay : float, default: 0.1
@@ -342,9 +341,8 @@ class Muon(Optimizer):
     rms_rate : float, default: 0.2
         Keras's factor of ``"match_rms_adamw"`` (None: γ' = γ).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     step_in_state_dict = None

@@ -100,8 +100,7 @@ class NAdam(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.002
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -124,9 +123,8 @@ class NAdam(Optimizer):
     momentum_schedule : str, default: 'torch'
         ``"torch"`` (Dozat's schedule μ_t) or ``"none"`` (constant μ_t = β1, optax's ``nadam``).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     torch_conventions = {"state_dtype": "float32", "momentum_schedule": "torch"}

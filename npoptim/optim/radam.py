@@ -112,8 +112,7 @@ class RAdam(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.001
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -135,9 +134,8 @@ class RAdam(Optimizer):
     rectify_threshold_inclusive : bool, default: False
         Rectify where ρ_t >= 5 (optax) instead of ρ_t > 5 (torch).
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     torch_conventions = {"eps_mode": "eps_hat", "rectify_threshold_inclusive": False}

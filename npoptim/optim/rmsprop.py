@@ -164,8 +164,7 @@ class RMSprop(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.01
         Learning rate γ.
     alpha : float, default: 0.99
@@ -173,7 +172,8 @@ class RMSprop(Optimizer):
     eps : float, default: 1e-08
         Term ε added outside the square root.
     weight_decay : float, default: 0
-        L2 weight decay λ: λθ is added to the gradient.
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
     momentum : float, default: 0
         Momentum factor μ (0: none).
     centered : bool, default: False
@@ -190,9 +190,8 @@ class RMSprop(Optimizer):
     decoupled_weight_decay : bool, default: False
         Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     creates_missing_state = True  # momentum or centered switched on after the first step

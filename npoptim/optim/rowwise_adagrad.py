@@ -113,8 +113,7 @@ class RowWiseAdagrad(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.01
         Learning rate γ.
     eps : float, default: 1e-08

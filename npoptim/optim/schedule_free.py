@@ -251,8 +251,7 @@ class ScheduleFreeSGD(ScheduleFree):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 1.0
         Learning rate γ.
     momentum : float, default: 0.9
@@ -272,9 +271,8 @@ class ScheduleFreeSGD(ScheduleFree):
     warmup_lag : bool, default: the variant's
         Evaluate the base step's warmup one step late, as optax does.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     @flavored
@@ -300,8 +298,7 @@ class ScheduleFreeAdamW(ScheduleFree):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.0025
         Learning rate γ.
     betas : tuple of float, default: (0.9, 0.999)
@@ -323,9 +320,8 @@ class ScheduleFreeAdamW(ScheduleFree):
     warmup_lag : bool, default: the variant's
         Evaluate the base step's warmup one step late, as optax does.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     @flavored

@@ -143,8 +143,7 @@ class SGD(Optimizer):
     Parameters
     ----------
     params : iterable of arrays or dicts
-        The parameters to optimize (NumPy arrays, updated in place), or param groups: dicts with
-        ``"params"`` and per-group options, as torch.optim takes them.
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
     lr : float, default: 0.001
         Learning rate γ.
     momentum : float, default: 0
@@ -152,7 +151,8 @@ class SGD(Optimizer):
     dampening : float, default: 0
         Dampening τ of the momentum: b ← μb + (1 - τ)g.
     weight_decay : float, default: 0
-        L2 weight decay λ: λθ is added to the gradient.
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
     nesterov : bool, default: False
         Nesterov momentum: step along g + μb.
     maximize : bool, default: False
@@ -169,9 +169,8 @@ class SGD(Optimizer):
         Where the momentum buffer is created, e.g. a :class:`npoptim.storage.MemmapStore`; None: in
         RAM.
     step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter, in the steps it has a gradient (torch), or at
-        every ``step()`` for every parameter (Keras's ``iterations``); a flavor sets its own (see
-        ``Optimizer.step_scope``).
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "exact"
