@@ -25,7 +25,7 @@ SPARSE_KINDS = {
              "update with the missing entries zero (a zero gradient changes nothing).",
     "lazy": "a CSR gradient updates only its stored entries; the others keep stale state, "
             "which differs from the dense update.",
-    "dense-only": "a CSR gradient is refused (``ValueError``); give dense arrays.",
+    "dense-only": "a CSR gradient is refused; give dense arrays.",
     "wrapped": "the wrapped optimizer's: a CSR gradient goes to it.",
 }
 
