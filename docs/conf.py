@@ -1,9 +1,11 @@
 """Sphinx configuration of npoptim's reference (``python -m sphinx -W -b html docs docs/_build/html``).
 
 Pages generated here at build time, into ``docs/_generated`` (not committed): one page per
-optimizer (its module docstring, the math, and the class), the CLI's ``--help`` texts, and the
-figures of the worked examples (with matplotlib). MathJax is served from the build itself
-(``sphinx-mathjax-offline``), so the pages render without internet access.
+optimizer (its module docstring, the math, the class with its numpydoc Parameters section,
+then the sections of ``docs/optimizer_pages.py``: sparse kind, flavors, an example, golden
+cases), the CLI's ``--help`` texts, and the figures of the worked examples (with matplotlib).
+MathJax is served from the build itself (``sphinx-mathjax-offline``), so the pages render
+without internet access.
 """
 import argparse
 import importlib
@@ -13,20 +15,24 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(HERE)]  # npoptim, and docs/optimizer_pages.py
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import npoptim  # noqa: E402
+import optimizer_pages  # noqa: E402  (docs/optimizer_pages.py)
 from npoptim import registry  # noqa: E402
 
 project = "npoptim"
-author = "npoptim contributors"
+author = "the npoptim developers"
+copyright = "2026, the npoptim developers"  # as LICENSE says
 release = version = npoptim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
-              "myst_parser"]
+              "myst_parser", "numpydoc"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
-html_theme = "alabaster"
+# The theme NumPy, SciPy and pandas use, so the pages read as theirs do.
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 html_static_path = ["_static"]
 html_css_files = ["npoptim.css"]
 autodoc_member_order = "bysource"
@@ -37,6 +43,16 @@ myst_heading_anchors = 3
 mathjax3_config = {"loader": {"load": ["[tex]/textmacros"]},
                    "tex": {"packages": {"[+]": ["textmacros"]}}}
 nitpicky = False
+# numpydoc renders the Parameters sections; its own member tables would need autosummary.
+numpydoc_show_class_members = False
+numpydoc_xref_param_type = False
+# numpydoc's validation, under -W: every optimizer class and wrapper documents each parameter
+# of its constructor (PR01) and none it does not take (PR02). Scoped to those classes for now
+# (the rest of the API has no numpydoc sections yet): every other name is excluded.
+numpydoc_validation_checks = {"PR01", "PR02"}
+numpydoc_validation_exclude = {
+    r"^(?!(" + "|".join(rf"{module}\.{name}" for name, (module, _) in
+                        [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]) + r")$)"}
 # The golden-format page includes reference_results/README.md, whose links to files of the
 # repository are not documents of this site, and whose JSON sketches elide with "...".
 suppress_warnings = ["myst.xref_missing", "misc.highlighting_failure"]
@@ -53,24 +69,24 @@ def _write(path, text):
 def _optimizer_pages():
     seen = set()
     names = []
-    for name, (module, torch_name) in registry.OPTIMIZERS.items():
-        title = name + (f" (torch.optim.{torch_name})" if torch_name else "")
+    titled = [(name, module, name + (f" (torch.optim.{torch_name})" if torch_name else ""))
+              for name, (module, torch_name) in registry.OPTIMIZERS.items()]
+    titled += [(name, module, f"{name} (wrapper, {counterpart})")  # around an optimizer
+               for name, (module, counterpart) in registry.WRAPPERS.items()]
+    for name, module, title in titled:
         lines = [title, "=" * len(title), "", f".. automodule:: {module}", "   :no-members:"]
         if module in seen:  # a second optimizer of the same module (AdamW): no second target
             lines.append("   :no-index:")
         seen.add(module)
-        lines += ["", f".. autoclass:: {module}.{name}", ""]
-        _write(GENERATED / "optimizers" / f"{name}.rst", "\n".join(lines))
-        names.append(name)
-    for name, (module, counterpart) in registry.WRAPPERS.items():  # around an optimizer
-        title = f"{name} (wrapper, {counterpart})"
-        lines = [title, "=" * len(title), "", f".. automodule:: {module}", "   :no-members:",
-                 "", f".. autoclass:: {module}.{name}", ""]
+        lines += ["", "Class and parameters", "--------------------", "",
+                  f".. autoclass:: {module}.{name}", ""]
+        lines += optimizer_pages.sections(name)
         _write(GENERATED / "optimizers" / f"{name}.rst", "\n".join(lines))
         names.append(name)
     toc = ["Optimizers", "==========", "",
-           "One page per optimizer: the algorithm as its module documents it, then the class;",
-           "the wrappers (built around an optimizer) last.",
+           "One page per optimizer: the algorithm as its module documents it, the class and its",
+           "parameters, its sparse kind, its flavors, an example, its golden cases; the",
+           "wrappers (built around an optimizer) last.",
            "", ".. toctree::", "   :maxdepth: 1", ""]
     toc += [f"   optimizers/{n}" for n in names]
     _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")

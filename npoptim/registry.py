@@ -1,5 +1,5 @@
-"""Every optimizer and wrapper npoptim has: its name, the module it lives in and its torch
-counterpart (its sparse kind and variants are read from the class itself).
+"""Every optimizer and wrapper npoptim has: its name, the module it lives in, its torch
+counterpart and its references (its sparse kind and variants are read from the class itself).
 
 The package's top-level names (``npoptim.Adam``, ...), ``npoptim list`` and the docs pages are
 read from :data:`OPTIMIZERS`, and tests/test_readme.py holds the README's table to it, so an
@@ -74,6 +74,83 @@ WRAPPERS = {
     "Lookahead": ("npoptim.optim.lookahead", "optax.lookahead"),
     "SAM": ("npoptim.optim.sam", "optax.contrib.sam"),
     "Mechanic": ("npoptim.optim.mechanic", "optax.contrib.mechanize"),
+}
+
+
+_TORCH = "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/"
+_OPTAX = "https://github.com/google-deepmind/optax/blob/v0.2.8/optax/"
+_ARXIV = "https://arxiv.org/abs/"
+
+#: Where each optimizer and wrapper comes from, for its docs page: name -> (the paper, the code
+#: it follows). A paper is an arXiv, DOI or proceedings page (None: RowWiseAdagrad has none of
+#: its own); the code is the file of the implementation the module reproduces by default, at the
+#: version its docstring names (the repository's default branch where it names none; None for
+#: LARS, whose default is the paper's Algorithm 1, and whose variants' files its docstring lists).
+REFERENCES = {
+    "Adam": (_ARXIV + "1412.6980", _TORCH + "adam.py"),
+    "AdamW": (_ARXIV + "1711.05101", _TORCH + "adamw.py"),
+    "SparseAdam": (_ARXIV + "1412.6980", _TORCH + "sparse_adam.py"),
+    "Adagrad": ("https://jmlr.org/papers/v12/duchi11a.html", _TORCH + "adagrad.py"),
+    "Adadelta": (_ARXIV + "1212.5701", _TORCH + "adadelta.py"),
+    "SGD": ("https://proceedings.mlr.press/v28/sutskever13.html", _TORCH + "sgd.py"),
+    "RMSprop": ("https://www.cs.toronto.edu/~tijmen/csc321/slides/lecture_slides_lec6.pdf",
+                _TORCH + "rmsprop.py"),
+    "Adamax": (_ARXIV + "1412.6980", _TORCH + "adamax.py"),
+    "NAdam": ("https://openreview.net/forum?id=OM0jvwB8jIp57ZJjtNEZ", _TORCH + "nadam.py"),
+    "RAdam": (_ARXIV + "1908.03265", _TORCH + "radam.py"),
+    "ASGD": ("https://doi.org/10.1137/0330046", _TORCH + "asgd.py"),
+    "Rprop": ("https://doi.org/10.1109/ICNN.1993.298623", _TORCH + "rprop.py"),
+    "Adafactor": (_ARXIV + "1804.04235", _TORCH + "_adafactor.py"),
+    "Muon": ("https://kellerjordan.github.io/posts/muon/", _TORCH + "_muon.py"),
+    "LBFGS": ("https://doi.org/10.1007/BF01589116", _TORCH + "lbfgs.py"),
+    "LAMB": (_ARXIV + "1904.00962", _OPTAX + "_src/alias.py"),
+    "LARS": (_ARXIV + "1708.03888", None),
+    "Ftrl": ("https://doi.org/10.1145/2487575.2488200",
+             "https://github.com/keras-team/keras/blob/v3.15.1/keras/src/optimizers/ftrl.py"),
+    "RowWiseAdagrad": (None, "https://github.com/pytorch/FBGEMM/blob/v1.8.0/fbgemm_gpu/codegen/"
+                             "genscript/optimizers.py"),
+    "Lion": (_ARXIV + "2302.06675", _OPTAX + "_src/alias.py"),
+    "AdaBelief": (_ARXIV + "2010.07468", _OPTAX + "_src/alias.py"),
+    "Adan": (_ARXIV + "2208.06677", "https://github.com/sail-sg/Adan/blob/HEAD/adan.py"),
+    "Yogi": ("https://papers.nips.cc/paper/8186-adaptive-methods-for-nonconvex-optimization",
+             _OPTAX + "_src/alias.py"),
+    "AdamaxW": (_ARXIV + "1711.05101", _OPTAX + "_src/alias.py"),
+    "NovoGrad": (_ARXIV + "1905.11286", _OPTAX + "_src/alias.py"),
+    "Fromage": (_ARXIV + "2002.03432", "https://github.com/jxbz/fromage/blob/HEAD/fromage.py"),
+    "SM3": (_ARXIV + "1901.11150", _OPTAX + "_src/alias.py"),
+    "SignSGD": (_ARXIV + "1802.04434", _OPTAX + "_src/alias.py"),
+    "Signum": (_ARXIV + "1802.04434", _OPTAX + "_src/alias.py"),
+    "NoisySGD": (_ARXIV + "1511.06807", _OPTAX + "_src/alias.py"),
+    "PolyakSGD": (_ARXIV + "2002.10542", _OPTAX + "_src/alias.py"),
+    "OptimisticGD": (_ARXIV + "1711.00141", _OPTAX + "_src/alias.py"),
+    "OptimisticAdam": (_ARXIV + "1711.00141", _OPTAX + "_src/alias.py"),
+    "ADOPT": (_ARXIV + "2411.02853", _OPTAX + "contrib/_adopt.py"),
+    "AdEMAMix": (_ARXIV + "2409.03137", _OPTAX + "contrib/_ademamix.py"),
+    "SimplifiedAdEMAMix": (_ARXIV + "2502.02431", _OPTAX + "contrib/_ademamix.py"),
+    "ScheduleFreeSGD": (_ARXIV + "2405.15682", "https://github.com/facebookresearch/"
+                        "schedule_free/blob/HEAD/schedulefree/sgd_schedulefree.py"),
+    "ScheduleFreeAdamW": (_ARXIV + "2405.15682", "https://github.com/facebookresearch/"
+                          "schedule_free/blob/HEAD/schedulefree/adamw_schedulefree.py"),
+    "Prodigy": (_ARXIV + "2306.06101",
+                "https://github.com/konstmish/prodigy/blob/HEAD/prodigyopt/prodigy.py"),
+    "MADGRAD": (_ARXIV + "2101.11075",
+                "https://github.com/facebookresearch/madgrad/blob/HEAD/madgrad/madgrad.py"),
+    "DAdaptAdamW": (_ARXIV + "2301.07733", "https://github.com/facebookresearch/dadaptation/"
+                    "blob/HEAD/dadaptation/dadapt_adam.py"),
+    "DPSGD": (_ARXIV + "1607.00133", _OPTAX + "contrib/_privacy.py"),
+    "Sophia": (_ARXIV + "2305.14342", _OPTAX + "contrib/_sophia.py"),
+    "GaLoreAdamW": (_ARXIV + "2403.03507",
+                    "https://github.com/jiaweizzhao/GaLore/blob/HEAD/galore_torch/adamw.py"),
+    "ACProp": (_ARXIV + "2110.05454", _OPTAX + "contrib/_acprop.py"),
+    "COCOB": (_ARXIV + "1705.07795", _OPTAX + "contrib/_cocob.py"),
+    "DoG": (_ARXIV + "2302.12022", _OPTAX + "contrib/_dog.py"),
+    "DoWG": (_ARXIV + "2305.16284", _OPTAX + "contrib/_dog.py"),
+    "Momo": (_ARXIV + "2305.07583", "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo.py"),
+    "MomoAdam": (_ARXIV + "2305.07583",
+                 "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo_adam.py"),
+    "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
+    "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
+    "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),
 }
 
 

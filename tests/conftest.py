@@ -53,6 +53,8 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_ONNXRUNTIME_TRAINING``: an interpreter in ``NPOPTIM_ORT_PYTHON`` that imports
   onnxruntime.training and npoptim (.ci/run makes a venv of its own for onnxruntime-training;
   the onnx flavor's AdamW, tests/test_ort_training.py).
+* ``NPOPTIM_REQUIRE_NUMPYDOC``: numpydoc (the docs extra: the optimizers' Parameters sections
+  checked as the docs build checks them, tests/test_docs.py).
 
 (``NPOPTIM_REQUIRE_DASK`` and ``NPOPTIM_REQUIRE_MATPLOTLIB`` are read by test_distributed.py and
 test_plot.py themselves.)
@@ -143,6 +145,7 @@ REQUIRED = {
     "TENSORFLOW": ("tensorflow",),
     "BITSANDBYTES": ("bitsandbytes",),
     "ONNXRUNTIME_TRAINING": ("onnxruntime.training",),
+    "NUMPYDOC": ("numpydoc",),
 }
 #: modules that live in an interpreter of their own -> the variable naming that interpreter
 OWN_INTERPRETER = {"tensorflow": "NPOPTIM_TF_PYTHON",

@@ -1,4 +1,5 @@
-"""The docs: the raw-TeX checker CI runs on the built HTML, and the offline-MathJax setup."""
+"""The docs: the raw-TeX checker CI runs on the built HTML, the offline-MathJax setup, the pages
+moved from the README, and the optimizer pages (numpydoc Parameters, examples, references)."""
 import importlib.util
 from pathlib import Path
 
@@ -151,3 +152,98 @@ def test_cli_help_is_plain_text():
     for text in texts:
         assert "``" not in text and ":math:" not in text and ":class:" not in text, text
     assert "CSR rows" not in COMMANDS["demo"][1]
+
+
+def _optimizer_classes():
+    from npoptim import registry
+    return [(name, module) for name, (module, _) in
+            [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]]
+
+
+@pytest.mark.needs("numpydoc")
+@pytest.mark.parametrize("name, module", _optimizer_classes())
+def test_optimizer_documents_exactly_its_constructor_parameters(name, module):
+    """Issue 27: each optimizer's and wrapper's class docstring has a numpydoc Parameters
+    section naming every constructor parameter and no other (numpydoc's checks PR01 and PR02,
+    which the docs build runs under -W), and each default it writes is the constructor's."""
+    import importlib
+    import inspect
+    from numpydoc.docscrape import NumpyDocString
+    from numpydoc.validate import validate
+    from npoptim.optim.options import VARIANT_DEFAULT
+    errors = [e for e in validate(f"{module}.{name}")["errors"] if e[0] in ("PR01", "PR02")]
+    assert not errors, errors
+    cls = getattr(importlib.import_module(module), name)
+    signature = inspect.signature(cls).parameters
+    for entry in NumpyDocString(inspect.getdoc(cls))["Parameters"]:
+        if ", default: " not in entry.type:
+            assert all(signature[n].default is inspect.Parameter.empty or entry.type == "ignored"
+                       for n in entry.name.split(", ")), entry.name
+            continue
+        written = entry.type.split(", default: ")[1]
+        default = signature[entry.name].default
+        assert written == ("the variant's" if default is VARIANT_DEFAULT else repr(default)), \
+            (entry.name, written, default)
+
+
+def _pages():
+    spec = importlib.util.spec_from_file_location("optimizer_pages", DOCS / "optimizer_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name, module", _optimizer_classes())
+def test_every_generated_example_runs_and_moves_the_parameter(name, module, capsys):
+    """Issue 27: the example on each optimizer's page runs as written and takes a step (ADOPT's
+    first step only sets its second moment: its parameter moves from the second on)."""
+    import numpy as np
+    code = _pages().example(name)
+    namespace = {}
+    exec(compile(code, f"<example of {name}>", "exec"), namespace)
+    param = namespace["param"]
+    assert np.all(np.isfinite(param))
+    assert np.array_equal(param, [[1.0, -2.0], [0.5, 3.0]]) == (name == "ADOPT"), name
+    assert capsys.readouterr().out.strip()
+
+
+@pytest.mark.parametrize("name", ["Adam", "Sophia", "LBFGS", "DPSGD"])
+def test_the_explain_command_of_a_page_runs(name, capsys):
+    """The ``npoptim explain`` line of a page is a command that works (Sophia's needs its
+    Hessian estimate from the gradient: the page says so)."""
+    from npoptim.cli import main
+    command = _pages().explain_command(name).split()
+    assert command[:2] == ["npoptim", "explain"]
+    assert main(command[1:]) == 0
+    assert name in capsys.readouterr().out
+
+
+def test_each_page_names_its_sparse_kind_flavors_and_golden_file():
+    from npoptim import flavors, registry
+    pages = _pages()
+    for name, module in _optimizer_classes():
+        text = "\n".join(pages.sections(name))
+        cls = registry.get_wrapper(name) if registry.is_wrapper(name) else registry.get(name)
+        assert f"Sparse kind ``{cls.sparse_kind}``" in text
+        assert f"reference_results/cases/{name}.json" in text
+        if name in flavors.FLAVORED:
+            for flavor in flavors.FLAVORS.values():
+                if flavor.name != "torch" and name in flavor.switches:
+                    assert f'flavor="{flavor.name}"' in text, (name, flavor.name)
+
+
+def test_every_optimizer_has_references_that_its_module_agrees_with():
+    """Issue 27: each page links its paper and the code it follows (registry.REFERENCES); an
+    arXiv paper is one its module docstring cites, where the docstring cites arXiv numbers."""
+    import re
+    from npoptim import registry
+    names = [name for name, _ in _optimizer_classes()]
+    assert sorted(registry.REFERENCES) == sorted(names)
+    for name, module in _optimizer_classes():
+        paper, code = registry.REFERENCES[name]
+        assert paper is None or re.match(r"https://\S+$", paper), name
+        assert code is None or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/\S+$",
+                                        code), name
+        cited = re.findall(r"arXiv\s+(\d{4}\.\d{4,5})", importlib.import_module(module).__doc__)
+        if paper and paper.startswith("https://arxiv.org/abs/") and cited:
+            assert paper.rsplit("/", 1)[1] in cited, (name, paper, cited)

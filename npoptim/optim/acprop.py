@@ -71,8 +71,28 @@ def _acprop_dense(param, grad, states, hyper):
 
 
 class ACProp(Optimizer):
-    """ACProp (see the module docstring): ``lr``, ``betas``, ``eps``, ``eps_root``,
-    ``weight_decay`` (decoupled), ``maximize``."""
+    """ACProp (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the momentum and of the centred second moment.
+    eps : float, default: 1e-16
+        Term ε added to the denominator.
+    eps_root : float, default: 1e-16
+        ε_r added to s at every step.
+    weight_decay : float, default: 0.0
+        Decoupled weight decay λ, added to the direction.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

@@ -152,6 +152,42 @@ class AdaBelief(Optimizer):
 
     ``eps_root=None`` adds ``eps`` to ``s`` (the paper, the authors' code); optax names it
     separately (also 1e-16 by default).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-16
+        Term ε added to the denominator.
+    weight_decay : float, default: 0.0
+        Weight decay λ: L2, or decoupled with ``decoupled_weight_decay``.
+    amsgrad : bool, default: False
+        Divide by the running maximum of s.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    eps_root : float or None, default: None
+        ε_r added to s at every step (None: ``eps``).
+    decoupled_weight_decay : bool, default: the variant's
+        Decoupled decay θ(1 - γλ) before the moments.
+    fixed_decay : bool, default: False
+        Decoupled decay not scaled by the lr: θ(1 - λ).
+    rectify : bool, default: the variant's
+        RAdam's rectification of the step (adabelief-pytorch).
+    degenerated_to_sgd : bool, default: True
+        While not rectified, take the SGD step (else no step).
+    nesterov : bool, default: False
+        optax's Nesterov form of the first moment.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"

@@ -54,9 +54,33 @@ def _adadelta_dense(param, grad, states, hyper):
 
 
 class Adadelta(Optimizer):
-    """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring). Convention
-    switch (:mod:`npoptim.flavors`): ``decoupled_weight_decay`` (Keras: ``p <- p (1 - lr wd)``
-    before the rule instead of L2)."""
+    """Adadelta, matching ``torch.optim.Adadelta`` (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Coefficient γ that scales the step Δ.
+    rho : float, default: 0.9
+        Decay ρ of the running averages of g² and Δ².
+    eps : float, default: 1e-06
+        Term ε inside both square roots.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
+    foreach, capturable, differentiable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    decoupled_weight_decay : bool, default: False
+        Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient
+        (Keras).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     torch_conventions = {"decoupled_weight_decay": False}
     conventions_apply = {"decoupled_weight_decay": "weight_decay"}

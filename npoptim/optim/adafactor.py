@@ -130,7 +130,49 @@ class Adafactor(Optimizer):
     """Adafactor, matching ``torch.optim.Adafactor`` (see the module docstring for the
     convention switches of optax's and Keras's forms).
 
-    ``foreach`` chooses a torch implementation and is accepted for compatibility only.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ (the cap of the relative step size).
+    beta2_decay : float, default: -0.8
+        Decay exponent τ: β̂_t = 1 - t^τ.
+    eps : tuple (float or None, float), default: (None, 0.001)
+        (ε1, ε2): ε1 regularizes the second moment (None: the machine epsilon of the parameter's
+        dtype), ε2 is the floor of RMS(θ) in the relative step size.
+    d : float, default: 1.0
+        Clipping threshold of RMS(U) (inf: no clipping).
+    weight_decay : float, default: 0.0
+        Weight decay λ, applied as ``weight_decay_mode`` says.
+    foreach : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    eps1_mode : str, default: 'max'
+        ``"max"`` (torch: clamps by ε1) or ``"added"`` (ε1 added to G², optax, Keras).
+    relative_step : bool, default: True
+        ρ_t = min(γ, 1/sqrt(t)); False: ρ_t = γ (optax).
+    parameter_scale : bool, default: True
+        Scale the step by max(ε2, RMS(θ)); False: the lr is the absolute step size (optax
+        ``multiply_by_parameter_scale=False``).
+    decay_offset : int, default: 0
+        Offset k of the decay: β̂_t = 1 - (t - k)^τ (optax).
+    min_dim_size_to_factor : int, default: 0
+        Factor a parameter only if its second-largest dimension is at least this (optax).
+    factor_dims : str, default: 'last_two'
+        Factor over the ``"last_two"`` dimensions (torch, Keras) or the ``"largest_two"`` (optax).
+    momentum : float, default: 0.0
+        Momentum μ on the scaled step (optax); 0: none.
+    momentum_dtype : str, default: 'param'
+        dtype the momentum is stored in: ``"param"`` or ``"float32"`` (optax).
+    weight_decay_mode : str, default: 'decoupled'
+        ``"decoupled"`` (torch), ``"before_rule"`` (Keras) or ``"added"`` (optax
+        ``add_decayed_weights``, not scaled by the lr).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).

@@ -75,9 +75,38 @@ def _adagrad_rows(param, ncols, rows, row_ptr, indices, data, states, hyper):
 class Adagrad(Optimizer):
     """Adagrad, matching ``torch.optim.Adagrad`` (see the module docstring).
 
-    ``state_arrays``: where the state arrays are created, e.g. a
-    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
-    in RAM.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    lr_decay : float, default: 0
+        Learning-rate decay η: the step is γ/(1 + (t-1)η).
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2; dense gradients only), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
+    initial_accumulator_value : float, default: 0
+        Start value of the accumulator ``sum``.
+    eps : float, default: 1e-10
+        Term ε added to the denominator for numerical stability.
+    foreach, differentiable, fused : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    eps_in_sqrt : bool, default: False
+        Put ε inside the square root, g/sqrt(s + ε), with a zero update where s = 0 (Keras, optax,
+        tfjs).
+    decoupled_weight_decay : bool, default: False
+        Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient
+        (Keras).
+    state_arrays : store or None, default: None
+        Where the state arrays are created, e.g. a :class:`npoptim.storage.MemmapStore`; None: in
+        RAM.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "exact"

@@ -157,10 +157,49 @@ EPS_MODE_ALIASES = {"torch": "bias_corrected"}
 
 
 class Adam(Optimizer):
-    """Adam, matching ``torch.optim.Adam`` option for option (see the module docstring).
+    """Adam, matching ``torch.optim.Adam`` option for option (see the module docstring);
+    ``decoupled_weight_decay=True`` is AdamW.
 
-    ``foreach``, ``fused`` and ``capturable`` choose torch implementations and are accepted
-    for compatibility only; ``decoupled_weight_decay=True`` is AdamW.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: L2 (λθ added to the gradient), or decoupled with
+        ``decoupled_weight_decay``.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad).
+    foreach, capturable, differentiable, fused : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ) before the moments: AdamW.
+    eps_mode : str, default: 'bias_corrected'
+        Where ε goes: ``"bias_corrected"`` (added to sqrt(v/b2), torch), ``"eps_hat"`` (added to
+        sqrt(v) before the bias correction: Keras, TF, ONNX) or ``"in_sqrt"`` (inside the root,
+        optax ``eps_root``).
+    amsgrad_max : str, default: 'raw'
+        Of what AMSGrad takes the running maximum: ``"raw"`` v (torch, Keras) or
+        ``"bias_corrected"`` v/b2 (optax).
+    post_weight_decay : float, default: 0.0
+        After the update, θ ← (1 - c)θ, not scaled by the lr (ONNX's ``norm_coefficient_post``;
+        torch: 0).
+    decay_after_update : bool, default: False
+        Apply the decoupled decay to the updated parameter, after the step (onnxruntime-training,
+        Hugging Face's old AdamW); decoupled decay only.
+    bias_correction : bool, default: True
+        Bias-correct the moments; False: b1 = b2 = 1 at every step.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
@@ -240,7 +279,43 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """AdamW: Adam with decoupled weight decay, ``torch.optim.AdamW`` (weight_decay=1e-2)."""
+    """AdamW: Adam with decoupled weight decay, ``torch.optim.AdamW`` (weight_decay=1e-2).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ) before the moments.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    foreach, capturable, differentiable, fused : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    eps_mode : str, default: 'bias_corrected'
+        Where ε goes: ``"bias_corrected"`` (added to sqrt(v/b2), torch), ``"eps_hat"`` (added to
+        sqrt(v) before the bias correction: Keras, TF, ONNX) or ``"in_sqrt"`` (inside the root,
+        optax ``eps_root``).
+    amsgrad_max : str, default: 'raw'
+        Of what AMSGrad takes the running maximum: ``"raw"`` v (torch, Keras) or
+        ``"bias_corrected"`` v/b2 (optax).
+    decay_after_update : bool, default: False
+        Apply the decoupled decay to the updated parameter, after the step (onnxruntime-training,
+        Hugging Face's old AdamW); decoupled decay only.
+    bias_correction : bool, default: True
+        Bias-correct the moments; False: b1 = b2 = 1 at every step.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,

@@ -67,8 +67,31 @@ def _adamax_dense(param, grad, states, hyper):
 class Adamax(Optimizer):
     """Adamax, matching ``torch.optim.Adamax`` option for option (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.002
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first moment and of the infinity norm.
+    eps : float, default: 1e-08
+        Term ε, inside the maximum (or added after it with ``eps_mode="added"``).
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
+    foreach, differentiable, capturable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    eps_mode : str, default: 'in_max'
+        ``"in_max"`` (torch: u ← max(β2u, abs(g) + ε)) or ``"added"`` (Keras, TF, tfjs: m/(u + ε)).
+    decoupled_weight_decay : bool, default: False
+        Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).

@@ -61,8 +61,26 @@ def _adamaxw_dense(param, grad, states, hyper):
 
 
 class AdamaxW(Optimizer):
-    """AdamaxW (see the module docstring): ``lr``, ``betas``, ``eps``, ``weight_decay``
-    (decoupled, :math:`\\lambda`), ``maximize``."""
+    """AdamaxW (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.002
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first moment and of the infinity norm.
+    eps : float, default: 1e-08
+        Term ε added to abs(g) inside the maximum.
+    weight_decay : float, default: 0.0001
+        Decoupled weight decay λ: λθ added to the direction, scaled by the lr.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

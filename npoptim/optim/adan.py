@@ -121,9 +121,37 @@ _WEIGHT_DECAY_FORMS = ("proximal", "decoupled", "in_update")
 
 
 class Adan(Optimizer):
-    """Adan (see the module docstring): ``lr``, ``betas`` (three decay rates), ``eps``,
-    ``weight_decay``, ``maximize``; ``variant`` ``"paper"`` (the authors' code) or
-    ``"optax"``, or the switches ``diff_weight``, ``weight_decay_form`` and ``eps_root``."""
+    """Adan (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.98, 0.92, 0.99)
+        Decay rates (β1, β2, β3) of m, v (the gradient difference) and n.
+    eps : float, default: 1e-08
+        Term ε added to the denominator.
+    weight_decay : float, default: 0.0
+        Weight decay λ, in the form ``weight_decay_form`` says.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    diff_weight : str, default: the variant's
+        Weight c of the gradient difference: ``"beta2"`` (paper, authors) or ``"one_minus_beta2"``
+        (optax).
+    weight_decay_form : str, default: the variant's
+        ``"proximal"`` ((θ - γu)/(1 + γλ)), ``"decoupled"`` or ``"in_update"`` (optax).
+    eps_root : float, default: the variant's
+        Term added inside the square root.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

@@ -133,9 +133,29 @@ def _check_warmup(group, name):
 class AdEMAMix(Optimizer):
     """AdEMAMix (see the module docstring).
 
-    * ``betas``: :math:`(\\beta_1, \\beta_2, \\beta_3)`; ``alpha``: the slow EMA's weight.
-    * ``alpha_warmup``, ``beta3_warmup``: None or the steps of the paper's warmups.
-    * ``weight_decay``: decoupled, scaled by the lr.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999, 0.9999)
+        (β1, β2, β3): the fast EMA, the second moment, the slow EMA.
+    alpha : float, default: 5.0
+        Weight α of the slow EMA.
+    beta3_warmup : int or None, default: None
+        None, or the steps of the paper's warmup of β3.
+    alpha_warmup : int or None, default: None
+        None, or the steps of the paper's warmup of α.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.0
+        Decoupled weight decay λ, scaled by the lr.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
@@ -207,7 +227,28 @@ def _simplified_ademamix_dense(param, grad, states, hyper):
 
 
 class SimplifiedAdEMAMix(Optimizer):
-    """Simplified AdEMAMix (see the module docstring); optax's defaults."""
+    """Simplified AdEMAMix (see the module docstring); optax's defaults.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.99, 0.95)
+        (β1, β2): the undamped momentum and the second moment.
+    alpha : float, default: 0.0
+        Weight α of the current gradient mixed into the momentum.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.0
+        Decoupled weight decay λ, scaled by the lr.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

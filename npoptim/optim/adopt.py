@@ -111,12 +111,35 @@ _CLIP_COUNTS = ("updates", "steps")
 class ADOPT(Optimizer):
     """ADOPT (see the module docstring); ``variant`` picks the clip's step count.
 
-    * ``lr``, ``betas`` (0.9, 0.9999), ``eps`` (1e-6): as in the paper and both codes.
-    * ``weight_decay``, ``decoupled_weight_decay``: the authors' L2 or decoupled decay.
-    * ``clip_exponent``: :math:`e` of the clip :math:`c = k^e` (0.25), or ``None`` (no clip).
-    * ``clip_count``: ``"updates"`` (:math:`k = t-1`, paper, optax) or ``"steps"``
-      (:math:`k = t`, the authors' code).
-    * ``nesterov``: optax's Nesterov form of the update.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.9999)
+        Decay rates (β1, β2) of the momentum and of the second moment.
+    eps : float, default: 1e-06
+        Floor ε of sqrt(v).
+    weight_decay : float, default: 0.0
+        Weight decay λ: L2, or decoupled with ``decoupled_weight_decay`` (the authors').
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ) (the authors' ``decouple``).
+    clip_exponent : float or None, default: 0.25
+        Exponent e of the clip c = k^e, or None (no clip).
+    nesterov : bool, default: False
+        optax's Nesterov form of the update.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    clip_count : str, default: the variant's
+        ``"updates"`` (k = t - 1: paper, optax) or ``"steps"`` (k = t: the authors' code).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"

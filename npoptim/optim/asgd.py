@@ -71,8 +71,25 @@ def _asgd_dense(param, grad, states, hyper):
 class ASGD(Optimizer):
     """Averaged SGD, matching ``torch.optim.ASGD`` (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    lambd : float, default: 0.0001
+        Decay term λ of the step size η_t.
+    alpha : float, default: 0.75
+        Power α of the step size decay η_t = γ/(1 + λγt)^α.
+    t0 : float, default: 1000000.0
+        Step after which the average of the iterates starts.
+    weight_decay : float, default: 0
+        L2 weight decay w: w θ added to the gradient.
+    foreach, differentiable, capturable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
     """
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,

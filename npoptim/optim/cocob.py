@@ -63,8 +63,26 @@ def _cocob_dense(param, grad, states, hyper):
 
 
 class COCOB(Optimizer):
-    """COCOB-Backprop (see the module docstring): ``lr`` (a gradient multiplier, 1),
-    ``alpha``, ``eps``, ``weight_decay`` (L2), ``maximize``."""
+    """COCOB-Backprop (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Multiplier γ of the gradient (a schedule can scale it).
+    alpha : float, default: 100.0
+        α of the bet's denominator max(G + L, αL).
+    eps : float, default: 1e-08
+        Initial L.
+    weight_decay : float, default: 0.0
+        L2 weight decay λ, in the gradient.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = None

@@ -124,7 +124,38 @@ ALIASES = {"authors": "paper", "dadaptation": "paper"}
 
 
 class DAdaptAdamW(Optimizer):
-    """D-Adaptation AdamW (see the module docstring); the authors' names and defaults."""
+    """D-Adaptation AdamW (see the module docstring); the authors' names and defaults.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Learning rate γ, a multiplier of the estimated step size d.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.0
+        Weight decay λ: decoupled with ``decouple``, else L2.
+    decouple : bool, default: True
+        Decoupled weight decay (AdamW); False: the authors' DAdaptAdam L2 form.
+    use_bias_correction : bool, default: the variant's
+        Bias-correct the step (optax: always).
+    d0 : float, default: 1e-06
+        Initial estimate d0 of d.
+    growth_rate : float or None, default: None
+        Largest factor d may grow by in a step (None: no bound).
+    layer_scale : float, default: 1.0
+        The group's scale r of the estimate.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = "int"

@@ -165,8 +165,27 @@ _INIT_KINDS = ("heuristic", "distance", "learning_rate")
 
 
 class DoG(_DistanceOverGradients):
-    """DoG (see the module docstring): ``lr`` (1), ``init_step`` (``(kind, value)``), ``eps``,
-    ``weight_decay`` (in the gradient), ``maximize``."""
+    """DoG (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Multiplier γ of the step size (a schedule).
+    init_step : tuple (str, float), default: ('heuristic', 1e-06)
+        (kind, value): ``"heuristic"``, ``"distance"`` or ``"learning_rate"`` (see the module
+        docstring).
+    eps : float, default: 1e-08
+        Term ε added to G.
+    weight_decay : float, default: 0.0
+        L2 weight decay λ, in the gradient.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     GLOBAL = ("eps", "init_step")
 
@@ -205,8 +224,26 @@ class DoG(_DistanceOverGradients):
 
 
 class DoWG(_DistanceOverGradients):
-    """DoWG (see the module docstring): ``lr`` (1), ``init_estim_sq_dist`` (None: ``eps``),
-    ``eps`` (1e-4), ``weight_decay`` (in the gradient), ``maximize``."""
+    """DoWG (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Multiplier γ of the step size (a schedule).
+    init_estim_sq_dist : float or None, default: None
+        Initial squared distance estimate (None: ``eps``).
+    eps : float, default: 0.0001
+        Term ε added to the denominator.
+    weight_decay : float, default: 0.0
+        L2 weight decay λ, in the gradient.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     GLOBAL = ("eps", "init_estim_sq_dist")
 

@@ -128,9 +128,31 @@ def clip_multipliers(per_example_sumsq, l2_norm_clip):
 
 
 class DPSGD(OptaxKeyState, Optimizer):
-    """DP-SGD (see the module docstring): ``lr``, ``l2_norm_clip``, ``noise_multiplier``,
-    ``momentum``, ``nesterov``, ``seed``, ``noise_stream``; ``step(per_example_grads,
-    noise=None)``."""
+    """DP-SGD (see the module docstring); ``step(per_example_grads, noise=None)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    l2_norm_clip : float, default: 1.0
+        Clipping norm C of each example's gradients (over every parameter).
+    noise_multiplier : float, default: 1.0
+        Noise multiplier ν: the noise's standard deviation is Cν.
+    momentum : float, default: 0.0
+        Momentum μ (0: none).
+    nesterov : bool, default: False
+        Nesterov momentum.
+    seed : int, default: 0
+        Seed of the noise stream.
+    noise_stream : str, default: 'counter'
+        ``"counter"`` (npoptim's counter-based stream) or ``"jax"`` (the samples of optax's
+        ``jax.random`` key).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     per_example_grads = True

@@ -66,8 +66,26 @@ ALIASES = {"authors": "paper"}
 
 
 class Fromage(Optimizer):
-    """Fromage (see the module docstring): ``lr``, ``min_norm`` (:math:`\\nu`), ``maximize``;
-    ``variant`` ``"paper"`` or ``"optax"``."""
+    """Fromage (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    min_norm : float, default: the variant's
+        Floor ν of both norms of the ratio (0: the paper; 1e-6: optax).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = None

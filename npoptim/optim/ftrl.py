@@ -116,6 +116,28 @@ class Ftrl(Optimizer):
     ``l1_regularization_strength``, ``l2`` ``l2_regularization_strength`` and
     ``l2_shrinkage`` ``l2_shrinkage_regularization_strength``. State per parameter:
     ``accumulator`` (:math:`n`) and ``linear`` (:math:`z`), Keras's names.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ (> 0).
+    learning_rate_power : float, default: -0.5
+        Power p <= 0 of the per-coordinate rate (-1/2: the paper's).
+    initial_accumulator_value : float, default: 0.1
+        Start value of the accumulator n.
+    l1 : float, default: 0.0
+        L1 regularization strength λ1 (Keras's ``l1_regularization_strength``).
+    l2 : float, default: 0.0
+        L2 regularization strength λ2 (``l2_regularization_strength``).
+    l2_shrinkage : float, default: 0.0
+        L2 shrinkage λs: a penalty λs θ² on the loss (``l2_shrinkage_regularization_strength``).
+    beta : float, default: 0.0
+        Keras's β, folded into λ2 as β/(2γ).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "lazy"

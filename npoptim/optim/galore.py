@@ -284,9 +284,43 @@ def refreshes(state, group):
 
 
 class GaLoreAdamW(Optimizer):
-    """GaLore AdamW (see the module docstring): ``lr``, ``betas``, ``eps``,
-    ``weight_decay``, ``correct_bias``, ``rank``, ``update_proj_gap``, ``scale``, and the
-    convention switches of optax's form (``flavor="optax"``)."""
+    """GaLore AdamW (see the module docstring); the convention switches are optax's form
+    (``flavor="optax"``).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-06
+        Term ε added to sqrt(V).
+    weight_decay : float, default: 0.0
+        Decoupled weight decay λ.
+    correct_bias : bool, default: True
+        Bias-correct the step.
+    rank : int, default: 128
+        Rank r of the projection.
+    update_proj_gap : int, default: 200
+        Steps between refreshes of the projector.
+    scale : float, default: 0.25
+        Scale s of the projected-back update.
+    projected_side : str, default: 'smaller'
+        ``"smaller"`` (the authors') or ``"larger"`` (optax) side projected to rank r.
+    svd_dtype : str, default: 'param'
+        dtype of the SVD: ``"param"`` or ``"float32"`` (optax, the authors).
+    svd_signs : str, default: 'fixed'
+        ``"fixed"`` (largest entry positive) or ``"lapack"`` (gesdd's signs, optax).
+    eps_mode : str, default: 'eps_hat'
+        ``"eps_hat"`` (the authors') or ``"bias_corrected"`` (optax).
+    decay_after_update : bool, default: True
+        Decay the updated parameter (the authors'); False: before the step (optax).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     #: The convention switches and their default values, the authors' form (there is no

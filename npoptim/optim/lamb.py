@@ -15,24 +15,31 @@ correction; ``bias_correction="step_size"`` sets both to 1 and divides the step 
 
 .. math::
 
-    g &\leftarrow g / \max(1, G/G_{max})      &&\text{``max\_grad\_norm``: } G = \text{norm of
-                                                  all gradients of all groups}\\
-    g &\leftarrow g + \lambda w               &&\text{``weight\_decay\_mode="l2"''}\\
-    m &\leftarrow \beta_1 m + \beta_3 g       &&\beta_3 = 1-\beta_1 \text{ (``grad\_averaging''),
-                                                  else } 1\\
+    g &\leftarrow g / \max(1, G/G_{max})                  &&\quad\text{(1)}\\
+    g &\leftarrow g + \lambda w                           &&\quad\text{(2)}\\
+    m &\leftarrow \beta_1 m + \beta_3 g                   &&\quad\text{(3)}\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
-    w &\leftarrow w\,(1 - \gamma\lambda)      &&\text{``weight\_decay\_mode="decoupled"'', before
-                                                  the norms}\\
+    w &\leftarrow w\,(1 - \gamma\lambda)                  &&\quad\text{(4)}\\
     r &= \frac{m / b_1}{\sqrt{v}/\sqrt{b_2} + \epsilon}\\
-    u &= r + \lambda w                        &&\text{``weight\_decay\_mode="in\_update"''
-                                                  (default); else } u = r\\
-    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}, \quad x = u \text{ (``trust\_norm="update"'')
-            or } g \text{ (``"grad"'')}, \quad \phi(z) = \min(\max(z, \phi_{lo}), \phi_{hi})\\
-    \rho &\leftarrow 1 \text{ if } \|w\| = 0 \text{ or } \|x\| = 0; \quad
-    \rho \leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi});\quad
-    \rho \leftarrow \min(\rho, 1) \text{ (``trust\_clip'', LAMBC)}\\
-    w &\leftarrow w - \gamma\,\rho\,u     &&\text{(} \gamma/(1-\beta_1^t) \text{ with
-                                                  ``bias\_correction="step\_size"'')}
+    u &= r + \lambda w                                    &&\quad\text{(5)}\\
+    \rho &= \frac{\phi(\|w\|)}{\|x\| + \epsilon_t}        &&\quad\text{(6)}\\
+    \rho &\leftarrow \min(\max(\rho, \rho_{lo}), \rho_{hi}) &&\quad\text{(7)}\\
+    \rho &\leftarrow \min(\rho, 1)                        &&\quad\text{(8)}\\
+    w &\leftarrow w - \gamma\,\rho\,u                     &&\quad\text{(9)}
+
+1. Only with ``max_grad_norm`` :math:`G_{max}` (not None); :math:`G` is the norm of all
+   gradients of all groups.
+2. Only with ``weight_decay_mode="l2"``.
+3. :math:`\beta_3 = 1-\beta_1` with ``grad_averaging``, else 1.
+4. Only with ``weight_decay_mode="decoupled"``, before the norms.
+5. With ``weight_decay_mode="in_update"`` (the default); else :math:`u = r`.
+6. :math:`x = u` with ``trust_norm="update"``, :math:`x = g` with ``trust_norm="grad"``;
+   :math:`\phi(z) = \min(\max(z, \phi_{lo}), \phi_{hi})` with ``phi_bounds``, else the
+   identity; :math:`\rho = 1` if :math:`\|w\| = 0` or :math:`\|x\| = 0`.
+7. Only with ``ratio_bounds`` :math:`(\rho_{lo}, \rho_{hi})`.
+8. Only with ``trust_clip`` (LAMBC).
+9. With ``bias_correction="step_size"`` the step is :math:`\gamma/(1-\beta_1^t)` in place of
+   :math:`\gamma`.
 
 :math:`\rho = 1` (no layer adaptation) for a group with ``exclude_from_layer_adaptation``, and,
 unless ``always_adapt``, for a group whose ``weight_decay`` is 0 (apex/timm). :math:`\|\cdot\|`
@@ -203,22 +210,50 @@ class LAMB(Optimizer):
 
     See the module docstring for the algorithm and the variants (:data:`VARIANTS`).
 
-    * ``lr``, ``betas``, ``eps``, ``weight_decay``: as Adam's (``weight_decay`` is λ).
-    * ``bias_correction``: ``True``, ``False`` or ``"step_size"`` (no correction in r, the
-      step divided by ``1 - beta1**t``: kozistr's form).
-    * ``grad_averaging``: m takes ``(1-beta1) g`` (True) or ``g``.
-    * ``weight_decay_mode``: ``"in_update"`` (λw added to u, inside the ratio), ``"decoupled"``
-      (w scaled by ``1 - lr λ`` before the norms, outside the ratio) or ``"l2"`` (λw added to
-      the gradient that feeds m and v; apex ``adam_w_mode=False``).
-    * ``always_adapt``: if False, a group with ``weight_decay == 0`` gets ratio 1.
-    * ``exclude_from_layer_adaptation``: ratio 1 for the group (TF/ALBERT's exclusion list,
-      expressed as a param group).
-    * ``trust_norm``: the ratio's denominator, ``‖u‖`` (``"update"``) or ``‖g‖`` (``"grad"``).
-    * ``phi_bounds``: None or ``(lo, hi)`` clamping ``‖w‖`` in the numerator (the paper's φ).
-    * ``ratio_bounds``: None or ``(lo, hi)`` clamping the ratio; ``trust_clip``: ratio ≤ 1.
-    * ``trust_eps``: added to the denominator norm (0; kozistr: eps).
-    * ``max_grad_norm``: None, or the threshold of the global gradient norm (all groups
-      together, so it is set for the whole optimizer, not per group).
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: the variant's
+        Term ε added to sqrt(v/b2).
+    weight_decay : float, default: the variant's
+        Weight decay λ, applied as ``weight_decay_mode`` says.
+    variant : str, default: 'paper_v5'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    bias_correction : bool or 'step_size', default: the variant's
+        True, False, or ``"step_size"`` (no correction in r, the step divided by 1 - β1^t:
+        kozistr's form).
+    grad_averaging : bool, default: the variant's
+        m takes (1 - β1) g (True) or g.
+    weight_decay_mode : str, default: the variant's
+        ``"in_update"`` (λw added to u, inside the ratio), ``"decoupled"`` (w scaled by 1 - γλ
+        before the norms) or ``"l2"`` (λw added to the gradient).
+    always_adapt : bool, default: the variant's
+        If False, a group with ``weight_decay == 0`` gets ratio 1.
+    exclude_from_layer_adaptation : bool, default: False
+        Ratio 1 for the group (TF/ALBERT's exclusion list, as a param group).
+    trust_norm : str, default: the variant's
+        The ratio's denominator: ‖u‖ (``"update"``) or ‖g‖ (``"grad"``).
+    phi_bounds : tuple of float or None, default: the variant's
+        None or (lo, hi) clamping ‖w‖ in the numerator (the paper's φ).
+    ratio_bounds : tuple of float or None, default: the variant's
+        None or (lo, hi) clamping the ratio.
+    trust_clip : bool, default: the variant's
+        Cap the ratio at 1 (LAMBC).
+    trust_eps : float, default: the variant's
+        Term added to the denominator norm.
+    max_grad_norm : float or None, default: the variant's
+        None, or the threshold of the global gradient norm (all groups together: one value for the
+        optimizer).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"

@@ -166,17 +166,46 @@ class LARS(Optimizer):
 
     See the module docstring for the algorithm and the variants (:data:`VARIANTS`).
 
-    * ``lr``, ``momentum``, ``dampening``, ``weight_decay``, ``nesterov``: as torch's SGD.
-    * ``trust_coefficient``: η; ``eps``: added to the ratio's denominator.
-    * ``momentum_convention``: ``"paper"`` (lr inside the buffer), ``"torch"`` (lr outside) or
-      ``"gradient"`` (the buffer holds the raw gradient, lr and ratio applied at the update).
-    * ``trust_denominator``: ``"sum"`` (‖g‖ + λ‖w‖) or ``"norm_of_sum"`` (‖g + λw‖).
-    * ``trust_clip``: LARC's clip, the local lr ``lr * ratio`` capped at ``lr``.
-    * ``always_adapt``: if False, a group with ``weight_decay == 0`` gets ratio 1.
-    * ``decay_in_update``: λw is added to the update (True) or appears only in the ratio.
-    * ``exclude_1d``: parameters with ``ndim <= 1`` get neither adaptation nor weight decay.
-    * ``exclude_from_layer_adaptation``: ratio 1 for the group (optax's ``trust_ratio_mask``
-      expressed as a param group).
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    momentum : float, default: 0.9
+        Momentum μ (0: none).
+    dampening : float, default: 0
+        Dampening τ of the momentum.
+    weight_decay : float, default: 0
+        Weight decay λ (in the ratio, and in the update with ``decay_in_update``).
+    nesterov : bool, default: False
+        Nesterov momentum.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    trust_coefficient : float, default: the variant's
+        Trust coefficient η of the ratio.
+    eps : float, default: the variant's
+        Term ε added to the ratio's denominator.
+    momentum_convention : str, default: the variant's
+        ``"paper"`` (lr inside the buffer), ``"torch"`` (lr outside) or ``"gradient"`` (the buffer
+        holds the raw gradient; lr and ratio applied at the update).
+    trust_denominator : str, default: the variant's
+        ``"sum"`` (‖g‖ + λ‖w‖) or ``"norm_of_sum"`` (‖g + λw‖, optax).
+    trust_clip : bool, default: the variant's
+        LARC's clip: the local lr γρ capped at γ.
+    always_adapt : bool, default: the variant's
+        If False, a group with ``weight_decay == 0`` gets ratio 1.
+    decay_in_update : bool, default: the variant's
+        λw is added to the update (True) or appears only in the ratio.
+    exclude_1d : bool, default: False
+        Parameters with ndim <= 1 get neither adaptation nor weight decay.
+    exclude_from_layer_adaptation : bool, default: False
+        Ratio 1 for the group (optax's ``trust_ratio_mask`` as a param group).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"

@@ -258,6 +258,56 @@ class LBFGS(Optimizer):
 
     ``step(closure)`` needs a closure returning ``(loss, grads)`` (grads aligned with the
     parameters, dense arrays or None for zero) and returns the first loss it computed.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1
+        Step length of an iteration (the line search's first trial).
+    max_iter : int, default: 20
+        Iterations per ``step``.
+    max_eval : int or None, default: None
+        Closure evaluations per ``step`` (None: max_iter * 5 // 4).
+    tolerance_grad : float, default: 1e-07
+        Stop when the gradient's largest entry is within this.
+    tolerance_change : float, default: 1e-09
+        Stop when the step or the change of loss is within this.
+    history_size : int, default: 100
+        Number of (s, y) pairs kept.
+    line_search_fn : str or None, default: None
+        None (fixed step), ``"strong_wolfe"`` (torch) or ``"zoom"`` (optax's zoom line search).
+    first_step_norm : str, default: 'l1'
+        Norm of the first step's scaling min(1, 1/‖g‖) lr: ``"l1"`` (torch) or ``"l2"`` (optax).
+    curvature_condition : bool, default: True
+        Store a pair only if yᵀs > 1e-10 (torch); False: every pair (optax).
+    scale_init_precond : bool, default: True
+        Scale the initial inverse Hessian by yᵀs/yᵀy (torch); False: H0 = 1 (optax).
+    measured_step : bool, default: False
+        Take s as the parameters' change as rounded (optax) instead of t d.
+    max_linesearch_steps : int, default: 20
+        The zoom line search's evaluations per iteration (optax).
+    max_learning_rate : float or None, default: None
+        The zoom line search's largest step (None: no bound).
+    linesearch_tol : float, default: 0.0
+        The zoom line search's tolerance (optax's ``tol``).
+    increase_factor : float, default: 2.0
+        The zoom line search's growth of the trial step.
+    slope_rtol : float, default: 0.0001
+        The zoom line search's sufficient-decrease constant c1.
+    curv_rtol : float, default: 0.9
+        The zoom line search's curvature constant c2.
+    approx_dec_rtol : float or None, default: 1e-06
+        The zoom line search's c3 of the approximate Wolfe decrease (None: the exact condition
+        alone).
+    stepsize_precision : float, default: 1e-05
+        The zoom line search gives up once its bracket is narrower than this and a safe step
+        exists.
+    initial_guess_strategy : str, default: 'one'
+        The zoom line search's first trial: ``"one"`` or ``"keep"`` (the last step found).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     needs_closure = True

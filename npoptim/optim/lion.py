@@ -91,10 +91,31 @@ _WEIGHT_DECAY_FORMS = ("in_update", "decoupled")
 
 
 class Lion(Optimizer):
-    """Lion (see the module docstring): ``lr``, ``betas`` (:math:`\\beta_1` of the sign's
-    interpolation, :math:`\\beta_2` of the momentum), ``weight_decay`` (:math:`\\lambda`),
-    ``maximize``; ``variant`` ``"paper"`` (= ``"optax"``) or ``"lion_pytorch"``, or the switch
-    ``weight_decay_form`` (``"in_update"`` or ``"decoupled"``) directly."""
+    """Lion (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.0001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.99)
+        (β1, β2): β1 of the interpolation the sign is taken of, β2 of the momentum.
+    weight_decay : float, default: 0.0
+        Weight decay λ, in the form ``weight_decay_form`` says.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    weight_decay_form : str, default: the variant's
+        ``"in_update"`` (λθ added to the sign, the paper, optax) or ``"decoupled"`` (θ(1 - γλ)
+        first, lion-pytorch).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = None

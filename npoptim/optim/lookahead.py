@@ -63,7 +63,19 @@ def _lookahead_sync(param, fast, states, hyper):
 
 
 class Lookahead(OptimizerWrapper):
-    """Lookahead around ``optimizer`` (an npoptim optimizer); see the module docstring."""
+    """Lookahead around ``optimizer`` (an npoptim optimizer); see the module docstring.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The npoptim optimizer to wrap (built on the parameters).
+    k : int, default: 5
+        Synchronization period: every k-th step the slow weights move.
+    alpha : float, default: 0.5
+        Step α of the slow weights towards the fast ones.
+    reset_state : bool, default: False
+        Clear the fast optimizer's state at each synchronization.
+    """
 
     sparse_kind = "wrapped"
 

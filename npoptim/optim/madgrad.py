@@ -106,7 +106,26 @@ def _madgrad_no_momentum_dense(param, grad, states, hyper):
 
 
 class MADGRAD(Optimizer):
-    """MADGRAD (see the module docstring); the authors' names and defaults."""
+    """MADGRAD (see the module docstring); the authors' names and defaults.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    momentum : float, default: 0.9
+        Momentum (1 - c) of the averaging.
+    weight_decay : float, default: 0.0
+        Weight decay: L2, or decoupled with ``decouple_decay``.
+    eps : float, default: 1e-06
+        Term ε added to the cube root and to the lr.
+    decouple_decay : bool, default: False
+        Decoupled weight decay, after the step.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = None

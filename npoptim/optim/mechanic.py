@@ -117,7 +117,23 @@ def _checked_real(name, value, low, low_open=False):
 class Mechanic(OptimizerWrapper):
     """Mechanic around ``optimizer`` (an npoptim optimizer taking one dense gradient per
     parameter); see the module docstring. ``step(grads)``, or ``step(closure)`` with
-    ``closure()`` returning ``(loss, grads)``."""
+    ``closure()`` returning ``(loss, grads)``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The npoptim optimizer to wrap (built on the parameters).
+    weight_decay : float, default: 0.01
+        Mechanic's own weight decay λ (only in h).
+    eps : float, default: 1e-08
+        Term ε of the divisions.
+    s_init : float, default: 1e-06
+        Initial scale s_init.
+    num_betas : int or None, default: None
+        Number n of β_j = 1 - 10^-j (None: 6, or len(betas)).
+    betas : sequence of float or None, default: None
+        The β_j explicitly (None: from ``num_betas``).
+    """
 
     _SCALARS = ("m", "v", "r", "s")
     sparse_kind = "dense-only"

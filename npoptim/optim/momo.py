@@ -299,9 +299,36 @@ class _MomoBase(Optimizer):
 
 
 class Momo(_MomoBase):
-    """MoMo (see the module docstring): ``lr`` (1, the cap of the step size), ``beta``,
-    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``bias_correction``,
-    ``weight_decay_form``, ``maximize``, ``variant``; ``step(closure)``."""
+    """MoMo (see the module docstring); ``step(closure)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Cap α of the step size.
+    beta : float, default: 0.9
+        Momentum β of the averages.
+    lower_bound : float, default: 0.0
+        Lower bound ℓ of the loss.
+    weight_decay : float, default: 0.0
+        Weight decay λ, in the form ``weight_decay_form`` says.
+    adapt_lower_bound : bool, default: False
+        Estimate ℓ on the fly (MoMo*).
+    bias_correction : bool, default: False
+        Averages start at 0 and are bias-corrected (the authors').
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    weight_decay_form : str, default: the variant's
+        ``"divide"`` (the paper's proximal step) or ``"optax"``.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     KERNELS = (_momo_moments, _momo_norm, _momo_update)
     GLOBAL = _MomoBase.GLOBAL + ("beta", "bias_correction")
@@ -336,9 +363,36 @@ class Momo(_MomoBase):
 
 
 class MomoAdam(_MomoBase):
-    """MoMo-Adam (see the module docstring): ``lr`` (1e-2), ``betas``, ``eps``,
-    ``lower_bound``, ``weight_decay``, ``adapt_lower_bound``, ``weight_decay_form``,
-    ``maximize``, ``variant``; ``step(closure)``."""
+    """MoMo-Adam (see the module docstring); ``step(closure)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Cap α of the step size.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the averages and of the second moment.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    lower_bound : float, default: 0.0
+        Lower bound ℓ of the loss.
+    weight_decay : float, default: 0.0
+        Weight decay λ, in the form ``weight_decay_form`` says.
+    adapt_lower_bound : bool, default: False
+        Estimate ℓ on the fly (MoMo*).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    weight_decay_form : str, default: the variant's
+        ``"divide"`` (paper), ``"optax"`` or ``"multiply"``.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     KERNELS = (_momo_adam_moments, _momo_adam_norm, _momo_adam_update)
     GLOBAL = _MomoBase.GLOBAL + ("betas", "eps")

@@ -303,7 +303,47 @@ def momentum_direction(param, grad, flat_buf, state, group):
 
 
 class Muon(Optimizer):
-    """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only."""
+    """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    weight_decay : float, default: 0.1
+        Decoupled weight decay λ: θ(1 - γλ).
+    momentum : float, default: 0.95
+        Momentum μ of the buffer.
+    nesterov : bool, default: True
+        Orthogonalize the Nesterov direction lerp(G, M, μ) instead of M.
+    ns_coefficients : tuple of float, default: (3.4445, -4.775, 2.0315)
+        Coefficients (a, b, c) of each Newton–Schulz iteration.
+    eps : float, default: 1e-07
+        Floor ε of the Frobenius norm the matrix is scaled by.
+    ns_steps : int, default: 5
+        Number k of Newton–Schulz iterations.
+    adjust_lr_fn : str or None, default: None
+        None or ``"original"`` (γ sqrt(max(1, A/B))) or ``"match_rms_adamw"`` (rms_rate γ
+        sqrt(max(A, B))).
+    adaptive : bool, default: False
+        Scale the orthogonalized update by the dual norm <U, O> (optax).
+    bias_correction : bool, default: False
+        Bias-correct the momentum (optax); torch has none.
+    ns_dtype : str, default: 'bfloat16'
+        dtype of the Newton–Schulz iteration: ``"bfloat16"`` (torch) or ``"param"`` (optax, Keras).
+    ns_eps_mode : str, default: 'max'
+        ``"max"`` (X/max(‖X‖, ε), torch) or ``"added"`` (X/(‖X‖ + ε)).
+    weight_layout : str, default: 'out_in'
+        ``"out_in"`` (torch's (fan-out, fan-in)) or ``"in_out"`` (JAX's), for the lr adjustment.
+    momentum_form : str, default: 'lerp'
+        ``"lerp"`` (torch's average) or ``"sum"`` (M ← μM + G, Keras).
+    rms_rate : float, default: 0.2
+        Keras's factor of ``"match_rms_adamw"`` (None: γ' = γ).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     step_in_state_dict = None
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`), and

@@ -97,9 +97,34 @@ MOMENTUM_SCHEDULES = ("torch", "none")
 class NAdam(Optimizer):
     """NAdam, matching ``torch.optim.NAdam`` option for option (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only. Convention switches (:mod:`npoptim.flavors`): ``state_dtype``,
-    ``momentum_schedule``.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.002
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: L2, or decoupled with ``decoupled_weight_decay``.
+    momentum_decay : float, default: 0.004
+        Momentum decay ψ of the schedule μ_t = β1(1 - 0.96^(tψ)/2).
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ) (NAdamW).
+    foreach, capturable, differentiable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    state_dtype : str, default: 'float32'
+        dtype of ``mu_product``: ``"float32"`` (torch) or ``"param"`` (the parameter's, Keras).
+    momentum_schedule : str, default: 'torch'
+        ``"torch"`` (Dozat's schedule μ_t) or ``"none"`` (constant μ_t = β1, optax's ``nadam``).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     torch_conventions = {"state_dtype": "float32", "momentum_schedule": "torch"}

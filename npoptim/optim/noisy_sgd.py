@@ -77,8 +77,29 @@ def _noisy_sgd_dense(param, grad, states, hyper):
 
 
 class NoisySGD(OptaxKeyState, Optimizer):
-    """Noisy SGD (see the module docstring): ``lr``, ``eta``, ``gamma``, ``seed``,
-    ``noise_stream``, ``maximize``; ``step(grads, noise=None)``."""
+    """Noisy SGD (see the module docstring); ``step(grads, noise=None)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    eta : float, default: 0.01
+        Noise scale η: σ_t² = η/t^γ.
+    gamma : float, default: 0.55
+        Annealing exponent γ of the noise.
+    seed : int, default: 0
+        Seed of the noise stream (a hyperparameter: golden files record it).
+    noise_stream : str, default: 'counter'
+        ``"counter"`` (npoptim's counter-based stream) or ``"jax"`` (the samples of optax's
+        ``jax.random`` key).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

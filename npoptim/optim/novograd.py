@@ -62,8 +62,28 @@ def _novograd_dense(param, grad, states, hyper):
 
 
 class NovoGrad(Optimizer):
-    """NovoGrad (see the module docstring): ``lr``, ``betas``, ``eps``, ``eps_root``,
-    ``weight_decay`` (:math:`\\lambda`, inside the momentum), ``maximize``."""
+    """NovoGrad (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.25)
+        (β1, β2): the momentum and the layer's second moment decays.
+    eps : float, default: 1e-06
+        Term ε added to the denominator.
+    weight_decay : float, default: 0.0
+        Weight decay λ, added to the normalized gradient inside the momentum.
+    eps_root : float, default: 0.0
+        Term added inside the square root.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

@@ -113,8 +113,24 @@ def _check_extrapolation(group):
 
 
 class OptimisticGD(Optimizer):
-    """Optimistic gradient descent (see the module docstring): ``lr``, ``alpha``, ``beta``,
-    ``maximize``."""
+    """Optimistic gradient descent (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    alpha : float, default: 1.0
+        Weight α of the current direction (u = (α + β) d_t - β d_t-1).
+    beta : float, default: 1.0
+        Weight β of the extrapolation.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 
@@ -143,8 +159,36 @@ def _hyper(param, step, group, adam=None):
 
 
 class OptimisticAdam(Optimizer):
-    """Optimistic Adam (see the module docstring): ``lr``, ``betas``, ``eps``, ``eps_root``,
-    ``alpha``, ``beta``, ``nesterov``, ``maximize``; ``variant`` ``"paper"`` or ``"optax"``."""
+    """Optimistic Adam (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    alpha : float, default: 1.0
+        Weight α of the current direction (u = (α + β) d_t - β d_t-1).
+    beta : float, default: 1.0
+        Weight β of the extrapolation (not Adam's β1, β2).
+    eps_root : float, default: 0.0
+        Term added inside the square root.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    nesterov : bool, default: the variant's
+        Nesterov form of the first moment (optax's default).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     #: The published forms (on the class: OptimisticGD, in the same module, has none).

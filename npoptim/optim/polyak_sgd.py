@@ -61,9 +61,28 @@ def _polyak_dense(param, grad, states, hyper):
 
 
 class PolyakSGD(Optimizer):
-    """SGD with the Polyak step size (see the module docstring): ``lr`` (the scaling
-    :math:`s`), ``max_learning_rate``, ``f_min``, ``eps``, ``mode`` (``"sps"`` or
-    ``"sps+"``), ``maximize``; ``step(closure)``."""
+    """SGD with the Polyak step size (see the module docstring); ``step(closure)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Scaling s of the gradient (the group's lr, so schedules scale it).
+    max_learning_rate : float or None, default: 1.0
+        Cap γmax of the Polyak step size.
+    f_min : float, default: 0.0
+        Lower bound f* of the loss.
+    eps : float, default: 0.0
+        Term ε added to ‖u‖².
+    mode : str, default: 'sps'
+        ``"sps"`` or ``"sps+"`` (δ clipped at 0).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     needs_closure = True

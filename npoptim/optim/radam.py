@@ -109,9 +109,33 @@ EPS_MODE_ALIASES = {"torch": "eps_hat"}
 class RAdam(Optimizer):
     """RAdam, matching ``torch.optim.RAdam`` option for option (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only. Convention switches (:mod:`npoptim.flavors`): ``eps_mode``,
-    ``rectify_threshold_inclusive``.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: L2, or decoupled with ``decoupled_weight_decay``.
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ).
+    foreach, capturable, differentiable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    eps_mode : str, default: 'eps_hat'
+        ``"eps_hat"`` (torch: ε added to sqrt(v) before the bias correction) or
+        ``"bias_corrected"`` (added to sqrt(v/b2), optax).
+    rectify_threshold_inclusive : bool, default: False
+        Rectify where ρ_t >= 5 (optax) instead of ρ_t > 5 (torch).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     torch_conventions = {"eps_mode": "eps_hat", "rectify_threshold_inclusive": False}

@@ -161,8 +161,37 @@ _KERNELS = {(False, False): _rmsprop_dense, (False, True): _centered_dense,
 class RMSprop(Optimizer):
     """RMSprop, matching ``torch.optim.RMSprop`` option for option (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    alpha : float, default: 0.99
+        Smoothing constant α of the average of g².
+    eps : float, default: 1e-08
+        Term ε added outside the square root.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
+    momentum : float, default: 0
+        Momentum factor μ (0: none).
+    centered : bool, default: False
+        Centered RMSprop: divide by the estimated variance, v - ḡ².
+    capturable, foreach, differentiable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    eps_in_sqrt : bool, default: False
+        Put ε inside the square root, sqrt(v + ε) (Keras, TF, tfjs, optax).
+    lr_in_momentum : bool, default: False
+        The buffer holds the scaled step, b ← μb + γg/d, θ ← θ - b (Keras, TF, tfjs, optax).
+    decoupled_weight_decay : bool, default: False
+        Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     creates_missing_state = True  # momentum or centered switched on after the first step

@@ -108,7 +108,21 @@ def _rowwise_adagrad_rows(param, ncols, rows, row_ptr, indices, data, row_states
 
 class RowWiseAdagrad(Optimizer):
     """Row-wise Adagrad, matching FBGEMM's ``EXACT_ROWWISE_ADAGRAD`` (see the module
-    docstring). ``weight_decay_mode`` is ``"none"``, ``"l2"`` or ``"decouple"``."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    eps : float, default: 1e-08
+        Term ε added to sqrt(G_r).
+    weight_decay : float, default: 0.0
+        Weight decay λ, applied as ``weight_decay_mode`` says.
+    weight_decay_mode : str, default: 'none'
+        ``"none"``, ``"l2"`` (λθ in the accumulator and the step) or ``"decouple"`` (θ(1 - γλ)).
+    """
 
     sparse_kind = "lazy"
     step_in_state_dict = None

@@ -83,8 +83,24 @@ def _rprop_dense(param, grad, states, hyper):
 class Rprop(Optimizer):
     """Rprop, matching ``torch.optim.Rprop`` (see the module docstring).
 
-    ``foreach`` and ``capturable`` choose torch implementations and are accepted for
-    compatibility only.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Initial step size Δ of every element.
+    etas : tuple of float, default: (0.5, 1.2)
+        Factors (η-, η+) that shrink and grow the step size.
+    step_sizes : tuple of float, default: (1e-06, 50)
+        Bounds (Δmin, Δmax) of the step size.
+    capturable, foreach, differentiable : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     @flavored

@@ -99,7 +99,23 @@ def _sam_ascent(param, grad, states, hyper):
 
 class SAM(OptimizerWrapper):
     """SAM around ``optimizer`` (an npoptim optimizer taking gradients); see the module
-    docstring. ``step(closure)`` only."""
+    docstring. ``step(closure)`` only.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The npoptim optimizer to wrap (built on the parameters).
+    rho : float, default: 0.05
+        Radius ρ of the adversarial step.
+    eps : float, default: 0.0
+        Term ε added to the gradient norm.
+    adversarial_steps : int, default: 1
+        Adversarial steps n per step.
+    adaptive : bool or sequence of bool, default: False
+        ASAM: the ascent in the parameters' scale (one flag, or one per parameter).
+    eta : float, default: 0.0
+        ASAM's η in T = abs(θ) + η.
+    """
 
     needs_closure = True
     sparse_kind = "dense-only"   # the closure's gradients are dense

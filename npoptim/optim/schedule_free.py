@@ -246,7 +246,34 @@ class ScheduleFree(Optimizer):
 
 
 class ScheduleFreeSGD(ScheduleFree):
-    """Schedule-Free SGD, the authors' ``SGDScheduleFree`` (see the module docstring)."""
+    """Schedule-Free SGD, the authors' ``SGDScheduleFree`` (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Learning rate γ.
+    momentum : float, default: 0.9
+        Interpolation β1 between the average x and z (> 0).
+    weight_decay : float, default: 0.0
+        Weight decay λ: λy added to the direction.
+    warmup_steps : int, default: 0
+        Steps W of the linear lr warmup.
+    r : float, default: 0.0
+        Power r of the step in the averaging weight.
+    weight_lr_power : float, default: 2.0
+        Power p of the largest lr in the averaging weight.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    warmup_lag : bool, default: the variant's
+        Evaluate the base step's warmup one step late, as optax does.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     @flavored
     def __init__(self, params, lr=1.0, momentum=0.9, weight_decay=0.0, warmup_steps=0, r=0.0,
@@ -266,7 +293,36 @@ class ScheduleFreeSGD(ScheduleFree):
 
 
 class ScheduleFreeAdamW(ScheduleFree):
-    """Schedule-Free AdamW, the authors' ``AdamWScheduleFree`` (see the module docstring)."""
+    """Schedule-Free AdamW, the authors' ``AdamWScheduleFree`` (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.0025
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        (β1, β2): the interpolation between x and z (> 0), and the second moment.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.0
+        Weight decay λ: λy added to the direction.
+    warmup_steps : int, default: 0
+        Steps W of the linear lr warmup.
+    r : float, default: 0.0
+        Power r of the step in the averaging weight.
+    weight_lr_power : float, default: 2.0
+        Power p of the largest lr in the averaging weight.
+    variant : str, default: 'paper'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    warmup_lag : bool, default: the variant's
+        Evaluate the base step's warmup one step late, as optax does.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     @flavored
     def __init__(self, params, lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,

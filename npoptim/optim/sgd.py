@@ -140,10 +140,37 @@ def _densify(grad, dtype):
 class SGD(Optimizer):
     """SGD, matching ``torch.optim.SGD`` option for option (see the module docstring).
 
-    ``foreach``, ``fused`` and ``differentiable`` choose torch implementations and are accepted
-    for compatibility only. ``state_arrays``: where the momentum buffer is created, e.g. a
-    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default in
-    RAM.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    momentum : float, default: 0
+        Momentum factor μ (0: no momentum buffer).
+    dampening : float, default: 0
+        Dampening τ of the momentum: b ← μb + (1 - τ)g.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2), or θ(1 - γλ) with
+        ``decoupled_weight_decay``.
+    nesterov : bool, default: False
+        Nesterov momentum: step along g + μb.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    foreach, differentiable, fused : ignored
+        Accepted for compatibility with torch only: they choose torch's implementations and change
+        nothing here (``differentiable=True`` is refused: npoptim has no autograd).
+    lr_in_buffer : bool, default: False
+        Put the lr inside the momentum buffer, b ← μb + γg, θ ← θ - b (Keras, TF
+        ``ApplyKerasMomentum``).
+    decoupled_weight_decay : bool, default: False
+        Decay the parameter, θ(1 - γλ), before the rule instead of adding λθ to the gradient.
+    state_arrays : store or None, default: None
+        Where the momentum buffer is created, e.g. a :class:`npoptim.storage.MemmapStore`; None: in
+        RAM.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "exact"

@@ -70,8 +70,24 @@ def _signum_dense(param, grad, states, hyper):
 
 
 class Signum(Optimizer):
-    """Signum (see the module docstring): ``lr``, ``momentum`` (:math:`\\beta`),
-    ``weight_decay``, ``maximize``."""
+    """Signum (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    momentum : float, default: 0.9
+        Momentum β of the buffer the sign is taken of.
+    weight_decay : float, default: 0.0
+        L2 weight decay λ: λθ is added to the gradient.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
     step_in_state_dict = None
@@ -103,7 +119,22 @@ class Signum(Optimizer):
 
 
 class SignSGD(Signum):
-    """signSGD (see the module docstring): ``lr``, ``weight_decay``, ``maximize``; no state."""
+    """signSGD (see the module docstring); no state.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    weight_decay : float, default: 0.0
+        L2 weight decay λ: λθ is added to the gradient.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     @flavored
     def __init__(self, params, lr=1e-2, weight_decay=0.0, *, maximize=False):

@@ -70,7 +70,24 @@ def _sm3_dense(param, grad, states, hyper):
 
 
 class SM3(Optimizer):
-    """SM3 (see the module docstring): ``lr``, ``momentum``, ``eps``, ``maximize``."""
+    """SM3 (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    momentum : float, default: 0.9
+        Momentum β of the normalized gradient.
+    eps : float, default: 1e-08
+        Term ε added inside the square root.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

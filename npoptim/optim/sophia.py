@@ -160,10 +160,45 @@ def _sophia_dense(param, grad, states, hyper):
 
 
 class Sophia(Optimizer):
-    """Sophia (see the module docstring): ``lr``, ``betas``, ``eps``, ``weight_decay``,
-    ``gamma``, ``clip_threshold``, ``update_interval``, ``seed``, ``hessian_estimate``,
-    ``bias_correction``, ``eps_mode``, ``hessian_update``, ``variant``;
-    ``step(grads, hessian=None, hvp=None, probes=None)``."""
+    """Sophia (see the module docstring); ``step(grads, hessian=None, hvp=None, probes=None)``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.965, 0.99)
+        Decay rates (β1, β2) of the momentum and of the Hessian EMA.
+    eps : float, default: 1e-08
+        Floor ε of the denominator (added to it with ``eps_mode="added"``).
+    weight_decay : float, default: 0.0001
+        Decoupled weight decay λ, added to the update.
+    gamma : float, default: 0.01
+        Scale γ of the Hessian EMA in the denominator.
+    clip_threshold : float, default: 1.0
+        Clip c of the preconditioned step (None: no clipping).
+    update_interval : int, default: 10
+        Steps k between Hessian updates.
+    seed : int, default: 0
+        Seed of the probe vectors of Hutchinson's estimate.
+    hessian_estimate : str, default: 'caller'
+        ``"caller"`` (``step``'s ``hessian=`` or ``hvp=``) or ``"squared-gradient"`` (g ⊙ g).
+    bias_correction : bool, default: the variant's
+        Bias-correct the momentum (optax).
+    eps_mode : str, default: the variant's
+        ``"max"`` (max(γh, ε)) or ``"added"`` (γh + ε).
+    hessian_update : str, default: the variant's
+        When h takes the estimate: ``"after"`` (optax), ``"before"`` (paper) or ``"after-kth"``
+        (the authors' loop).
+    variant : str, default: 'optax'
+        The published form to reproduce (a name of ``VARIANTS`` or ``ALIASES``, see the module
+        docstring); it sets every switch whose default is "the variant's", and a switch given
+        explicitly overrides it.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 

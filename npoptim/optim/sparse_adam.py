@@ -73,9 +73,21 @@ def _sparse_adam_rows(param, ncols, rows, row_ptr, indices, data, states, hyper)
 class SparseAdam(Optimizer):
     """SparseAdam, matching ``torch.optim.SparseAdam`` (see the module docstring).
 
-    ``state_arrays``: where the state arrays are created, e.g. a
-    :class:`npoptim.storage.MemmapStore` (see :meth:`Optimizer._new_state_array`); default
-    in RAM.
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to sqrt(v), before the bias correction.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    state_arrays : store or None, default: None
+        Where the state arrays are created, e.g. a :class:`npoptim.storage.MemmapStore`; None: in
+        RAM.
     """
 
     sparse_kind = "lazy"

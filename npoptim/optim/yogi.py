@@ -68,8 +68,30 @@ def _yogi_dense(param, grad, states, hyper):
 
 
 class Yogi(Optimizer):
-    """Yogi (see the module docstring): ``lr``, ``betas``, ``eps``, ``eps_root``,
-    ``initial_accumulator_value``, ``bias_correction``, ``maximize``."""
+    """Yogi (see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 0.001
+        Term ε added to the denominator.
+    eps_root : float, default: 0.0
+        Term added inside the square root.
+    initial_accumulator_value : float, default: 1e-06
+        Start value of m and v.
+    bias_correction : bool, default: True
+        Bias-correct the moments; False: the paper's pseudo-code.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
+        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
+    """
 
     sparse_kind = "dense-only"
 
