@@ -8,7 +8,7 @@ torch's sparse optimizers take (SparseAdam, Adagrad, SGD: every stored entry, du
 explicit zeros included), a case's objective as the closure (LBFGS), and returns the
 parameters and ``state_dict()["state"]`` as NumPy arrays (sparse state densified). What torch
 refuses (a keyword the class lacks, sparse gradients it does not take) raises
-:class:`Refused` with torch's reason: the case is skipped, not failed.
+:class:`~npoptim.check.spec.Refused` with torch's reason: the case is skipped, not failed.
 :mod:`npoptim.golden.regenerate` measures torch's implementation paths with it.
 
 torch is imported inside the functions only; this module imports nothing of the golden
@@ -19,15 +19,11 @@ import inspect
 import numpy as np
 
 from npoptim import registry
-from npoptim.check.spec import UsageError, require
+from npoptim.check.spec import Refused, UsageError, require
 
 #: torch.optim's class name -> the npoptim optimizer it is
 TORCH_NAMES = {torch_name: name for name, (_, torch_name) in registry.OPTIMIZERS.items()
                if torch_name}
-
-
-class Refused(Exception):
-    """The implementation refuses the case (its message is the reason)."""
 
 
 def optimizer_of(cls):

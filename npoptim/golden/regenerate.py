@@ -36,7 +36,6 @@ from pathlib import Path
 from npoptim import flavors
 from npoptim.check.known_bugs import known_bug
 from npoptim.golden import cases, codec, flavor_cases, precision_cases
-from npoptim.golden.inputs import evaluate_objective
 from npoptim.golden.generate import HEADER, build_case, build_file
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import JSON_SCHEMA, parse
@@ -117,6 +116,7 @@ def torch_results(case, path):
     import inspect
     import torch
     from npoptim.check import torch as torch_check
+    from npoptim.check.spec import Refused
 
     cls = getattr(torch.optim, case.torch_name)
     kwargs = codec.from_json_hyper(case.hyperparameters)
@@ -132,7 +132,7 @@ def torch_results(case, path):
         return None, "foreach falls back to foreach=False for sparse gradients"
     try:
         return replay(case, torch_check.make_step(cls, kwargs, who="torch"), "raw"), None
-    except torch_check.Refused as exc:
+    except Refused as exc:
         return None, str(exc)
 
 
