@@ -48,8 +48,9 @@ class Implementation:
 class Outcome:
     """The check of an implementation over its cases: ``reports`` (one per case, known bugs
     included), ``known`` (case id -> the known bug's entry, for cases that fail by it),
-    ``state`` (case id -> the state entries compared), ``notes``, and the diagnose report of
-    the failures (``diagnosis``; None without failures)."""
+    ``state`` (case id -> the state entries compared), ``notes``, and diagnose's answer for
+    the failures (``diagnoses``, :class:`npoptim.diagnose.engine.Diagnosis` objects, and its
+    report ``diagnosis``; empty and None without failures)."""
 
     implementation: Implementation
     suite: str
@@ -57,6 +58,7 @@ class Outcome:
     known: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    diagnoses: list = field(default_factory=list)
     diagnosis: Optional[str] = None
 
     @property
@@ -172,8 +174,8 @@ def run(impl, cases, suite, diagnose=True, progress=None):
             entries[case.id] = entry
         if progress is not None:
             progress(k + 1, len(cases))
-    if diagnose and outcome.failed:
-        outcome.diagnosis = _diagnose(list(entries.values()), suite, impl)
+    if diagnose and outcome.failed and entries:
+        outcome.diagnoses, outcome.diagnosis = _diagnose(list(entries.values()), suite, impl)
     return outcome
 
 
@@ -227,19 +229,18 @@ def _readable_state(entry, case):
 
 
 def _diagnose(entries, suite, impl):
-    """diagnose's report of ``entries`` (the cases that ran, known bugs left out)."""
+    """``(diagnoses, report)`` of ``entries`` (the cases that ran, known bugs left out),
+    through a temporary results file."""
     from npoptim.diagnose.engine import DiagnoseError, diagnose, format_diagnoses
-    if not entries:
-        return None
     handle, path = tempfile.mkstemp(prefix="npoptim-check-", suffix=".json")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as f:
             f.write(codec.dumps(results_file(entries, impl.label)))
         try:
-            return format_diagnoses(diagnose(path, str(suite), [impl.optimizer]),
-                                    impl.label, suite)
+            found = diagnose(path, str(suite), [impl.optimizer])
         except DiagnoseError as exc:
-            return f"diagnose cannot judge these results: {exc}"
+            return [], f"diagnose cannot judge these results: {exc}"
+        return found, format_diagnoses(found, impl.label, suite)
     finally:
         os.unlink(path)
 
