@@ -72,6 +72,9 @@ def implementation(kind, target, optimizer=None, device="cpu", grad_format="csr"
     ``optimizer`` (npoptim's name, any case) overrides the one inferred from the name.
     :class:`~npoptim.check.spec.UsageError` for what cannot be run."""
     flag = f"--{kind}"
+    if kind == "keras":  # the backend is chosen before keras is imported
+        from npoptim.check import keras as adapter
+        keras = adapter.use_jax_in_float64(flag)
     obj = spec.load(target, flag) if isinstance(target, str) else target
     label = target if isinstance(target, str) else getattr(obj, "__qualname__", repr(obj))
     name = None if optimizer is None else _resolve(optimizer)
@@ -107,9 +110,7 @@ def implementation(kind, target, optimizer=None, device="cpu", grad_format="csr"
         return Implementation(kind, label, name, ["optax"], prepare)
     if kind == "keras":
         from npoptim import flavors
-        from npoptim.check import keras as adapter
         from npoptim.check.constructors import constructor_for_case
-        keras = adapter.use_jax_in_float64(flag)
         if not (isinstance(obj, type) and issubclass(obj, keras.optimizers.Optimizer)):
             raise UsageError(f"{flag}: {obj!r} is not a keras.optimizers.Optimizer subclass")
         table = next((b.__name__ for b in obj.__mro__
