@@ -10,9 +10,10 @@ counts a failure listed in the framework's known bugs (:mod:`npoptim.check.known
 known, and on any other failure asks :func:`npoptim.diagnose.engine.diagnose` which known
 convention or mistake reproduces the results. :func:`format_check` is the report.
 """
-import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 from npoptim import registry
@@ -150,10 +151,22 @@ def _inferred(name, label, where):
 
 
 # ------------------------------------------------------------------------------- running
+def optimizer_files(suite, optimizer):
+    """The golden files of ``optimizer`` in ``suite``: ``cases/**/<optimizer>.json`` of a
+    directory laid out as ``reference_results/`` (reading only these is what keeps a check
+    quick: the whole suite takes seconds to parse), else the whole of ``suite``."""
+    suite = Path(suite)
+    own = sorted(suite.glob(f"cases/**/{optimizer}.json")) if suite.is_dir() else []
+    return own or [suite]
+
+
 def cases_for(impl, suite, ids=None, flavors=None):
     """The cases of ``impl``'s optimizer in ``suite`` (a golden directory or file), matching
-    the ``ids`` globs, of ``flavors`` (default: the implementation's)."""
-    every = load_all(suite, kind="cases")
+    the ``ids`` globs, of ``flavors`` (default: the implementation's). A file whose arrays need
+    a library that is not installed (bfloat16 without ``npoptim[bf16]``) is left out."""
+    every = []
+    for path in optimizer_files(suite, impl.optimizer):
+        every += load_all(path, kind="cases", unavailable=[])
     return select(every, [impl.optimizer], ids, flavors=flavors or impl.flavors)
 
 
@@ -231,19 +244,20 @@ def _readable_state(entry, case):
 
 def _diagnose(entries, suite, impl):
     """``(diagnoses, report)`` of ``entries`` (the cases that ran, known bugs left out),
-    through a temporary results file."""
+    through a temporary results file, against a temporary suite of the optimizer's files."""
     from npoptim.diagnose.engine import DiagnoseError, diagnose, format_diagnoses
-    handle, path = tempfile.mkstemp(prefix="npoptim-check-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(codec.dumps(results_file(entries, impl.label)))
+    with tempfile.TemporaryDirectory(prefix="npoptim-check-") as tmp:
+        results = Path(tmp) / "results.json"
+        results.write_text(codec.dumps(results_file(entries, impl.label)), encoding="utf-8")
+        own = Path(tmp) / "suite"
+        for k, path in enumerate(optimizer_files(suite, impl.optimizer)):
+            (own / str(k)).mkdir(parents=True)
+            shutil.copy(path, own / str(k) / path.name)
         try:
-            found = diagnose(path, str(suite), [impl.optimizer])
+            found = diagnose(str(results), str(own), [impl.optimizer])
         except DiagnoseError as exc:
             return [], f"diagnose cannot judge these results: {exc}"
         return found, format_diagnoses(found, impl.label, suite)
-    finally:
-        os.unlink(path)
 
 
 # ------------------------------------------------------------------------------- report
