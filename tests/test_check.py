@@ -12,7 +12,7 @@ import pytest
 
 from npoptim import registry
 from npoptim.check import run as check_run
-from npoptim.check.known_bugs import BUGS, known_bug
+from npoptim.frameworks.known_bugs import BUGS, known_bug
 from npoptim.check.spec import UsageError
 from npoptim.cli import main
 from npoptim.golden.suite import suite_path
@@ -323,8 +323,8 @@ def test_a_make_step_that_raises_fails_its_case_with_the_error():
 
 
 def test_known_bugs_ship_in_the_package_and_name_their_cases():
-    from npoptim.check import known_bugs
-    assert known_bugs.PATH.parent.name == "check" and known_bugs.PATH.exists()
+    from npoptim.frameworks import known_bugs
+    assert known_bugs.PATH.parent.name == "frameworks" and known_bugs.PATH.exists()
     assert all({"framework", "version", "optimizer", "cases", "what"} <= set(b) for b in BUGS)
     assert known_bug("optax", "Rprop/defaults/float64")["optimizer"] == "Rprop"
     assert known_bug("tfjs", "Adam/tfjs/null-and-zero-grads/float32") is None

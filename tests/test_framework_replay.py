@@ -13,8 +13,8 @@ Which cases a framework runs is decided by npoptim's flavor tables, not by this 
 (:func:`npoptim.check.constructors.constructor_for_case`, which says why a case is skipped).
 Keras leaves a variable out of ``apply_gradients``, TF.js gives it a null entry in
 ``applyGradients``, and both age the global step, npoptim's ``step_scope="global"``. Known
-framework bugs are expected failures listed in npoptim/check/framework_known_bugs.json
-(:mod:`npoptim.check.known_bugs`), on the call path an entry names (``call_path``: tfjs's
+framework bugs are expected failures listed in npoptim/frameworks/framework_known_bugs.json
+(:mod:`npoptim.frameworks.known_bugs`), on the call path an entry names (``call_path``: tfjs's
 state by position shows only with a variable left out of ``applyGradients``, which
 :func:`test_tfjs_loses_track_of_state_only_with_a_variable_left_out` replays; a tfjs replay
 that crashes on a bug reports NaN parameters from the step it crashed in, and the error).
@@ -34,7 +34,7 @@ from npoptim import flavors
 from npoptim.check import keras as keras_check
 from npoptim.check import optax as optax_check
 from npoptim.check.constructors import ONNX_ATTRIBUTES, ORT_ONLY, constructor_for_case
-from npoptim.check.known_bugs import BUGS, known_bug
+from npoptim.frameworks.known_bugs import BUGS, known_bug
 from npoptim.frameworks.tfjs import POSITIONAL
 from npoptim.golden import codec, compare
 from npoptim.golden.replay import replay, results_file

@@ -17,6 +17,9 @@ bugs reported as known, and a failure diagnosed (:mod:`npoptim.diagnose`).
   :mod:`~npoptim.check.callable`: one adapter per kind of implementation (the frameworks are
   imported inside their functions only: npoptim depends on none of them);
 * :mod:`~npoptim.check.constructors`: which framework constructor computes a case;
-* :mod:`~npoptim.check.known_bugs`: the frameworks' known bugs (``framework_known_bugs.json``);
-* :mod:`~npoptim.check.spec`: ``MODULE:NAME`` and the errors.
+* :mod:`~npoptim.check.spec`: ``MODULE:NAME`` and the usage errors.
+
+The frameworks' known bugs are :mod:`npoptim.frameworks.known_bugs`'s; torch's steps are
+:mod:`npoptim.golden.torch_replay`'s (which :mod:`npoptim.golden.regenerate` measures torch
+with).
 """

@@ -4,7 +4,7 @@
 hyperparameters (torch's names, or a flavor case's npoptim names) and returns
 ``step(grads, lr)`` (see :mod:`npoptim.testing`); CSR gradients come in the ``grad_format``
 asked for (``"csr"``: ``scipy.sparse.csr_array`` with the entries as stored, ``"dense"``,
-``"raw"``). It may raise :class:`npoptim.check.spec.Refused` for a case it cannot run.
+``"raw"``). It may raise :class:`npoptim.golden.replay.Refused` for a case it cannot run.
 """
 from npoptim.check.spec import UsageError
 

@@ -20,7 +20,8 @@ import inspect
 import numpy as np
 
 from npoptim import flavors
-from npoptim.check.spec import Refused, require
+from npoptim.check.spec import require
+from npoptim.golden.replay import Refused
 
 
 def _modules():

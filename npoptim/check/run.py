@@ -6,9 +6,10 @@ function that runs it (:func:`npoptim.golden.replay.replay`'s protocol) or why i
 selected cases, keeps of each result's state the entries the case has (the state the
 implementation exposes under torch's names and shapes is compared, the rest is left out and
 said), compares each case to its own tolerance (:func:`npoptim.golden.compare.compare_case`),
-counts a failure listed in the framework's known bugs (:mod:`npoptim.check.known_bugs`) as
-known, and on any other failure asks :func:`npoptim.diagnose.engine.diagnose` which known
-convention or mistake reproduces the results. :func:`format_check` is the report.
+counts a failure listed in the framework's known bugs
+(:mod:`npoptim.frameworks.known_bugs`) as known, and on any other failure asks
+:func:`npoptim.diagnose.engine.diagnose` which known convention or mistake reproduces the
+results. :func:`format_check` is the report.
 """
 import shutil
 import tempfile
@@ -18,11 +19,11 @@ from typing import Callable, Optional
 
 from npoptim import registry
 from npoptim.check import spec
-from npoptim.check.known_bugs import known_bug
-from npoptim.check.spec import Refused, UsageError
+from npoptim.frameworks.known_bugs import known_bug
+from npoptim.check.spec import UsageError
 from npoptim.golden import codec
 from npoptim.golden.compare import CaseReport, compare_case, format_reports, select
-from npoptim.golden.replay import replay, results_file
+from npoptim.golden.replay import Refused, replay, results_file
 from npoptim.golden.schema import GoldenFileError, load_all, parse
 
 #: the kinds of implementation, each with its flag

@@ -3,8 +3,7 @@
 :func:`load` imports ``MODULE`` and reads ``NAME`` from it (dotted: ``optax:contrib.muon``);
 :func:`require` imports a framework npoptim does not depend on, naming what to install when
 it is missing. Both raise :class:`UsageError`, which ``npoptim check`` reports with exit
-status 2. A step function raises :class:`Refused` for a case its implementation cannot run
-(the case is then skipped with that reason, not failed).
+status 2.
 """
 import functools
 import importlib
@@ -14,10 +13,6 @@ PACKAGES = {"torch": "torch (e.g. pip install torch==2.13.0 --index-url "
                      "https://download.pytorch.org/whl/cpu)",
             "jax": "jax (pip install jax)", "optax": "optax (pip install optax)",
             "keras": "keras 3 and a backend (pip install keras jax)"}
-
-
-class Refused(Exception):
-    """The implementation refuses the case (its message is the reason)."""
 
 
 class UsageError(ValueError):

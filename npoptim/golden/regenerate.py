@@ -10,10 +10,10 @@ Writes, bit for bit reproducibly:
 * ``golden.schema.json``: the JSON Schema (:data:`npoptim.golden.schema.JSON_SCHEMA`);
 * ``provenance.json``: how far torch 2.13 is from each case, per implementation path
   (``foreach=False``, ``foreach=True``, ``fused=True``), each case run as ``npoptim check
-  --torch`` runs it (:mod:`npoptim.check.torch`); a failing path is marked with its known bug
-  (:mod:`npoptim.check.known_bugs`). Measured only when torch is importable (imported in the
-  functions that run it); without torch the previous measurements are kept, and cases never
-  measured say so;
+  --torch`` runs it (:mod:`npoptim.golden.torch_replay`); a failing path is marked with its
+  known bug (:mod:`npoptim.frameworks.known_bugs`). Measured only when torch is importable
+  (imported in the functions that run it); without torch the previous measurements are
+  kept, and cases never measured say so;
 * the generated sections of ``README.md`` (between ``<!-- BEGIN GENERATED: name -->`` and
   ``<!-- END GENERATED: name -->``): the case table with flags, tolerances and the provenance.
 
@@ -34,10 +34,10 @@ import sys
 from pathlib import Path
 
 from npoptim import flavors
-from npoptim.check.known_bugs import known_bug
+from npoptim.frameworks.known_bugs import known_bug
 from npoptim.golden import cases, codec, flavor_cases, precision_cases
 from npoptim.golden.generate import HEADER, build_case, build_file
-from npoptim.golden.replay import replay, results_file
+from npoptim.golden.replay import Refused, replay, results_file
 from npoptim.golden.schema import JSON_SCHEMA, parse
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "reference_results"
@@ -109,14 +109,13 @@ def schema_text():
 # ---------------------------------------------------------------------------- torch runs
 def torch_results(case, path):
     """Run ``case`` through ``torch.optim`` on one implementation path
-    (:func:`npoptim.check.torch.make_step`, what ``npoptim check --torch`` runs).
+    (:func:`npoptim.golden.torch_replay.make_step`, what ``npoptim check --torch`` runs).
 
     Returns ``(result entry, None)`` or ``(None, reason)`` when torch has no such path for the
     case (e.g. fused with sparse gradients)."""
     import inspect
     import torch
-    from npoptim.check import torch as torch_check
-    from npoptim.check.spec import Refused
+    from npoptim.golden.torch_replay import make_step
 
     cls = getattr(torch.optim, case.torch_name)
     kwargs = codec.from_json_hyper(case.hyperparameters)
@@ -131,7 +130,7 @@ def torch_results(case, path):
     if path == "foreach=True" and sparse:
         return None, "foreach falls back to foreach=False for sparse gradients"
     try:
-        return replay(case, torch_check.make_step(cls, kwargs, who="torch"), "raw"), None
+        return replay(case, make_step(cls, kwargs, who="torch"), "raw"), None
     except Refused as exc:
         return None, str(exc)
 
