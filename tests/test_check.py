@@ -111,7 +111,9 @@ def _planted():
 
     class Plain(torch.optim.Optimizer):
         """The keywords the golden cases pass; a value these classes do not implement is
-        refused (ValueError: the case is skipped)."""
+        refused (ValueError: the case is skipped). Each step hands every parameter with a
+        gradient (negated for ``maximize``, with L2 decay ``weight_decay * p`` added) to
+        ``update(p, g, group, state)``."""
         OWN = {}
 
         def __init__(self, params, **kwargs):
@@ -121,110 +123,83 @@ def _planted():
             super().__init__(params, {**self.OWN, **{k: v for k, v in kwargs.items()
                                                      if k in self.OWN}})
 
-        def grads(self, group):
-            for p in group["params"]:
-                if p.grad is not None:
-                    yield p, -p.grad if group.get("maximize") else p.grad
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        g = -p.grad if group.get("maximize") else p.grad
+                        if group.get("weight_decay"):
+                            g = g + group["weight_decay"] * p
+                        self.update(p, g, group, self.state[p])
+
+    def moments(s, p, g, b1, b2):
+        """Adam's step count and moment averages in the state ``s`` of ``p``."""
+        if not s:
+            s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+        s["t"] += 1
+        s["m"] = b1 * s["m"] + (1 - b1) * g
+        s["v"] = b2 * s["v"] + (1 - b2) * g * g
+        return s["t"], s["m"], s["v"]
 
     class AdamNoBiasCorrectionOfM(Plain):
         OWN = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        M_CORRECTED = False
 
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                b1, b2 = group["betas"]
-                for p, g in self.grads(group):
-                    g = g + group["weight_decay"] * p
-                    s = self.state[p]
-                    if not s:
-                        s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
-                    s["t"] += 1
-                    s["m"] = b1 * s["m"] + (1 - b1) * g
-                    s["v"] = b2 * s["v"] + (1 - b2) * g * g
-                    v_hat = s["v"] / (1 - b2 ** s["t"])
-                    p -= group["lr"] * s["m"] / (v_hat.sqrt() + group["eps"])  # m not / (1-b1^t)
+        def update(self, p, g, group, s):
+            b1, b2 = group["betas"]
+            t, m, v = moments(s, p, g, b1, b2)
+            m_hat = m / (1 - b1 ** t) if self.M_CORRECTED else m
+            v_hat = v / (1 - b2 ** t)
+            p -= group["lr"] * m_hat / (v_hat.sqrt() + group["eps"])
 
-    class AdamWWithL2(Plain):
+    class AdamWWithL2(AdamNoBiasCorrectionOfM):
+        """Adam, bias-corrected, with AdamW's weight decay through the gradient (L2, as
+        :class:`Plain` adds it), not decoupled."""
         OWN = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                b1, b2 = group["betas"]
-                for p, g in self.grads(group):
-                    g = g + group["weight_decay"] * p  # L2 through the gradient: not decoupled
-                    s = self.state[p]
-                    if not s:
-                        s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
-                    s["t"] += 1
-                    s["m"] = b1 * s["m"] + (1 - b1) * g
-                    s["v"] = b2 * s["v"] + (1 - b2) * g * g
-                    m_hat = s["m"] / (1 - b1 ** s["t"])
-                    v_hat = s["v"] / (1 - b2 ** s["t"])
-                    p -= group["lr"] * m_hat / (v_hat.sqrt() + group["eps"])
+        M_CORRECTED = True
 
     class SGDNesterovToggled(Plain):
         OWN = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0)
 
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                mu = group["momentum"]
-                for p, g in self.grads(group):
-                    g = g + group["weight_decay"] * p
-                    s = self.state[p]
-                    s["buf"] = g.clone() if "buf" not in s else (
-                        mu * s["buf"] + (1 - group["dampening"]) * g)
-                    # the flag read the wrong way round
-                    d = s["buf"] if group["nesterov"] else g + mu * s["buf"]
-                    p -= group["lr"] * d
+        def update(self, p, g, group, s):
+            mu = group["momentum"]
+            s["buf"] = g.clone() if "buf" not in s else (
+                mu * s["buf"] + (1 - group["dampening"]) * g)
+            # the flag read the wrong way round
+            p -= group["lr"] * (s["buf"] if group["nesterov"] else g + mu * s["buf"])
 
     class RMSpropEpsInsideTheRoot(Plain):
         OWN = dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0)
 
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                for p, g in self.grads(group):
-                    g = g + group["weight_decay"] * p
-                    s = self.state[p]
-                    s["v"] = group["alpha"] * s.get("v", torch.zeros_like(p)) \
-                        + (1 - group["alpha"]) * g * g
-                    p -= group["lr"] * g / (s["v"] + group["eps"]).sqrt()
+        def update(self, p, g, group, s):
+            a = group["alpha"]
+            s["v"] = a * s.get("v", torch.zeros_like(p)) + (1 - a) * g * g
+            p -= group["lr"] * g / (s["v"] + group["eps"]).sqrt()
 
     class AdagradEpsInsideTheRoot(Plain):
         OWN = dict(lr=1e-2, eps=1e-10, weight_decay=0.0)
 
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                for p, g in self.grads(group):
-                    g = g + group["weight_decay"] * p
-                    s = self.state[p]
-                    s["sum"] = s.get("sum", torch.zeros_like(p)) + g * g
-                    p -= group["lr"] * g / (s["sum"] + group["eps"]).sqrt()
+        def update(self, p, g, group, s):
+            s["sum"] = s.get("sum", torch.zeros_like(p)) + g * g
+            p -= group["lr"] * g / (s["sum"] + group["eps"]).sqrt()
 
     class SparseAdamWithAdamsEps(Plain):
         """Lazy Adam over the stored entries of a sparse gradient, with eps added to
         sqrt(v_hat) as dense Adam does (torch's SparseAdam adds it to sqrt(v))."""
         OWN = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                b1, b2 = group["betas"]
-                for p, g in self.grads(group):
-                    g = g.coalesce()
-                    where, values = tuple(g.indices()), g.values()
-                    s = self.state[p]
-                    if not s:
-                        s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
-                    s["t"] += 1
-                    m = s["m"][where] = b1 * s["m"][where] + (1 - b1) * values
-                    v = s["v"][where] = b2 * s["v"][where] + (1 - b2) * values * values
-                    v_hat = v / (1 - b2 ** s["t"])
-                    p[where] -= group["lr"] * (m / (1 - b1 ** s["t"])) / (v_hat.sqrt()
-                                                                           + group["eps"])
+        def update(self, p, g, group, s):
+            b1, b2 = group["betas"]
+            g = g.coalesce()
+            where, values = tuple(g.indices()), g.values()
+            if not s:
+                s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+            s["t"] += 1
+            m = s["m"][where] = b1 * s["m"][where] + (1 - b1) * values
+            v = s["v"][where] = b2 * s["v"][where] + (1 - b2) * values * values
+            v_hat = v / (1 - b2 ** s["t"])
+            p[where] -= group["lr"] * (m / (1 - b1 ** s["t"])) / (v_hat.sqrt() + group["eps"])
 
     return {
         "Adam without bias correction of m": (
