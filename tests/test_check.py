@@ -378,11 +378,15 @@ def test_cli_check_torch_usage_errors_exit_2(argv, message, capsys):
 
 
 @pytest.mark.needs("torch")
-def test_a_class_of_no_known_name_needs_optimizer():
+def test_a_class_of_no_known_name_needs_optimizer_and_a_suffix_names_it():
     import torch
 
     class Mine(torch.optim.Optimizer):
         pass
+
+    class FusedAdamW(torch.optim.Optimizer):
+        pass
     with pytest.raises(UsageError, match="say it with --optimizer NAME"):
         check_run.implementation("torch", Mine)
     assert check_run.implementation("torch", Mine, "sgd").optimizer == "SGD"
+    assert check_run.implementation("torch", FusedAdamW).optimizer == "AdamW"

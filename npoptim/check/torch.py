@@ -19,11 +19,14 @@ TORCH_NAMES = {torch_name: name for name, (_, torch_name) in registry.OPTIMIZERS
 
 def optimizer_of(cls):
     """The npoptim optimizer a torch optimizer class is: its own name or its nearest base's
-    among torch.optim's (a subclass ``MyAdam(torch.optim.Adam)`` is Adam); None if neither."""
+    among torch.optim's (a subclass ``MyAdam(torch.optim.Adam)`` is Adam), else the longest
+    of those names its name ends with (``MyAdam(torch.optim.Optimizer)`` is Adam,
+    ``FusedAdamW`` AdamW); None if none."""
     for base in inspect.getmro(cls):
         if base.__name__ in TORCH_NAMES:
             return TORCH_NAMES[base.__name__]
-    return None
+    ends = [n for n in TORCH_NAMES if cls.__name__.lower().endswith(n.lower())]
+    return TORCH_NAMES[max(ends, key=len)] if ends else None
 
 
 def check_class(cls, flag="--torch"):
