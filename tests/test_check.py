@@ -7,6 +7,8 @@
 * a ``make_step`` in plain NumPy passes or fails the same way, without any framework;
 * the command line: its report, its exit status and its usage errors.
 """
+import sys
+
 import numpy as np
 import pytest
 
@@ -390,3 +392,13 @@ def test_a_class_of_no_known_name_needs_optimizer_and_a_suffix_names_it():
         check_run.implementation("torch", Mine)
     assert check_run.implementation("torch", Mine, "sgd").optimizer == "SGD"
     assert check_run.implementation("torch", FusedAdamW).optimizer == "AdamW"
+
+
+@pytest.mark.parametrize("flag,target,package", [("--torch", "torch.optim:Adam", "torch"),
+                                                 ("--optax", "optax:adam", "optax"),
+                                                 ("--keras", "keras.optimizers:Adam", "keras")])
+def test_cli_check_names_the_package_a_missing_framework_is(flag, target, package, capsys,
+                                                           monkeypatch):
+    monkeypatch.setitem(sys.modules, package, None)  # import raises ImportError
+    assert main(["check", flag, target]) == 2
+    assert f"{flag} needs {package}" in capsys.readouterr().err

@@ -22,9 +22,9 @@ def use_jax_in_float64(flag="--keras"):
     """keras on the JAX backend in float64; :class:`UsageError` if keras was imported with
     another backend before."""
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = require("keras", flag)
     jax = require("jax", flag)
     jax.config.update("jax_enable_x64", True)
-    keras = require("keras", flag)
     if keras.backend.backend() != "jax":
         raise UsageError(f"{flag}: keras runs on {keras.backend.backend()!r}; npoptim check "
                          "runs it on JAX in float64 (set KERAS_BACKEND=jax before keras is "
