@@ -120,6 +120,8 @@ def implementation(kind, target, optimizer=None, device="cpu", grad_format="csr"
         name = name or _inferred(table and flavors.get("keras").constructors[table].npoptim,
                                  label, "the keras flavor's constructors (npoptim list)")
         table = table or flavors.get("keras").constructor_name_for(name)
+        if table is None:
+            raise UsageError(f"{flag}: the keras flavor has no {name} (npoptim list)")
 
         def prepare(case):
             ctor, kwargs = constructor_for_case("keras", case, only=table)
