@@ -93,6 +93,14 @@ def test_optax_passes_a_sample_of_its_flavor_s_cases(factory, optimizer, ids):
     assert len(ran) >= 2 and not outcome.failed, _report(outcome)
 
 
+@pytest.mark.needs("optax", "jax")
+def test_optax_rprop_s_listed_bug_is_known_not_failed():
+    outcome = _check("optax", "optax:rprop", ids=["Rprop/defaults/*"])
+    assert sorted(outcome.known) == ["Rprop/defaults/float32", "Rprop/defaults/float64"]
+    assert not outcome.failed and outcome.diagnosis is None
+    assert "KNOWN optax bugs (not failures): 2 case(s)" in _report(outcome)
+
+
 @pytest.mark.needs("keras", "jax")
 @pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
 @pytest.mark.parametrize("cls,optimizer", [("keras.optimizers:Adam", "Adam"),
