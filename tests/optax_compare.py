@@ -116,35 +116,3 @@ def optax_value_trajectory(params0, f, make_tx, steps=STEPS, sign=1.0):
         return out
     finally:
         jax.config.update("jax_enable_x64", previous)
-
-
-
-def numpy_value_fn(fn, like):
-    """``value_fn(params, k)``: a JAX function of a list of arrays shaped as ``like`` (and a
-    float ``k``, the outer step, for objectives that drift) whose value and gradient are
-    ``fn(list of NumPy arrays, int(k)) -> (loss, grads)``'s, through ``jax.pure_callback``
-    and a custom VJP: optax's line searches (``value_fn=``, differentiated by
-    ``jax.value_and_grad``) see the very numbers npoptim's closure computes, so a comparison
-    measures the optimizers' arithmetic only. Jit-able with ``value_fn`` static."""
-    import jax
-    dtype = like[0].dtype
-    shapes = (jax.ShapeDtypeStruct((), dtype),
-              *[jax.ShapeDtypeStruct(p.shape, p.dtype) for p in like])
-
-    def evaluate(k, *xs):
-        loss, grads = fn([np.asarray(x) for x in xs], int(k))
-        return (np.asarray(loss, dtype), *[np.asarray(g, p.dtype) for g, p in zip(grads, like)])
-
-    def forward(params, k):
-        out = jax.pure_callback(evaluate, shapes, k, *params)
-        return out[0], (list(out[1:]), k)
-
-    @jax.custom_vjp
-    def value_fn(params, k):
-        return forward(params, k)[0]
-
-    def backward(residuals, cotangent):
-        grads, k = residuals
-        return [cotangent * g for g in grads], k * 0.0
-    value_fn.defvjp(forward, backward)
-    return value_fn

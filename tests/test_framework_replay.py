@@ -2,29 +2,19 @@
 real framework, as its users run it, must pass ``npoptim verify``; the torch cases the flavor
 overrides must fail through the same framework (the switches matter).
 
-* optax (jax with ``jax_enable_x64``): ``optax.<name>`` (``optax.contrib.<name>`` for a
-  dotted name) wrapped in ``optax.inject_hyperparams`` so the learning rate (or the keyword
-  that is npoptim's lr: ``polyak_sgd``'s ``scaling``) can change per step, callable defaults
-  kept static (``contrib.adopt``'s ``clip_value_fn``; :data:`OPTAX_STATIC`), an argument the
-  flavor table names built as the optax object (:data:`OPTAX_NAMED`: ``contrib.sophia``'s
-  ``hessian_diagonal_fn``), ``tx.update`` (with the params, which
-  ``prodigy``/``dadapt_adamw``/schedule-free read; for a case with an objective, the loss as
-  ``value=``; compiled with ``jax.jit`` for ``contrib.muon``, :data:`OPTAX_JIT`) then
-  ``optax.apply_updates``.
-* Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, ``floatx`` float64, x64):
-  ``keras.optimizers.<Name>(**framework_hyperparameters)``, ``opt.learning_rate = lr``,
-  ``opt.apply_gradients``.
+* optax: :func:`npoptim.check.optax.make_step` (``optax.<name>`` in
+  ``optax.inject_hyperparams``, the lr injected per step; what ``npoptim check --optax`` runs).
+* Keras 3 on the JAX backend in float64: :func:`npoptim.check.keras.make_step`
+  (``keras.optimizers.<Name>(**framework_hyperparameters)``, ``opt.learning_rate = lr``,
+  ``opt.apply_gradients``; what ``npoptim check --keras`` runs).
+* ONNX (``onnx.reference``) and TF.js (Node) through this file's runners.
 
-Which cases a framework runs is decided by npoptim's flavor tables, not by this file: the
-framework constructor is built from the case's hyperparameters in the framework's names
-(``framework_hyperparameters``, or for a torch case their translation), and a case is declared
-skipped, with the reason, when npoptim's own ``from_framework`` of that call does not give the
-case's hyperparameters (an option the framework lacks: ``maximize``, L2 decay in Keras, ...),
-or when it needs what the framework cannot do (CSR gradients; missing gradients where the
-framework has none: optax, ONNX; Keras leaves a variable out of ``apply_gradients``, TF.js
-gives it a null entry in ``applyGradients``, and both age the global step, npoptim's
-``step_scope="global"``). Known framework bugs are expected failures listed in
-tests/data/framework_known_bugs.json, on the call path an entry names (``call_path``: tfjs's
+Which cases a framework runs is decided by npoptim's flavor tables, not by this file
+(:func:`npoptim.check.constructors.constructor_for_case`, which says why a case is skipped).
+Keras leaves a variable out of ``apply_gradients``, TF.js gives it a null entry in
+``applyGradients``, and both age the global step, npoptim's ``step_scope="global"``. Known
+framework bugs are expected failures listed in npoptim/frameworks/framework_known_bugs.json
+(:mod:`npoptim.frameworks.known_bugs`), on the call path an entry names (``call_path``: tfjs's
 state by position shows only with a variable left out of ``applyGradients``, which
 :func:`test_tfjs_loses_track_of_state_only_with_a_variable_left_out` replays; a tfjs replay
 that crashes on a bug reports NaN parameters from the step it crashed in, and the error).
@@ -32,9 +22,7 @@ that crashes on a bug reports NaN parameters from the step it crashed in, and th
 Skips cleanly without the framework; ``NPOPTIM_REQUIRE_OPTAX=1`` / ``NPOPTIM_REQUIRE_KERAS=1``
 (set by .ci/run) make a missing one fail the session instead (tests/conftest.py).
 """
-import fnmatch
 import importlib.util
-import inspect
 import json
 import os
 from pathlib import Path
@@ -43,8 +31,12 @@ import numpy as np
 import pytest
 
 from npoptim import flavors
+from npoptim.check import keras as keras_check
+from npoptim.check import optax as optax_check
+from npoptim.check.constructors import ONNX_ATTRIBUTES, ORT_ONLY, constructor_for_case
+from npoptim.frameworks.known_bugs import BUGS, known_bug
 from npoptim.frameworks.tfjs import POSITIONAL
-from npoptim.golden import codec, compare, flavor_cases, generate, verify as verification
+from npoptim.golden import codec, compare, verify as verification
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all, parse
 
@@ -54,244 +46,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "reference_results"
 #: Keras warns for each variable left out of apply_gradients (the none-grad cases do it).
 pytestmark = pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
-KNOWN_BUGS = json.loads((ROOT / "tests" / "data" / "framework_known_bugs.json").read_text())
-
-
-def _known_bug(framework, case_id, call_path=None):
-    """The known bug of ``framework`` that ``case_id`` shows on ``call_path`` (an entry's
-    ``call_path``; None: the path the replay runs every case on), or None."""
-    return next((b for b in KNOWN_BUGS["bugs"] if b["framework"] == framework
-                 and b.get("call_path") == call_path
-                 and any(fnmatch.fnmatchcase(case_id, p) for p in b["cases"])), None)
-
-
-# ------------------------------------------------------------------ which constructor, if any
-def _framework_kwargs(entry, hyper):
-    """The framework call (its names) for npoptim hyperparameters ``hyper``; floats as floats
-    (Keras ``SGD(momentum=0)``, an int, raises "must be a float"), ints where the framework's
-    default is one (optax sophia's ``update_interval``) or that is a random key's seed (optax
-    contrib.dpsgd's required ``seed``)."""
-    seeds = {k for k, t in entry.names.items()
-             if (t[0] if isinstance(t, tuple) else t) == "seed"}
-    return {k: float(v) if type(v) is int and type(entry.defaults.get(k)) is not int
-            and k not in seeds else v
-            for k, v in flavors.framework_call(entry, hyper).items()}
-
-
-#: ONNX float attributes are float32; a float64 case runs only if they are exact in float32.
-ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient",
-                            "norm_coefficient_post"),
-                   "Adagrad": ("decay_factor", "epsilon", "norm_coefficient"),
-                   "Momentum": ("alpha", "beta", "norm_coefficient")}
-#: The onnx flavor's constructors that onnx.reference lacks: onnxruntime-training's AdamW,
-#: replayed by examples/framework_replay/ort_training.py (tests/test_ort_training.py).
-ORT_ONLY = {"AdamW": "onnxruntime-training's AdamW: examples/framework_replay/ort_training.py"}
-
-
-def _stepless(optimizer):
-    """No step count (``step_in_state_dict`` None): the step scope changes nothing."""
-    from npoptim import registry
-    return registry.get(optimizer).step_in_state_dict is None
-
-
-def constructor_for_case(flavor, case, use_switches=True):
-    """``(framework name, kwargs)`` of the framework's constructor that computes ``case``, or
-    ``(None, reason)``. With ``use_switches=False`` the case's hyperparameters are translated
-    name by name, whatever their conventions (how a user would replay a torch case)."""
-    if "csr" in case.tags:
-        return None, f"{flavor} takes dense gradients only"
-    if flavor == "tfjs" and case.dtype != "float32":
-        return None, "tfjs's CPU backend computes in float32 only"
-    if "none-grad" in case.tags and flavors.get(flavor).step_scope != "global":
-        return None, (f"{flavor} has no missing gradient (a zero gradient is a step, or the "
-                      "caller passes the step count): npoptim.flavors.Flavor.step_scope")
-    hyper = codec.from_json_hyper(case.hyperparameters)
-    tried = []
-    for name, entry in flavors.get(flavor).constructors.items():
-        if entry.npoptim != case.optimizer:
-            continue
-        if flavor == "onnx" and name in ORT_ONLY:
-            tried.append(ORT_ONLY[name])
-            continue
-        kwargs = _framework_kwargs(entry, hyper)
-        if not use_switches:
-            return name, kwargs
-        try:
-            built = flavors.from_framework(flavor, name, flavor_cases.probe(), **kwargs)
-        except (TypeError, ValueError) as exc:
-            tried.append(f"{name}: {exc}")
-            continue
-        resolved = generate.hyperparameters(built)
-        differ = sorted(k for k in set(resolved) | set(case.hyperparameters)
-                        if resolved.get(k) != case.hyperparameters.get(k)
-                        # without a missing gradient, or without a step count, both step
-                        # scopes give the same steps
-                        and not (k == "step_scope" and ("none-grad" not in case.tags
-                                                        or _stepless(case.optimizer))))
-        if not differ and flavor == "onnx" and case.dtype == "float64":
-            inexact = [k for k in ONNX_ATTRIBUTES[name] if k in kwargs
-                       and float(np.float32(kwargs[k])) != float(kwargs[k])]
-            if inexact:
-                return None, ("ONNX float attributes are float32: "
-                              f"{', '.join(inexact)} not exact in float32")
-        if not differ:
-            return name, kwargs
-        tried.append(f"{name} cannot express {', '.join(differ)}")
-    return None, "; ".join(tried) or f"{flavor} has no {case.optimizer}"
-
-
-# ------------------------------------------------------------------------------- runners
-def optax_constructor(name):
-    """``optax.<name>``; a dotted name (``contrib.adopt``) reads the submodule."""
-    import functools
-    import optax
-    return functools.reduce(getattr, name.split("."), optax)
-
-
-def optax_squared_gradient():
-    """contrib.sophia's ``hessian_diagonal_fn`` computing g * g of the step's gradient (npoptim
-    ``hessian_estimate="squared-gradient"``)."""
-    import optax
-
-    def update(updates, state, params=None, **extra):
-        return [u * u for u in updates], state
-    return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(), update)
-
-
-#: Framework arguments the flavor table names (the golden files store names), as optax
-#: objects: keyword -> name -> a function building it.
-OPTAX_NAMED = {"hessian_diagonal_fn": {"squared-gradient": optax_squared_gradient}}
-#: Arguments kept static in inject_hyperparams beyond callable defaults (sophia branches on
-#: them in Python, as tests/test_sophia.py keeps them).
-OPTAX_STATIC = {"contrib.sophia": ("hessian_diagonal_fn", "clip_threshold", "update_interval"),
-                # galore's rank and gap are Python ints it checks and branches on
-                "contrib.galore": ("rank", "update_proj_gap")}
-
-
-#: Constructors whose ``tx.update`` the replay compiles with ``jax.jit`` (the injected lr a
-#: traced hyperparameter, compiled once a case): optax.contrib.muon's Newton-Schulz iterations
-#: are many small ops (measured: its 6 flavor cases and 4 torch twins, 12 steps each, 32 s
-#: eagerly, 4.6 s jitted). The others run eagerly: jitting every constructor breaks adafactor
-#: (its injected min_dim_size_to_factor, traced, is branched on in Python) and makes the torch
-#: twins' replay slower (45 s against 22 s: compiling costs more than the small steps).
-#: contrib.galore is slow eagerly too (a lax.cond around the SVD each step; its flavor case
-#: and torch twin, 20 and 12 steps: 28 s eagerly, 6.6 s jitted, on a loaded machine).
-OPTAX_JIT = ("contrib.muon", "contrib.galore")
-
-#: optax.lbfgs's default line search (alias.py): the zoom keywords of a case complete it.
-OPTAX_LBFGS_ZOOM = dict(max_linesearch_steps=20, initial_guess_strategy="one")
-
-
-def optax_lbfgs_make_step(kwargs):
-    """optax.lbfgs as its users run it on an objective (alias.py's example): ``tx.update(grads,
-    state, params, value=loss, grad=grads, value_fn=f)``, then ``optax.apply_updates``. The
-    case's ``linesearch`` is ``"zoom"`` (``scale_by_zoom_linesearch`` with the case's zoom
-    keywords over optax.lbfgs's defaults), None, or for a torch case ``"strong_wolfe"``: optax's
-    strong-Wolfe search is its zoom. ``f`` is the case objective through the replay's closure
-    (``optax_compare.numpy_value_fn``: the objective's float64 formula as the case defines it,
-    not XLA's sums); the lr is constant in these cases."""
-    import jax
-    import jax.numpy as jnp
-    import optax
-    from optax_compare import numpy_value_fn
-    jax.config.update("jax_enable_x64", True)
-    kwargs = dict(kwargs)
-    linesearch = kwargs.pop("linesearch", "zoom")
-    zoom = {k: kwargs.pop(k) for k in list(kwargs) if k in set(inspect.signature(
-        optax.scale_by_zoom_linesearch).parameters)}
-    lr = kwargs.get("learning_rate")
-
-    def make_step(params, _hyper):
-        search = None if linesearch is None else optax.scale_by_zoom_linesearch(
-            **dict(OPTAX_LBFGS_ZOOM, **zoom))
-        tx = optax.lbfgs(**kwargs, linesearch=search)
-        state = {"params": [jnp.asarray(p) for p in params]}
-        state["opt"] = tx.init(state["params"])
-        closure = []
-
-        def at(xs, _k):  # the replay's closure evaluates at ``params``: move them there
-            saved = [p.copy() for p in params]
-            for p, x in zip(params, xs):
-                p[...] = x
-            try:
-                return closure[0]()
-            finally:
-                for p, s in zip(params, saved):
-                    p[...] = s
-        value_fn = numpy_value_fn(at, params)
-
-        def step(objective, step_lr):
-            assert lr is None or step_lr == lr, "optax.lbfgs replays a constant lr"
-            closure[:] = [objective]
-            value, grads = objective()
-            grads = [jnp.asarray(g) for g in grads]
-            extra = {} if search is None else dict(grad=grads, value_fn=value_fn,
-                                                   k=jnp.asarray(0.0))
-            updates, state["opt"] = tx.update(grads, state["opt"], state["params"],
-                                              value=jnp.asarray(value), **extra)
-            state["params"] = optax.apply_updates(state["params"], updates)
-            params[:] = [np.array(x) for x in state["params"]]  # (what the closure reads)
-        return step
-    return make_step
-
-
-def optax_make_step(name, kwargs):
-    import jax
-    import jax.numpy as jnp
-    import optax
-    jax.config.update("jax_enable_x64", True)
-    if name == "lbfgs":  # a closure-driven case: the zoom line search needs value_fn
-        return optax_lbfgs_make_step(kwargs)
-    kwargs = {k: OPTAX_NAMED[k][v]() if k in OPTAX_NAMED else v for k, v in kwargs.items()}
-
-    # the keyword that is npoptim's lr (optax.polyak_sgd's scaling), set before each step
-    # (or the lr through a conversion: adafactor's learning_rate, whose None is lr 1)
-    lr_name = next(k for k, t in flavors.get("optax").constructors[name].names.items()
-                   if t == "lr" or isinstance(t, tuple) and t[0] == "lr")
-
-    def make_step(params, _hyper):
-        dtype = params[0].dtype
-        constructor = optax_constructor(name)
-        # a callable default (contrib.adopt's clip_value_fn) is not a schedule to inject
-        static = tuple(k for k, p in inspect.signature(constructor).parameters.items()
-                       if p.default is not p.empty and callable(p.default)
-                       or k in OPTAX_STATIC.get(name, ()))
-        factory = optax.inject_hyperparams(constructor, static_args=static)
-        tx = factory(**dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
-        state = {"params": [jnp.asarray(p) for p in params]}
-        state["opt"] = tx.init(state["params"])
-        update = jax.jit(tx.update) if name in OPTAX_JIT else tx.update
-
-        def step(grads, lr):
-            state["opt"].hyperparams[lr_name] = jnp.asarray(lr, dtype)
-            extra = {}
-            if callable(grads):  # a case with an objective: the loss is update's value=
-                extra["value"], grads = grads()  # (evaluated at ``params``, kept current)
-            updates, state["opt"] = update([jnp.asarray(g) for g in grads], state["opt"],
-                                           state["params"], **extra)
-            state["params"] = optax.apply_updates(state["params"], updates)
-            for p, new in zip(params, state["params"]):
-                p[...] = np.asarray(new)
-            return [np.asarray(p) for p in state["params"]]
-        return step
-    return make_step
 
 
 def keras_make_step(name, kwargs):
+    """:func:`npoptim.check.keras.make_step` of ``keras.optimizers.<name>``."""
     import keras
-
-    def make_step(params, _hyper):
-        dtype = str(params[0].dtype)
-        variables = [keras.Variable(p.copy(), dtype=dtype) for p in params]
-        opt = getattr(keras.optimizers, name)(**kwargs)
-
-        def step(grads, lr):
-            opt.learning_rate = lr
-            opt.apply_gradients([(None if g is None else keras.ops.convert_to_tensor(
-                g, dtype=dtype), v) for g, v in zip(grads, variables)])
-            return [np.asarray(v.value) for v in variables]
-        return step
-    return make_step
+    return keras_check.make_step(getattr(keras.optimizers, name), kwargs)
 
 
 #: The step count input T at the first step, per ONNX operator (as the cases' notes say): 1 for
@@ -348,7 +108,7 @@ def onnx_make_step(name, kwargs, first_t=None):
     return make_step
 
 
-RUNNERS = {"optax": optax_make_step, "keras": keras_make_step, "onnx": onnx_make_step}
+RUNNERS = {"optax": optax_check.make_step, "keras": keras_make_step, "onnx": onnx_make_step}
 MODULES = {"optax": ("optax", "jax"), "keras": ("keras", "jax"), "onnx": ("onnx",)}
 #: The replayed flavors, each marked with what it needs (tests/conftest.py's needs marker).
 FLAVORS = [pytest.param(flavor, marks=pytest.mark.needs(*modules))
@@ -404,16 +164,15 @@ def _available(flavor):
 
 @pytest.fixture(scope="module", autouse=True)
 def _keras_on_jax_in_float64():
-    """Keras 3 as a float64 JAX user runs it: the backend is chosen before keras is imported,
-    and floatx float64 keeps the learning-rate variable from rounding to float32."""
+    """Keras 3 as a float64 JAX user runs it (:func:`npoptim.check.keras.use_jax_in_float64`:
+    the backend chosen before keras is imported, floatx float64)."""
     os.environ["KERAS_BACKEND"] = "jax"
     if importlib.util.find_spec("keras") is not None and importlib.util.find_spec("jax"):
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        import keras
-        if keras.backend.backend() != "jax":
-            pytest.skip("keras was imported with another backend before this module")
-        keras.config.set_floatx("float64")
+        from npoptim.check.spec import UsageError
+        try:
+            keras_check.use_jax_in_float64()
+        except UsageError as exc:
+            pytest.skip(str(exc))
 
 
 def replay_flavor(flavor, cases, use_switches=True, tmp_path=None):
@@ -444,17 +203,17 @@ def test_framework_passes_its_flavor(flavor, tmp_path):
     ran = [r for r in reports if r.status != "skipped"]
     own = [r for r, c in zip(reports, cases) if c.flavor == flavor
            and not (flavor == "onnx" and c.optimizer in ORT_ONLY)]
-    failed = [r for r in reports if r.failed and not _known_bug(flavor, r.case_id)]
+    failed = [r for r in reports if r.failed and not known_bug(flavor, r.case_id)]
     assert not failed, compare.format_reports(failed, summary=True)
     assert all(r.status != "skipped" for r in own), [r.case_id for r in own if r.failed]
     assert len(ran) > len(own), compare.format_reports(reports, summary=True)
     for r in reports:  # a listed bug must still fail: a fix upstream is noticed
-        if _known_bug(flavor, r.case_id) and r.status != "skipped":
+        if known_bug(flavor, r.case_id) and r.status != "skipped":
             assert r.failed, f"{r.case_id} passes {flavor}: remove it from the known bugs"
     # and through the CLI, as a user runs it, declaring the known bugs skipped
     path = tmp_path / "results.json"
-    entries = [{"id": r.id, "skipped": f"known {flavor} bug: {_known_bug(flavor, r.id)['what']}"}
-               if _known_bug(flavor, r.id) else r.raw for r in results.values()]
+    entries = [{"id": r.id, "skipped": f"known {flavor} bug: {known_bug(flavor, r.id)['what']}"}
+               if known_bug(flavor, r.id) else r.raw for r in results.values()]
     path.write_text(codec.dumps(results_file(entries, flavor)))
     from npoptim.cli import verify as verify_cli
     import argparse
@@ -471,10 +230,10 @@ def test_tfjs_loses_track_of_state_only_with_a_variable_left_out(tmp_path):
     variable is left out of applyGradients' map."""
     if not _available("tfjs"):
         pytest.skip("tfjs is not installed")
-    bug = next(b for b in KNOWN_BUGS["bugs"] if b.get("call_path") == "variable-left-out")
+    bug = next(b for b in BUGS if b.get("call_path") == "variable-left-out")
     cases = [c for c in load_all(SUITE, kind="cases") if c.dtype == "float32"
-             and _known_bug("tfjs", c.id, "variable-left-out") is bug
-             and not _known_bug("tfjs", c.id)]
+             and known_bug("tfjs", c.id, "variable-left-out") is bug
+             and not known_bug("tfjs", c.id)]
     assert len(cases) == 4, [c.id for c in cases]
     jobs = [(c, *constructor_for_case("tfjs", c)) for c in cases]
     assert all(name is not None for _, name, _ in jobs), jobs
@@ -525,7 +284,7 @@ def _optax_from_the_file(case, as_arrays):
         state = {"params": [jnp.asarray(p) for p in params]}
 
         def step(grads, lr):
-            tx = optax_constructor(name)(**dict(kwargs, **{lr_name: typed(lr, dtype)}))
+            tx = optax_check.optax_constructor(name)(**dict(kwargs, **{lr_name: typed(lr, dtype)}))
             if "opt" not in state:
                 state["opt"] = tx.init(state["params"])
             updates, state["opt"] = tx.update([jnp.asarray(g) for g in grads], state["opt"],
@@ -579,14 +338,14 @@ def test_the_optax_choices_the_cases_state_change_the_numbers():
     lbfgs = _suite_case("LBFGS/optax/short-history/float64")
     assert "initial_guess_strategy='one'" in lbfgs.comment
     name, kwargs = constructor_for_case("optax", lbfgs)
-    assert _passes(lbfgs, optax_make_step(name, kwargs), "optax")
-    assert not _passes(lbfgs, optax_make_step(name, dict(kwargs, initial_guess_strategy="keep")),
-                       "optax")
+    assert _passes(lbfgs, optax_check.make_step(name, kwargs), "optax")
+    assert not _passes(lbfgs, optax_check.make_step(
+        name, dict(kwargs, initial_guess_strategy="keep")), "optax")
     amsgrad = _suite_case("Adam/optax/amsgrad/float64")
     assert "Framework call: optax.amsgrad(" in amsgrad.comment
-    assert _passes(amsgrad, optax_make_step("amsgrad", amsgrad.framework_hyperparameters),
+    assert _passes(amsgrad, optax_check.make_step("amsgrad", amsgrad.framework_hyperparameters),
                    "optax")
-    assert not _passes(amsgrad, optax_make_step("adam", amsgrad.framework_hyperparameters),
+    assert not _passes(amsgrad, optax_check.make_step("adam", amsgrad.framework_hyperparameters),
                        "optax")
 
 
@@ -663,7 +422,7 @@ def _optax_wrapper(case):
 
     def make_step(params, _hyper):
         dtype = params[0].dtype
-        inner = optax.inject_hyperparams(optax_constructor(name))(
+        inner = optax.inject_hyperparams(optax_check.optax_constructor(name))(
             **dict(kwargs, **{lr_name: jnp.asarray(kwargs[lr_name], dtype)}))
         if case.optimizer == "Lookahead":
             tx = optax.lookahead(inner, sync_period=hyper["k"], slow_step_size=hyper["alpha"],
@@ -728,10 +487,10 @@ def test_optax_replays_the_wrapper_cases():
                                    "wrapped": None})
         name, kwargs = constructor_for_case("optax", inner_case)
         if name is not None and inner_case.objective is None:
-            alone.append(replay(inner_case, optax_make_step(name, kwargs),
+            alone.append(replay(inner_case, optax_check.make_step(name, kwargs),
                                 grad_format="dense"))
         elif name is not None:  # SAM: the wrapped optimizer steps on the plain gradient
-            alone.append(replay(inner_case, _plain_closure(optax_make_step(name, kwargs)),
+            alone.append(replay(inner_case, _plain_closure(optax_check.make_step(name, kwargs)),
                                 grad_format="dense"))
     results = {r.id: r for r in parse(json.loads(codec.dumps(results_file(
         entries, "optax"))), "<optax>", "results").cases}

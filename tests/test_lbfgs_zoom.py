@@ -3,9 +3,9 @@
 
 optax.lbfgs runs as alias.py's example does (``update(grads, state, params, value=, grad=,
 value_fn=)``, jitted), its ``value_fn`` the same NumPy objective as npoptim's closure
-(``optax_compare.numpy_value_fn``), so only the optimizers' arithmetic differs. Steps stop short
-of convergence: at the optimum the zoom compares values equal to the last ulp, and both sides
-then wander within sqrt(eps) of it by their own roundings.
+(``npoptim.check.optax.numpy_value_fn``), so only the optimizers' arithmetic differs. Steps stop
+short of convergence: at the optimum the zoom compares values equal to the last ulp, and both
+sides then wander within sqrt(eps) of it by their own roundings.
 """
 import inspect
 
@@ -16,10 +16,10 @@ import npoptim
 import optax_contrib
 from lbfgs_problems import drifting_quartic, flat, rosenbrock, start_params, wavy
 from npoptim import flavors
+from npoptim.check.optax import numpy_value_fn
 from npoptim.optim import lbfgs
 from npoptim.optim import zoom_linesearch as zoom_module
 from npoptim.optim.zoom_linesearch import zoom_linesearch
-from optax_compare import numpy_value_fn
 
 STEPS = 20
 

@@ -28,6 +28,8 @@ COMMANDS = {
                                        "kernels compute them"),
     "diagnose": ("npoptim.cli.diagnose", "name the convention or mistake that reproduces "
                                          "another implementation's results"),
+    "check": ("npoptim.cli.check", "run the golden suite straight through a torch, optax or "
+                                   "Keras optimizer or a step function (no results file)"),
     "suite": ("npoptim.cli.suite", "where the golden suite is, its version and counts; "
                                    "--export DIR writes it as plain JSON files"),
 }

@@ -4,7 +4,9 @@
 :class:`Flavor`), one table per framework (:mod:`~npoptim.frameworks.keras`,
 :mod:`~npoptim.frameworks.optax`, :mod:`~npoptim.frameworks.tf`,
 :mod:`~npoptim.frameworks.tfjs`, :mod:`~npoptim.frameworks.onnx`) and
-:mod:`~npoptim.frameworks.translation` (a framework's keywords to npoptim's and back); here:
+:mod:`~npoptim.frameworks.translation` (a framework's keywords to npoptim's and back),
+:mod:`~npoptim.frameworks.known_bugs` (the frameworks' bugs the golden cases show, read by
+``npoptim check``; not imported here); here:
 the torch flavor, :data:`FLAVORS`, :func:`get` and :func:`framework_names`. What a flavor is,
 and the precedence of flavor, variant and explicit keywords: :mod:`npoptim.flavors`.
 

@@ -14,7 +14,9 @@
   :mod:`npoptim.golden.precision_cases`: the 16-bit cases (:mod:`npoptim.precision`).
 * :mod:`npoptim.golden.generate`: building cases with npoptim.
 * :mod:`npoptim.golden.replay`: replaying cases through npoptim or any step function (what
-  ``npoptim verify``, :mod:`npoptim.testing` and ``npoptim diagnose`` run).
+  ``npoptim verify``, :mod:`npoptim.testing` and ``npoptim diagnose`` run);
+  :mod:`npoptim.golden.torch_replay`: a ``torch.optim.Optimizer`` as such a step function
+  (what ``npoptim check --torch`` runs and the regeneration measures torch with).
 * :mod:`npoptim.golden.compare`: errors, tolerances and the report of ``npoptim verify``;
   :mod:`npoptim.golden.verify`: a verify run (which cases, whose results, a report per case
   as it is judged).

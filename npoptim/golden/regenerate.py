@@ -9,9 +9,11 @@ Writes, bit for bit reproducibly:
   :mod:`npoptim.golden.precision_cases` (schema version 3);
 * ``golden.schema.json``: the JSON Schema (:data:`npoptim.golden.schema.JSON_SCHEMA`);
 * ``provenance.json``: how far torch 2.13 is from each case, per implementation path
-  (``foreach=False``, ``foreach=True``, ``fused=True``). Measured only when torch is
-  importable (torch is imported here and nowhere else in npoptim); without torch the previous
-  measurements are kept, and cases never measured say so;
+  (``foreach=False``, ``foreach=True``, ``fused=True``), each case run as ``npoptim check
+  --torch`` runs it (:mod:`npoptim.golden.torch_replay`); a failing path is marked with its
+  known bug (:mod:`npoptim.frameworks.known_bugs`). Measured only when torch is importable
+  (imported in the functions that run it); without torch the previous measurements are
+  kept, and cases never measured say so;
 * the generated sections of ``README.md`` (between ``<!-- BEGIN GENERATED: name -->`` and
   ``<!-- END GENERATED: name -->``): the case table with flags, tolerances and the provenance.
 
@@ -32,10 +34,10 @@ import sys
 from pathlib import Path
 
 from npoptim import flavors
+from npoptim.frameworks.known_bugs import known_bug
 from npoptim.golden import cases, codec, flavor_cases, precision_cases
-from npoptim.golden.inputs import evaluate_objective
 from npoptim.golden.generate import HEADER, build_case, build_file
-from npoptim.golden.replay import results_file
+from npoptim.golden.replay import Refused, replay, results_file
 from npoptim.golden.schema import JSON_SCHEMA, parse
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "reference_results"
@@ -43,16 +45,6 @@ SCHEMA_FILE = "golden.schema.json"
 PROVENANCE_FILE = "provenance.json"
 PROVENANCE_SCHEMA = "npoptim-golden-provenance"
 TORCH_PATHS = ("foreach=False", "foreach=True", "fused=True")
-
-#: (optimizer, torch path, dtype) -> why torch on that path fails some cases' tolerance.
-#: Every failing measurement must be listed here (tests/test_golden.py checks it).
-KNOWN_TORCH_DIVERGENCES = {
-    ("ASGD", "foreach=True", "float64"):
-        "torch 2.13's foreach ASGD computes eta = lr / (1 + lambd*lr*step)^alpha and mu from "
-        "the float32 `step` tensor, i.e. in float32 arithmetic, where its single-tensor path "
-        "(and npoptim) use Python floats; eta then differs by ~1e-7 relative in float64 "
-        "cases (torch/optim/asgd.py, _multi_tensor_asgd).",
-}
 
 
 #: What ``--check`` (and tests/test_golden.py) say when a committed file differs.
@@ -116,18 +108,19 @@ def schema_text():
 
 # ---------------------------------------------------------------------------- torch runs
 def torch_results(case, path):
-    """Run ``case`` through ``torch.optim`` on one implementation path.
+    """Run ``case`` through ``torch.optim`` on one implementation path
+    (:func:`npoptim.golden.torch_replay.make_step`, what ``npoptim check --torch`` runs).
 
     Returns ``(result entry, None)`` or ``(None, reason)`` when torch has no such path for the
     case (e.g. fused with sparse gradients)."""
-    import numpy as np
+    import inspect
     import torch
+    from npoptim.golden.torch_replay import make_step
 
     cls = getattr(torch.optim, case.torch_name)
     kwargs = codec.from_json_hyper(case.hyperparameters)
     key, value = path.split("=")
-    accepted = __import__("inspect").signature(cls.__init__).parameters
-    if key in accepted:
+    if key in inspect.signature(cls.__init__).parameters:
         kwargs[key] = value == "True"
     elif path != "foreach=False":  # without the option, torch has the single-tensor path only
         return None, f"torch.optim.{case.torch_name} has no {key} option"
@@ -136,65 +129,10 @@ def torch_results(case, path):
         return None, "fused does not take sparse gradients"
     if path == "foreach=True" and sparse:
         return None, "foreach falls back to foreach=False for sparse gradients"
-    params = [torch.tensor(p.copy(), requires_grad=True) for p in case.params]
     try:
-        opt = cls(params, **kwargs)
-    except (RuntimeError, ValueError, TypeError) as exc:
-        return None, f"torch refuses: {str(exc).splitlines()[0][:80]}"
-    steps = []
-    for step in case.steps:
-        for group in opt.param_groups:
-            group["lr"] = step.lr
-        closure = None
-        if case.objective is not None:
-            def closure():
-                values = [p.detach().numpy() for p in params]
-                loss, grads = evaluate_objective(case.objective, values)
-                for p, g in zip(params, grads):
-                    p.grad = torch.from_numpy(g)
-                return torch.tensor(loss, dtype=torch.float64)
-        else:
-            for p, g in zip(params, step.grads):
-                p.grad = _torch_grad(g, p, torch, np)
-        try:
-            opt.step(closure)
-        except (RuntimeError, ValueError, TypeError) as exc:
-            return None, f"torch refuses: {str(exc).splitlines()[0][:80]}"
-        state = opt.state_dict()["state"]
-        entry_state = []
-        for i in range(len(params)):
-            s = state.get(i)
-            entry_state.append(None if s is None else
-                               {k: _to_numpy(v) for k, v in s.items() if v is not None})
-        steps.append({"params": [codec.encode_array(p.detach().numpy()) for p in params],
-                      "state": [None if s is None else
-                                {k: codec.encode_state_value(v) for k, v in s.items()}
-                                for s in entry_state]})
-    return {"id": case.id, "steps": steps}, None
-
-
-def _torch_grad(g, p, torch, np):
-    if g is None:
-        return None
-    if isinstance(g, codec.CsrGrad):
-        rows = np.repeat(np.arange(g.shape[0]), np.diff(g.indptr))
-        trailing = tuple(p.shape[1:])
-        cols = np.unravel_index(g.indices, trailing) if trailing else ()
-        index = np.stack([rows, *cols]).astype(np.int64).reshape(len(p.shape), -1)
-        return torch.sparse_coo_tensor(torch.from_numpy(index), torch.from_numpy(g.data.copy()),
-                                       size=tuple(p.shape), check_invariants=True)
-    return torch.from_numpy(g.copy())
-
-
-def _to_numpy(value):
-    import torch
-    if isinstance(value, torch.Tensor):
-        if value.is_sparse:
-            value = value.to_dense()
-        return value.detach().numpy().copy()
-    if isinstance(value, (list, tuple)):
-        return [_to_numpy(v) for v in value]
-    return value
+        return replay(case, make_step(cls, kwargs, who="torch"), "raw"), None
+    except Refused as exc:
+        return None, str(exc)
 
 
 def measure_torch(files):
@@ -217,9 +155,9 @@ def measure_torch(files):
                                f"<torch {path}>", "results").cases[0]
                 report = compare_case(case, parsed, f"<torch {path}>")
                 agg = [s for s in report.steps]
-                known = KNOWN_TORCH_DIVERGENCES.get((case.optimizer, path, case.dtype))
+                known = known_bug("torch", case.id, path)
                 entry[path] = {
-                    "known_divergence": known if not report.passed and known else None,
+                    "known_divergence": known["what"] if not report.passed and known else None,
                     "status": "pass" if report.passed else "fail",
                     "max_abs": max(s.max_abs for s in agg),
                     "max_scaled": max(s.max_scaled for s in agg),
@@ -469,7 +407,7 @@ def main(argv=None):
     provenance = load_provenance(out)
     if not args.no_torch and not args.check:
         try:
-            import torch  # noqa: F401  (only here: the provenance measurements)
+            import torch  # noqa: F401  (only for the provenance measurements)
         except ImportError:
             print("torch is not installed: provenance.json kept as it is", file=sys.stderr)
         else:

@@ -9,7 +9,9 @@
   case (its ``precision`` object: :func:`make_optimizer` builds the
   :mod:`npoptim.precision` optimizer it names).
 * :func:`wrapper_state` reads a wrapper's own state as the schema stores it (generating a
-  case records it the same way).
+  case records it the same way);
+* :class:`Refused`: what a step function raises for a case its implementation cannot run
+  (``npoptim check`` then reports the case skipped, with the reason).
 
 Building cases is :mod:`npoptim.golden.generate`'s (and the case modules'); this module
 imports none of them.
@@ -24,6 +26,10 @@ from npoptim.golden import codec, inputs, schema
 QUANTIZATIONS = dict(zip(schema.QUANTIZATIONS, ("8bit", "4bit", "Fp8", "8bit")))
 #: the prefix of a quantized mode's class name, when it has one (``BnbAdamW8bit``)
 QUANTIZATION_PREFIXES = {"bnb-8bit": "Bnb"}
+
+
+class Refused(Exception):
+    """A step function's implementation refuses the case (the message is the reason)."""
 
 
 # ------------------------------------------------------------------------ npoptim's steps
