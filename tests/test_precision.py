@@ -358,3 +358,38 @@ def test_round_to_is_the_round_trip_through_the_format(format):
     round_each(values, formats.FORMATS[format], ours)
     trip = formats.to_float32_array(formats.from_float32_array(values, format), format)
     assert np.array_equal(ours.view(np.uint32), trip.view(np.uint32))
+
+
+def test_float16_conversions_are_the_same_bits_in_hardware_and_in_integers():
+    """Where the CPU converts float16 itself (``formats.HARDWARE_FLOAT16``, F16C here), the
+    conversions are its instructions; they give every bit of the integer forms (the ones that
+    run where it does not, and under ``NUMBA_DISABLE_JIT``): all 65,536 float16 patterns,
+    signaling NaNs included, and a spread of float32 patterns with the rounding's edges."""
+    import numba
+
+    @numba.njit
+    def both(bits, values, decoded, decoded_int, encoded, encoded_int, rounded):
+        for i in range(bits.size):
+            decoded[i] = formats.float16_to_float32(bits[i])
+            decoded_int[i] = formats.float16_to_float32_integer(bits[i])
+        for i in range(values.size):
+            encoded[i] = formats.float32_to_float16(values[i])
+            encoded_int[i] = formats.float32_to_float16_integer(values[i])
+            rounded[i] = formats.round_to(values[i], formats.FLOAT16)
+
+    bits = np.arange(1 << 16, dtype=np.uint64).astype(np.uint16)
+    patterns = np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32)
+    edges = np.array([0x477FF000, 0x477FEFFF, 0x387FF000, 0x38800000, 0x387FFFFF, 0x33000000,
+                      0x33000001, 0x7F800001, 0x7FBFFFFF, 0xFFC02000, 0x7FFFFFFF], np.uint32)
+    values = np.concatenate([patterns, edges, edges | 0x80000000]).view(np.float32)
+    if numba.config.DISABLE_JIT:
+        values = values[::97]
+    decoded, decoded_int = np.empty(bits.size, np.float32), np.empty(bits.size, np.float32)
+    encoded, encoded_int = np.empty(values.size, np.uint16), np.empty(values.size, np.uint16)
+    rounded = np.empty(values.size, np.float32)
+    both(bits, values, decoded, decoded_int, encoded, encoded_int, rounded)
+    assert np.array_equal(decoded.view(np.uint32), decoded_int.view(np.uint32))
+    assert np.array_equal(encoded, encoded_int)
+    trip = np.array([formats.float16_to_float32_integer(b) for b in encoded_int], np.float32) \
+        if numba.config.DISABLE_JIT else formats.to_float32_array(encoded_int, "float16")
+    assert np.array_equal(rounded.view(np.uint32), trip.view(np.uint32))

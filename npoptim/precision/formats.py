@@ -24,10 +24,21 @@ float16 (code 1): IEEE binary16, 1 sign, 5 exponent, 10 mantissa bits.
   NumPy's ``astype(float16)`` and torch do. A NaN keeps its sign and the top 10 bits of its
   payload, with the quiet bit set.
 
+Where the CPU converts float16 itself (x86's F16C, on every x86-64 since 2012; every 64-bit ARM
+core) and Numba compiles for it, :data:`HARDWARE_FLOAT16` is true and the float16 conversions
+are the instructions (LLVM's ``fpext``/``fptrunc`` of ``half``), which vectorize where the
+integer forms did not: the same bits (the instruction is IEEE's rounding, as above), with NaN
+taken from the integer form (the instruction quiets a signaling NaN on the way to float32,
+which the integer form, NumPy and torch keep). ``tests/test_precision.py`` holds the two forms
+to each other on every pattern.
+
 Arrays: a bfloat16 array is an ``ml_dtypes.bfloat16`` array (the optional extra
 ``npoptim[bf16]``), a float16 array a NumPy ``float16`` one; a raw ``uint16`` array holds either
 format's bits, and the format is then named by the caller (``format="bfloat16"``).
 """
+import platform
+
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -42,6 +53,23 @@ FLOAT16 = 1
 FORMATS = {"bfloat16": BFLOAT16, "float16": FLOAT16}
 #: format name -> the largest finite value of that format
 MAX_FINITE = {"bfloat16": (2 - 2 ** -7) * 2.0 ** 127, "float16": 65504.0}
+
+
+def _hardware_float16():
+    """Whether Numba compiles for a CPU that converts float16 itself (see the module
+    docstring): the host, F16C on x86 or any 64-bit ARM; False for a named target CPU
+    (``NUMBA_CPU_NAME``, e.g. a portable cache) and under ``NUMBA_DISABLE_JIT``."""
+    from numba.core import config
+    if config.DISABLE_JIT or (config.CPU_NAME and config.CPU_NAME != "host"):
+        return False
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return True
+    from llvmlite import binding
+    return bool(binding.get_host_cpu_features().get("f16c", False))
+
+
+#: The float16 conversions are the CPU's instructions (see the module docstring).
+HARDWARE_FLOAT16 = _hardware_float16()
 
 
 def bfloat16_dtype():
@@ -127,6 +155,20 @@ def _u32_to_f32(typingctx, u):
     return types.float32(types.uint32), codegen
 
 
+@intrinsic
+def _half_to_f32(typingctx, bits):
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _f32_to_half(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
 @overload(float32_bits, jit_options=JIT_OPTIONS)
 def _float32_bits_jit(x):
     return lambda x: np.int64(_f32_to_u32(np.float32(x)))
@@ -156,7 +198,7 @@ def _select(condition, if_true, if_false):
 
 
 @kernel
-def float16_to_float32(bits):
+def float16_to_float32_integer(bits):
     """(Branches, unlike the other conversions: LLVM turns them into selects where a loop
     vectorizes, and the branch-free form was slower in the loops that do not.)"""
     h = np.int64(bits)
@@ -172,7 +214,7 @@ def float16_to_float32(bits):
 
 
 @kernel
-def float32_to_float16(x):
+def float32_to_float16_integer(x):
     u = float32_bits(x)
     sign = (u >> 16) & 0x8000
     a = u & 0x7FFFFFFF
@@ -187,6 +229,28 @@ def float32_to_float16(x):
     bits = _select(a >= 0x477FF000, 0x7C00, bits)  # 65520 and above (and inf) round to inf
     bits = _select(a > 0x7F800000, 0x7E00 | ((a >> 13) & 0x3FF), bits)  # NaN: quiet, top of
     return np.uint16(sign | bits)                                         # the payload kept
+
+
+@kernel
+def float16_to_float32(bits):
+    """The float32 value of float16 ``bits`` (exact)."""
+    if HARDWARE_FLOAT16:
+        x = _half_to_f32(np.uint16(bits))
+        # a NaN as the integer form gives it: the instruction quiets a signaling one (sets
+        # bit 22), the integer form keeps the pattern's own quiet bit (bit 9) there
+        h = np.uint32(bits)
+        kept = ((_f32_to_u32(x) & np.uint32(0xFFBFFFFF))
+                | ((h & np.uint32(0x200)) << np.uint32(13)))
+        return x if x == x else _u32_to_f32(kept)
+    return float16_to_float32_integer(bits)
+
+
+@kernel
+def float32_to_float16(x):
+    """The float16 bits of the float32 ``x`` rounded to nearest, ties to even."""
+    if HARDWARE_FLOAT16:  # a NaN keeps its sign and payload's top, quiet, as specified above
+        return _f32_to_half(np.float32(x))
+    return float32_to_float16_integer(x)
 
 
 @kernel
@@ -215,6 +279,8 @@ def round_to(x, code):
     if code == BFLOAT16:
         rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
         return bits_float32(_select(a > 0x7F800000, 0x7FC00000, rounded))
+    if HARDWARE_FLOAT16:  # a NaN's round trip is quiet already: no select needed
+        return _half_to_f32(_f32_to_half(np.float32(x)))
     sign = u & 0x80000000
     # 11 significant bits, to nearest even; below 2**-14 in steps of 2**-24 (as the conversion)
     bits = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
