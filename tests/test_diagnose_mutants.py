@@ -4,12 +4,16 @@ rules), with every option of torch's golden cases (L2 and decoupled weight decay
 schedules, ``maximize``, ``amsgrad``, several parameters, parameters without a gradient, CSR
 gradients), and one deliberate mistake in one piece of code (the ``bug`` branches).
 
-Each mutant is run on *all* torch's float64 golden cases of its optimizer, so that a mistake
-reaches some cases only (decoupled decay: the cases that decouple) and the others match the
-reference: the right catalogue entry must come first and reproduce every case, and the mutant
-without a bug must match.
+Each mutant is run on *all* torch's float64 golden cases of its optimizer (Adam's and
+AdamW's also take the flavors' options, and run on Keras's, ONNX's and optax's cases too: eps
+hat, one step count, ONNX's post-update decay, optax's amsgrad), so that a mistake reaches some
+cases only (decoupled decay: the cases that decouple) and the others match the reference: the
+right catalogue entry must come first and reproduce every case, and the mutant without a bug
+must match.
 """
 import math
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,19 +24,36 @@ from npoptim.golden.codec import dumps
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all
 
-SUITE = "reference_results/cases"
+SUITE = Path("reference_results/cases")
+#: The families whose mutants also take the flavors' options, and those flavors' cases
+FLAVORED, FLAVORS = ("Adam", "AdamW"), ("keras", "onnx", "optax")
 
 
-def suite_file(optimizer):
-    """The optimizer's own golden file: diagnose reads it in milliseconds (the whole suite
-    takes seconds to load)."""
-    return f"{SUITE}/{optimizer}.json"
+def golden_files(optimizer):
+    """The golden files of the optimizer's cases the mutants are run on: torch's, and the
+    flavors' for :data:`FLAVORED`."""
+    flavors = [SUITE / f / f"{optimizer}.json" for f in FLAVORS] if optimizer in FLAVORED else []
+    return [SUITE / f"{optimizer}.json"] + [f for f in flavors if f.exists()]
 
 
-def torch_cases(optimizer):
-    """The optimizer's float64 torch cases (``Name/case/float64``: no flavor's)."""
-    return [c for c in load_all(suite_file(optimizer), kind="cases")
-            if c.dtype == "float64" and c.id.count("/") == 2]
+def float64_cases(optimizer):
+    return [c for f in golden_files(optimizer) for c in load_all(f, kind="cases")
+            if c.dtype == "float64"]
+
+
+@pytest.fixture(scope="module")
+def suite_of(tmp_path_factory):
+    """The suite diagnose is given: the optimizer's own golden files (read in milliseconds;
+    the whole suite takes seconds)."""
+    def suite(optimizer):
+        files = golden_files(optimizer)
+        if len(files) == 1:
+            return files[0]
+        where = tmp_path_factory.mktemp(optimizer)
+        for f in files:
+            shutil.copy(f, where / "-".join(f.relative_to(SUITE).parts))
+        return where
+    return suite
 
 
 # ------------------------------------------------------------------ what the mutants share
@@ -104,12 +125,21 @@ def step_of(count, bug):
 
 # ---------------------------------------------------------------------------- the mutants
 def adam(optimizer, bug=None):
-    """Adam and AdamW (bug ``"keras"``: Keras's Adam, eps hat and eps 1e-7)."""
+    """Adam and AdamW, with the flavors' options: where eps goes (``eps_mode``), optax's max
+    of the bias-corrected v (``amsgrad_max``), Keras's one step count (``step_scope``), ONNX's
+    ``post_weight_decay``. Bug ``"keras"``: Keras's Adam, eps hat and eps 1e-7."""
     def make_step(params, h):
         kind = kind_of(bug)
         beta1, beta2 = h["betas"]
         eps = eps_of(h, bug)
         decoupled = optimizer == "AdamW" or h.get("decoupled_weight_decay", False)
+        max_of_v_hat = h["amsgrad"] and h.get("amsgrad_max") == "bias_corrected"
+        mode = h.get("eps_mode", "bias_corrected")
+        if bug in ("eps hat", "keras") and not max_of_v_hat:  # no framework has both
+            mode = "eps_hat"
+        if bug == "eps in sqrt":
+            mode = "in_sqrt"
+        one_count = h.get("step_scope") == "global"  # a parameter without a gradient ages
         ms = [np.zeros(p.shape, kind) for p in params]
         vs = [np.zeros(p.shape, kind) for p in params]
         vmax = [np.zeros(p.shape, kind) for p in params]
@@ -117,6 +147,7 @@ def adam(optimizer, bug=None):
 
         def step(grads, lr):
             for i, (p, g) in enumerate(zip(params, grads)):
+                counts[i] += g is not None or one_count
                 if g is None:
                     continue
                 g = dense(g, p.shape).astype(kind)
@@ -124,24 +155,26 @@ def adam(optimizer, bug=None):
                 x, g = weight_decay(p.astype(kind), g, lr, h, decoupled, bug)
                 ms[i] = beta1 * ms[i] + (1 - beta1) * g
                 vs[i] = beta2 * vs[i] + (1 - beta2) * g * g
-                v = vs[i]
-                if h["amsgrad"]:
-                    v = vmax[i] = np.maximum(vmax[i], vs[i])
-                counts[i] += 1
                 t = step_of(counts[i], bug)
                 with np.errstate(all="ignore"):
-                    b1, b2 = 1 - beta1 ** t, 1 - beta2 ** t
+                    b1, b2 = 1 - kind(beta1) ** t, 1 - kind(beta2) ** t
                     if bug in ("no m correction", "no correction"):
-                        b1 = 1.0
+                        b1 = kind(1)
                     if bug in ("no v correction", "no correction"):
-                        b2 = 1.0
-                    if bug in ("eps hat", "keras"):  # lr sqrt(b2)/b1 m / (sqrt(v) + eps)
-                        x = x - lr * math.sqrt(b2) / b1 * ms[i] / (np.sqrt(v) + eps)
-                    elif bug == "eps in sqrt":
-                        x = x - lr / b1 * ms[i] / np.sqrt(v / b2 + eps)
+                        b2 = kind(1)
+                    if max_of_v_hat:  # optax: the max of v/b2
+                        v_hat = vmax[i] = np.maximum(vmax[i], vs[i] / b2)
                     else:
-                        x = x - lr * (ms[i] / b1) / (np.sqrt(v / b2) + eps)
-                p[...] = decay_after(x, lr, h, decoupled, bug)
+                        v = vmax[i] = np.maximum(vmax[i], vs[i]) if h["amsgrad"] else vs[i]
+                        v_hat = v / b2
+                    if mode == "eps_hat":  # lr sqrt(b2)/b1 m / (sqrt(v) + eps)
+                        x = x - lr * np.sqrt(b2) / b1 * ms[i] / (np.sqrt(v) + eps)
+                    elif mode == "in_sqrt":
+                        x = x - lr / b1 * ms[i] / np.sqrt(v_hat + eps)
+                    else:
+                        x = x - lr * (ms[i] / b1) / (np.sqrt(v_hat) + eps)
+                x = decay_after(x, lr, h, decoupled, bug)
+                p[...] = x * (1 - h.get("post_weight_decay", 0))
             return params
         return step
     return make_step
@@ -460,27 +493,26 @@ UNTESTED = {
 }
 
 
-def diagnosed(tmp_path, optimizer, bug):
-    cases = torch_cases(optimizer)
-    results = [replay(c, MUTANTS[optimizer](optimizer, bug)) for c in cases]
+def diagnosed(tmp_path, suite, optimizer, bug):
+    results = [replay(c, MUTANTS[optimizer](optimizer, bug)) for c in float64_cases(optimizer)]
     path = tmp_path / "results.json"
     path.write_text(dumps(results_file(results, implementation=f"mutant {bug}")))
-    (d,) = diagnose(path, suite_file(optimizer))
+    (d,) = diagnose(path, suite(optimizer))
     return d
 
 
 # ------------------------------------------------------------------------------ the tests
 @pytest.mark.parametrize("optimizer", MUTANTS)
-def test_each_correct_mutant_matches(tmp_path, optimizer):
+def test_each_correct_mutant_matches(tmp_path, suite_of, optimizer):
     # the mutants' correct branches are the reference: else a named mistake proves nothing
-    d = diagnosed(tmp_path, optimizer, None)
+    d = diagnosed(tmp_path, suite_of, optimizer, None)
     assert d.verdict == "matches" and not d.failing
 
 
 @pytest.mark.parametrize("optimizer, bug, entry", MISTAKES,
                          ids=[f"{o}-{bug}" for o, bug, _ in MISTAKES])
-def test_each_mistake_is_named_on_every_case(tmp_path, optimizer, bug, entry):
-    d = diagnosed(tmp_path, optimizer, bug)
+def test_each_mistake_is_named_on_every_case(tmp_path, suite_of, optimizer, bug, entry):
+    d = diagnosed(tmp_path, suite_of, optimizer, bug)
     assert d.verdict == "reproduced", (d.failing, [(c.entry.name, c.excess, c.case, c.step)
                                                    for c in d.closest])
     assert d.candidates[0].entry.name == entry, [(c.entry.name, c.excess)

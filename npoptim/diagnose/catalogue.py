@@ -187,6 +187,12 @@ def _decay_before_the_update(optimizer, hyper):
     return decouples(optimizer, hyper) and not hyper.get("decay_after_update")
 
 
+def _max_of_raw_v(optimizer, hyper):
+    # eps hat moves the bias correction out of the denominator: optax's amsgrad max of the
+    # bias-corrected v has no such form (and the switch refuses it)
+    return not (hyper.get("amsgrad") and hyper.get("amsgrad_max") == "bias_corrected")
+
+
 def _undamped(optimizer, hyper):
     # Keras's momentum has no dampening (and the switch refuses one)
     return not hyper.get("dampening")
@@ -286,7 +292,7 @@ CATALOGUE = (
     Entry("eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)", ADAMS, "convention",
           "eps added to sqrt(v) with the bias correction in the step size, "
           "lr·sqrt(1-β₂ᵗ)/(1-β₁ᵗ)·m/(sqrt(v)+eps) (Kingma & Ba section 2, TF ApplyAdam, "
-          "Keras).", switches={"eps_mode": "eps_hat"}),
+          "Keras).", scope=_max_of_raw_v, switches={"eps_mode": "eps_hat"}),
     Entry("eps inside the square root (Adam)", ADAMS, "convention",
           "eps added to v_hat under the root, m_hat/sqrt(v/(1-β₂ᵗ) + eps), instead of "
           "m_hat/(sqrt(v/(1-β₂ᵗ)) + eps) (optax adam(eps=0, eps_root=eps), hand-written "
