@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from npoptim.cli import main
-from npoptim.diagnose.catalogue import (CATALOGUE, drop_explicit_zeros, keep_first_duplicate,
-                                        keep_last_duplicate)
-from npoptim.diagnose.engine import DiagnoseError, diagnose
+from npoptim.diagnose.catalogue import (CATALOGUE, combine, drop_explicit_zeros,
+                                        keep_first_duplicate, keep_last_duplicate)
+from npoptim.diagnose.engine import DiagnoseError, diagnose, replay_params
 from npoptim.golden.codec import CsrGrad, dumps
 from npoptim.golden.replay import replay, results_file
 from npoptim.golden.schema import load_all
@@ -102,6 +102,24 @@ def test_only_a_pair_reproduces_keras(tmp_path):
     assert d.verdict == "reproduced"
     assert set(d.candidates[0].entry.parts) == {
         "eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)", "eps = 1e-7 (Keras default)"}
+
+
+def test_a_pair_replays_each_part_where_the_case_reaches_it():
+    # no m correction (an lr factor, with the decoupled decay applied apart) with L2 in place
+    # of the decoupled decay: on AdamW's case, Adam's L2 under the factor; on an L2 case
+    # (where the L2 entry does not apply), the lr factor alone
+    no_m, l2 = (CATALOGUE_BY_NAME[n] for n in ("no bias correction of m",
+                                               "L2 decay instead of decoupled"))
+    pair = combine(no_m, l2)
+    adamw = CASES["AdamW/weight-decay/float64"]
+    as_adam = replace(adamw, optimizer="Adam", hyperparameters=dict(
+        adamw.hyperparameters, decoupled_weight_decay=False))
+    adam = CASES["Adam/weight-decay/float64"]
+    for got, expected in ((replay_params(adamw, pair), replay_params(as_adam, no_m)),
+                          (replay_params(adam, pair), replay_params(adam, no_m))):
+        assert all(np.array_equal(a, b) for s, t in zip(got, expected) for a, b in zip(s, t))
+    assert not np.array_equal(replay_params(adamw, pair)[-1][0],
+                              replay_params(adamw, no_m)[-1][0])
 
 
 def test_candidates_that_tie_are_told_apart(tmp_path):

@@ -101,14 +101,9 @@ class Entry:
     def overrides(self, optimizer, hyper):
         """The hyperparameters this entry replays ``hyper`` with, or None where it changes
         nothing: call it on :meth:`on`'s answer."""
-        out = dict(hyper)
-        changed = False
-        for key, value in self.switches.items():
-            changed |= out.get(key, _MISSING) != value
-            out[key] = value
-        if self.hyper is not None:
-            out.update(self.hyper(hyper))
-            changed = True
+        out = self._switched(hyper)
+        changed = self.hyper is not None or any(
+            hyper.get(key, _MISSING) != value for key, value in self.switches.items())
         if self.decay_by_engine(optimizer, hyper):
             out["weight_decay"] = 0
             out.pop("decoupled_weight_decay", None)
@@ -118,15 +113,24 @@ class Entry:
                         or optimizer in self.optimizer)
         return out if changed else None
 
+    def _switched(self, hyper):
+        """``hyper`` with the ``switches`` and the ``hyper`` overrides."""
+        out = dict(hyper, **self.switches)
+        if self.hyper is not None:
+            out.update(self.hyper(hyper))
+        return out
+
     def decay_by_engine(self, optimizer, hyper):
         """Where the engine applies the decoupled decay θ ← θ(1-γλ) itself, with the step's
         lr (the rule then runs without decay): ``"before"``, ``"after"`` or None (the rule
-        decays, if the case does). ``decoupled`` says so, and a ``per_step`` lr factor on a
-        case that decouples needs it (the factor scales the update, not the decay)."""
+        decays, if the case does). ``decoupled`` says so, and a ``per_step`` lr factor where
+        the rule replayed decouples needs it (the factor scales the update, not the decay)."""
         if self.decoupled is not None:
             return self.decoupled
-        if self.per_step is not None and decouples(optimizer, hyper):
-            return "after" if hyper.get("decay_after_update") else "before"
+        rule = self._switched(hyper)
+        if self.per_step is not None and decouples(self.optimizer.get(optimizer, optimizer),
+                                                   rule):
+            return "after" if rule.get("decay_after_update") else "before"
         return None
 
 
