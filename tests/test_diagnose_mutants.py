@@ -38,9 +38,15 @@ def golden_files(optimizer):
     return [SUITE / f"{optimizer}.json"] + [f for f in flavors if f.exists()]
 
 
-def float64_cases(optimizer):
-    return [c for f in golden_files(optimizer) for c in load_all(f, kind="cases")
-            if c.dtype == "float64"]
+def cases_of(optimizer):
+    """The float64 cases of each of :func:`golden_files`, or its float32 ones for a file
+    without float64 cases (onnxruntime's AdamW)."""
+    out = []
+    for f in golden_files(optimizer):
+        cases = load_all(f, kind="cases")
+        dtype = "float64" if any(c.dtype == "float64" for c in cases) else "float32"
+        out += [c for c in cases if c.dtype == dtype]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -102,21 +108,27 @@ def start(p, g, lr, h, decoupled, bug):
     return weight_decay(p.astype(kind), -g if h["maximize"] else g, lr, h, decoupled, bug)
 
 
-def weight_decay(p, g, lr, h, decoupled, bug):
-    """The decay before the rule: ``(p, g)``. L2 adds λθ to g; decoupled is θ(1-γλ), here or
-    (bug ``"decay after"``) in :func:`decay_after`."""
-    wd = h.get("weight_decay", 0)
-    if not wd:
-        return p, g
+def decay_form(h, decoupled, bug):
+    """How the code decays the weights: None, ``"l2"`` (λθ added to g), ``"before"`` or
+    ``"after"`` (θ(1-γλ) before or after the update; onnxruntime's AdamW decays after)."""
+    if not h.get("weight_decay"):
+        return None
     if decoupled and bug == "l2" or not decoupled and bug != "decoupled":
-        return p, g + wd * p
-    if decoupled and bug == "decay after":
-        return p, g
-    return p * (1 - lr * wd), g
+        return "l2"
+    return "after" if bug == "decay after" or h.get("decay_after_update") else "before"
+
+
+def weight_decay(p, g, lr, h, decoupled, bug):
+    """The decay before the rule: ``(p, g)`` (see :func:`decay_form`)."""
+    form = decay_form(h, decoupled, bug)
+    if form == "l2":
+        return p, g + h["weight_decay"] * p
+    return (p * (1 - lr * h["weight_decay"]) if form == "before" else p), g
 
 
 def decay_after(p, lr, h, decoupled, bug):
-    if decoupled and bug == "decay after" and h.get("weight_decay"):
+    """The decay after the rule (see :func:`decay_form`)."""
+    if decay_form(h, decoupled, bug) == "after":
         return p * (1 - lr * h["weight_decay"])
     return p
 
@@ -138,7 +150,8 @@ def step_of(count, bug):
 def adam(optimizer, bug=None):
     """Adam and AdamW, with the flavors' options: where eps goes (``eps_mode``), optax's max
     of the bias-corrected v (``amsgrad_max``), Keras's one step count (``step_scope``), ONNX's
-    ``post_weight_decay``. Bug ``"keras"``: Keras's Adam, eps hat and eps 1e-7."""
+    ``post_weight_decay``, onnxruntime's ``decay_after_update`` and ``bias_correction``. Bug
+    ``"keras"``: Keras's Adam, eps hat and eps 1e-7."""
     def make_step(params, h):
         kind = kind_of(bug)
         beta1, beta2 = h["betas"]
@@ -167,9 +180,10 @@ def adam(optimizer, bug=None):
                 t = step_of(counts[i], bug)
                 with np.errstate(all="ignore"):
                     b1, b2 = 1 - kind(beta1) ** t, 1 - kind(beta2) ** t
-                    if bug in ("no m correction", "no correction"):
+                    corrects = h.get("bias_correction", True)
+                    if bug in ("no m correction", "no correction") or not corrects:
                         b1 = kind(1)
-                    if bug in ("no v correction", "no correction"):
+                    if bug in ("no v correction", "no correction") or not corrects:
                         b2 = kind(1)
                     if max_of_v_hat:  # optax: the max of v/b2
                         v_hat = vmax[i] = np.maximum(vmax[i], vs[i] / b2)
@@ -512,7 +526,7 @@ MISTAKES = [
 ]
 
 def diagnosed(tmp_path, suite, optimizer, bug):
-    results = [replay(c, MUTANTS[optimizer](optimizer, bug)) for c in float64_cases(optimizer)]
+    results = [replay(c, MUTANTS[optimizer](optimizer, bug)) for c in cases_of(optimizer)]
     path = tmp_path / "results.json"
     path.write_text(dumps(results_file(results, implementation=f"mutant {bug}")))
     (d,) = diagnose(path, suite(optimizer))

@@ -191,6 +191,11 @@ def _decay_before_the_update(optimizer, hyper):
     return decouples(optimizer, hyper) and not hyper.get("decay_after_update")
 
 
+def _corrects_bias(optimizer, hyper):
+    # onnxruntime's correct_bias=0 has no bias correction to leave out
+    return hyper.get("bias_correction", True)
+
+
 def _max_of_raw_v(optimizer, hyper):
     # eps hat moves the bias correction out of the denominator: optax's amsgrad max of the
     # bias-corrected v has no such form (and the switch refuses it)
@@ -334,14 +339,15 @@ CATALOGUE = (
     # -------- mistakes
     Entry("no bias correction of m", ADAMS + ("RAdam", "Adamax"), "mistake",
           "m used as is, not m/(1-β₁ᵗ) (the first steps are 10x smaller with β₁=0.9).",
-          per_step=_no_bias_correction_m),
+          scope=_corrects_bias, per_step=_no_bias_correction_m),
     Entry("no bias correction of m (NAdam)", ("NAdam",), "mistake",
           "the two terms without their corrections 1/(1-Πₜ) and 1/(1-Πₜμₜ₊₁): θ ← θ - "
           "γ(1-μₜ)·g/d - γμₜ₊₁·m/d (the product of the μ kept at 0).",
           state_start={"mu_product": 0.0}),
     Entry("no bias correction of v", ADAMS, "mistake",
           "v used as is, not v/(1-β₂ᵗ) (the first steps are ~30x larger with β₂=0.999).",
-          switches={"bias_correction": False}, per_step=_bias_correction_m),
+          scope=_corrects_bias, switches={"bias_correction": False},
+          per_step=_bias_correction_m),
     Entry("no bias correction at all", ADAMS, "mistake",
           "neither m nor v bias-corrected (RMSprop with momentum, as Adam's paper warns).",
           switches={"bias_correction": False}),
