@@ -27,7 +27,8 @@ from npoptim.golden.schema import load_all
 
 SUITE = Path("reference_results/cases")
 #: The families whose mutants also take the flavors' options, and those flavors' cases
-FLAVORED = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad")
+FLAVORED = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad",
+            "Adadelta")
 FLAVORS = ("keras", "onnx", "optax")
 
 
@@ -418,6 +419,28 @@ def adagrad(optimizer, bug=None):
     return make_step
 
 
+def adadelta(optimizer, bug=None):
+    def make_step(params, h):
+        kind = kind_of(bug)
+        rho, eps = h["rho"], eps_of(h, bug)
+        decoupled = h.get("decoupled_weight_decay", False)
+        squares = [np.zeros(p.shape, kind) for p in params]
+        deltas = [np.zeros(p.shape, kind) for p in params]
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                squares[i] = rho * squares[i] + (1 - rho) * g * g
+                delta = np.sqrt(deltas[i] + eps) / np.sqrt(squares[i] + eps) * g
+                deltas[i] = rho * deltas[i] + (1 - rho) * delta * delta
+                p[...] = decay_after(x - lr * delta, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
 def sparse_adam(optimizer, bug=None):
     """SparseAdam on the stored entries (summed per position unless the bug says otherwise)."""
     def make_step(params, h):
@@ -454,7 +477,8 @@ def sparse_adam(optimizer, bug=None):
 
 
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
-           "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "SparseAdam": sparse_adam}
+           "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
+           "SparseAdam": sparse_adam}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -470,12 +494,17 @@ MISTAKES = [
         ("d2l eps", "eps = 1e-6 (d2l default)"),
         ("decay after", "decoupled decay after the update"),
         ("l2", "L2 decay instead of decoupled")]],
+    *[("Adadelta", bug, entry) for bug, entry in [
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("decoupled", "decoupled decay instead of L2")]],
     # torch's cases of these never decouple: Keras's do
-    *[(o, bug, entry) for o in ("Adamax", "SGD", "RMSprop", "Adagrad") for bug, entry in [
+    *[(o, bug, entry) for o in ("Adamax", "SGD", "RMSprop", "Adagrad", "Adadelta")
+      for bug, entry in [
         ("decay after", "decoupled decay after the update"),
         ("l2", "L2 decay instead of decoupled")]],
     *[(o, "float32", "float32 accumulation of float64") for o in (
-        "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad", "SparseAdam")],
+        "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad", "Adadelta",
+        "SparseAdam")],
     ("Adam", "decoupled", "decoupled decay instead of L2"),
     *[("NAdam", bug, entry) for bug, entry in [
         ("no m correction", "no bias correction of m (NAdam)"),

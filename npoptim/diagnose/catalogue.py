@@ -7,8 +7,9 @@ whose flags reach that piece (its ``scope``; decoupled decay, for instance, only
 decouples): on every other case the mistaken code is the correct one, and the entry replays
 the reference. Where it applies it changes the replay in one or more of these ways, each exact
 in real arithmetic under every other option of the case (L2 or decoupled decay, lr schedules,
-``maximize``, ``amsgrad``, parameters without a gradient; rounding differs by a few ulps, far
-inside every case's tolerance):
+``maximize``, ``amsgrad``, parameters without a gradient, the flavors' switches: eps_mode,
+``step_scope``...; rounding differs by a few ulps, far inside every case's tolerance;
+``tests/test_diagnose_mutants.py`` holds each entry to that with independent mutants):
 
 * ``scope``: ``fn(optimizer, hyperparameters) -> bool``, whether the case reaches the code
   (None: every case does), e.g. :func:`decouples`, :func:`l2_decay`;
@@ -293,7 +294,7 @@ def _set(name, value):
 
 ADAMS = ("Adam", "AdamW")
 KERAS_EPS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "Adadelta")
-DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
+DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta")
 
 #: Every entry, in the order reports list them.
 CATALOGUE = (
