@@ -12,6 +12,7 @@ reaches some cases only (decoupled decay: the cases that decouple) and the other
 reference: the right catalogue entry must come first and reproduce every case, and the mutant
 without a bug must match.
 """
+import functools
 import math
 import shutil
 from pathlib import Path
@@ -39,9 +40,10 @@ def golden_files(optimizer):
     return [SUITE / f"{optimizer}.json"] + [f for f in flavors if f.exists()]
 
 
+@functools.lru_cache(maxsize=None)
 def cases_of(optimizer):
     """The float64 cases of each of :func:`golden_files`, or its float32 ones for a file
-    without float64 cases (onnxruntime's AdamW)."""
+    without float64 cases (onnxruntime's AdamW); read once (replay copies what it changes)."""
     out = []
     for f in golden_files(optimizer):
         cases = load_all(f, kind="cases")

@@ -80,14 +80,8 @@ def replay_params(case, entry=None):
     by ``entry`` (None: the reference itself); a list (steps) of lists (parameters) of arrays
     in the case's dtype. An entry whose code the case does not reach (:meth:`Entry.on
     <npoptim.diagnose.catalogue.Entry.on>`) replays the reference."""
-    base = hyper = from_json_hyper(case.hyperparameters)
-    if entry is not None:
-        entry = entry.on(case.optimizer, hyper)
-    overrides = entry.overrides(case.optimizer, hyper) if entry is not None else None
-    if overrides is None:
-        entry = None
-    else:
-        hyper = overrides
+    base = from_json_hyper(case.hyperparameters)
+    entry, hyper = _as_replayed(case, entry, base)
     name = entry.optimizer.get(case.optimizer, case.optimizer) if entry else case.optimizer
     dtype = np.dtype(entry.dtype if entry is not None and entry.dtype else case.dtype)
     params = [np.array(p, dtype=dtype) for p in case.params]
@@ -125,6 +119,30 @@ def replay_params(case, entry=None):
                 _decay(params, touched, decay)
             out.append([p.astype(case.dtype) for p in params])
     return out
+
+
+def _as_replayed(case, entry, hyper):
+    """``(entry, hyperparameters)`` that ``case`` (hyperparameters ``hyper``) is replayed
+    with: the entry as it reaches the case, or ``(None, hyper)`` (the reference) where it
+    does not reach it or changes nothing."""
+    if entry is not None:
+        entry = entry.on(case.optimizer, hyper)
+    overrides = entry.overrides(case.optimizer, hyper) if entry is not None else None
+    return (entry, overrides) if overrides is not None else (None, hyper)
+
+
+def _replayed(case, entry, cache):
+    """:func:`replay_params` through ``cache``: one replay serves every entry that replays
+    the case alike (the reference, for each entry that does not reach it); None where the
+    switch refuses the case's options."""
+    live, _ = _as_replayed(case, entry, from_json_hyper(case.hyperparameters))
+    key = (live.name if live is not None else None, case.id)
+    if key not in cache:
+        try:
+            cache[key] = replay_params(case, live)
+        except (ValueError, TypeError, ZeroDivisionError):
+            cache[key] = None
+    return cache[key]
 
 
 def _decay(params, touched, factor):
@@ -188,13 +206,8 @@ def distance(case, replayed, result, tolerance=None):
 def _fit(entry, cases, results, cache):
     worst = Candidate(entry, 0.0)
     for case in cases:
-        key = (entry.name if entry is not None else None, case.id)
-        if key not in cache:
-            try:
-                cache[key] = replay_params(case, entry)
-            except (ValueError, TypeError, ZeroDivisionError):
-                cache[key] = None  # the switch refuses this case's options
-        if cache[key] is None:
+        replayed = _replayed(case, entry, cache)
+        if replayed is None:
             return Candidate(entry, math.inf, case.id, None)
         tolerance = None
         if entry is not None and entry.dtype == "float32" and case.dtype == "float64":
@@ -203,7 +216,7 @@ def _fit(entry, cases, results, cache):
                 # values a float32 computation cannot have produced
                 worst = Candidate(entry, math.inf, case.id, None)
                 break
-        excess, step = distance(case, cache[key], results[case.id], tolerance)
+        excess, step = distance(case, replayed, results[case.id], tolerance)
         if excess > worst.excess or (worst.case is None and excess > 1):
             worst = Candidate(entry, excess, case.id, step)
     return worst
@@ -219,15 +232,7 @@ def _float32_values(result):
 def _tell_apart(a, b, suite_cases, cache):
     """The first suite case on which entries ``a`` and ``b`` differ beyond its tolerance."""
     for case in suite_cases:
-        replays = []
-        for entry in (a, b):
-            key = (entry.name, case.id)
-            if key not in cache:
-                try:
-                    cache[key] = replay_params(case, entry)
-                except (ValueError, TypeError):
-                    cache[key] = None
-            replays.append(cache[key])
+        replays = [_replayed(case, entry, cache) for entry in (a, b)]
         if None in replays:
             continue
         as_result = ResultCase(case.id, [ResultStep(p, None) for p in replays[1]])
