@@ -8,8 +8,8 @@ For each optimizer in a results file (the ``verify`` format):
 2. each of the optimizer's catalogue entries (:mod:`npoptim.diagnose.catalogue`) is replayed
    on the same cases: the mistake on the cases whose flags reach its code, the reference on
    the others; an entry *reproduces* the results when every case passes against it, with the
-   case's own tolerance. Entries are ranked by distance: the largest error over all cases, in units
-   of the allowed error (``excess``, at most 1 for a reproduction);
+   case's own tolerance. Entries are ranked by distance: the largest error over all cases,
+   in units of the allowed error (``excess``, at most 1 for a reproduction);
 3. when no single entry reproduces them, pairs of the closest entries are tried;
 4. when several candidates reproduce them, the golden cases of the suite are searched for one
    on which the candidates differ beyond its tolerance: running it tells them apart;
