@@ -1,31 +1,46 @@
 r"""The catalogue of ``npoptim diagnose``: known convention differences and mistakes, each a
-named, documented switch of npoptim's reference optimizer (never a second implementation).
+named, documented change of how npoptim's reference optimizer replays a case (never a second
+implementation).
 
-An :class:`Entry` changes how a golden case is replayed through the reference optimizer, in
-one or more of these ways (each exact in real arithmetic; rounding differs by a few ulps,
-far inside every case's tolerance):
+An :class:`Entry` is one piece of code done another way, and it is replayed only on the cases
+whose flags reach that piece (its ``scope``; decoupled decay, for instance, only where the case
+decouples): on every other case the mistaken code is the correct one, and the entry replays
+the reference. Where it applies it changes the replay in one or more of these ways, each exact
+in real arithmetic under every other option of the case (L2 or decoupled decay, lr schedules,
+``maximize``, ``amsgrad``, parameters without a gradient, the flavors' switches: eps_mode,
+``step_scope``...; rounding differs by a few ulps, far inside every case's tolerance;
+``tests/test_diagnose_mutants.py`` holds each entry to that with independent mutants):
 
+* ``scope``: ``fn(optimizer, hyperparameters) -> bool``, whether the case reaches the code
+  (None: every case does), e.g. :func:`decouples`, :func:`l2_decay`;
 * ``switches``: constructor keywords of the reference optimizer: a framework **convention
-  switch** (``eps_mode="eps_hat"``, ``lr_in_buffer=True``: see :mod:`npoptim.flavors`). An
-  entry whose switch the optimizer does not have is reported as unavailable, not run;
-* ``hyper``: ``fn(case hyperparameters) -> overrides or None`` (None: not applicable to that
-  case), e.g. toggling ``nesterov``;
+  switch** (``eps_mode="eps_hat"``, ``lr_in_buffer=True``: see :mod:`npoptim.flavors`) or
+  another named switch of the rule (Adam's ``bias_correction=False``). An entry whose switch
+  the optimizer does not have is reported as unavailable, not run;
+* ``hyper``: ``fn(case hyperparameters) -> overrides or None`` (None: the case does not reach
+  the code either), e.g. toggling ``nesterov``;
 * ``per_step``: ``fn(t, hyperparameters) -> {"lr": factor, "eps": factor}``, factors the
-  reference's lr and eps are multiplied by at step ``t`` (1-based). Adam without bias
-  correction of m is Adam at ``lr·(1-β₁ᵗ)``; SparseAdam with Adam's eps placement is
-  SparseAdam at ``eps·√(1-β₂ᵗ)``;
-* ``step_origin``: the step counter's value before the first step (torch: 0, incremented
-  before use). -1 is "counted from 0": the first bias correction is 1-β⁰ = 0, and the step
-  gives the inf/NaN such code gives;
+  reference's lr and eps are multiplied by at step ``t`` (1-based; each parameter's own count,
+  or the optimizer's under ``step_scope="global"``). Adam without bias correction of m is Adam
+  at ``lr·(1-β₁ᵗ)``; SparseAdam with Adam's eps placement is SparseAdam at ``eps·√(1-β₂ᵗ)``.
+  The lr factor scales the update only: on a case that decouples its weight decay the engine
+  applies the decay θ ← θ(1-γλ) itself, with the step's own γ, and the rule runs without it;
+* ``state_start``: ``{state name: value}`` a new state starts with instead of the
+  reference's: ``{"step": -1.0}`` is a step counter "counted from 0" (the first bias
+  correction is 1-β⁰ = 0, and the step gives the inf/NaN such code gives); NAdam's
+  ``{"mu_product": 0.0}`` drops its bias corrections 1/(1-Πₜ);
 * ``decoupled``: ``"before"`` or ``"after"``: weight decay taken out of the rule
-  (``weight_decay=0``) and applied as θ ← θ(1-γλ) before or after the reference's step;
+  (``weight_decay=0``) and applied by the engine as θ ← θ(1-γλ) before or after the
+  reference's step;
 * ``grads``: ``fn(CsrGrad) -> CsrGrad``, the stored entries as the mistaken code sees them
   (explicit zeros dropped, duplicates not summed);
 * ``dtype``: ``"float32"``: a float64 case computed in float32 and reported in float64;
-* ``optimizer``: the reference optimizer to replay instead (AdamW's cases through Adam).
+* ``optimizer``: ``{case's optimizer: reference optimizer to replay instead}`` (AdamW's cases
+  through Adam).
 
 ``kind`` says what the entry is: ``"convention"`` (another framework's choice), ``"default"``
-(another framework's default value) or ``"mistake"``.
+(another framework's default value), ``"mistake"``, or ``"combination"`` (two entries at once,
+:func:`combine`: each part applies where its own scope holds).
 """
 import inspect
 import math
@@ -40,53 +55,84 @@ from npoptim.golden.codec import CsrGrad
 
 @dataclass(frozen=True)
 class Entry:
-    """One catalogue entry (see the module docstring for the fields)."""
+    """One catalogue entry (see the module docstring for the fields); ``members``: the two
+    entries of a combination."""
 
     name: str
     optimizers: tuple
     kind: str
     doc: str
+    scope: Optional[Callable] = None
     switches: dict = field(default_factory=dict)
     hyper: Optional[Callable] = None
     per_step: Optional[Callable] = None
-    step_origin: Optional[float] = None
+    state_start: dict = field(default_factory=dict)
     decoupled: Optional[str] = None
     grads: Optional[Callable] = None
     dtype: Optional[str] = None
-    optimizer: Optional[str] = None
-    parts: tuple = ()
+    optimizer: dict = field(default_factory=dict)
+    members: tuple = ()
+
+    @property
+    def parts(self):
+        """The names of a combination's entries (empty for a single entry)."""
+        return tuple(m.name for m in self.members)
 
     def missing_switches(self, optimizer):
         """The ``switches`` the reference optimizer's constructor does not take."""
-        cls = registry.get(self.optimizer or optimizer)
+        cls = registry.get(self.optimizer.get(optimizer, optimizer))
         accepted = inspect.signature(cls.__init__).parameters
         if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
             return []
         return [k for k in self.switches if k not in accepted]
 
-    def overrides(self, hyper):
-        """The hyperparameters this entry replays ``hyper`` with, or None if it does not apply
-        (it would change nothing, or the case lacks what it changes)."""
-        out = dict(hyper)
-        changed = False
-        for key, value in self.switches.items():
-            changed |= out.get(key, _MISSING) != value
-            out[key] = value
-        if self.hyper is not None:
-            more = self.hyper(hyper)
-            if more is None:
-                return None
-            out.update(more)
-            changed = True
-        if self.decoupled is not None:
-            if not hyper.get("weight_decay"):
-                return None
+    def on(self, optimizer, hyper):
+        """This entry as replayed on a case of ``optimizer`` with ``hyper``: itself, None where
+        the case does not reach its code (the reference is replayed), for a combination the
+        parts that do."""
+        if self.members:
+            live = [m for m in self.members if m.on(optimizer, hyper) is not None]
+            return combine(*live) if len(live) == 2 else live[0] if live else None
+        if self.scope is not None and not self.scope(optimizer, hyper):
+            return None
+        if self.hyper is not None and self.hyper(hyper) is None:
+            return None
+        return self
+
+    def overrides(self, optimizer, hyper):
+        """The hyperparameters this entry replays ``hyper`` with, or None where it changes
+        nothing: call it on :meth:`on`'s answer."""
+        out = self._switched(hyper)
+        changed = self.hyper is not None or any(
+            hyper.get(key, _MISSING) != value for key, value in self.switches.items())
+        if self.decay_by_engine(optimizer, hyper):
             out["weight_decay"] = 0
             out.pop("decoupled_weight_decay", None)
+            out.pop("decay_after_update", None)
             changed = True
-        changed |= any(x is not None for x in (self.per_step, self.step_origin, self.grads,
-                                               self.dtype, self.optimizer))
+        changed |= bool(self.per_step or self.state_start or self.grads or self.dtype
+                        or optimizer in self.optimizer)
         return out if changed else None
+
+    def _switched(self, hyper):
+        """``hyper`` with the ``switches`` and the ``hyper`` overrides."""
+        out = dict(hyper, **self.switches)
+        if self.hyper is not None:
+            out.update(self.hyper(hyper))
+        return out
+
+    def decay_by_engine(self, optimizer, hyper):
+        """Where the engine applies the decoupled decay θ ← θ(1-γλ) itself, with the step's
+        lr (the rule then runs without decay): ``"before"``, ``"after"`` or None (the rule
+        decays, if the case does). ``decoupled`` says so, and a ``per_step`` lr factor where
+        the rule replayed decouples needs it (the factor scales the update, not the decay)."""
+        if self.decoupled is not None:
+            return self.decoupled
+        rule = self._switched(hyper)
+        if self.per_step is not None and decouples(self.optimizer.get(optimizer, optimizer),
+                                                   rule):
+            return "after" if rule.get("decay_after_update") else "before"
+        return None
 
 
 _MISSING = object()
@@ -94,10 +140,10 @@ _MISSING = object()
 
 def combine(first, second):
     """Both entries at once (``first + second``), or None where they clash."""
-    if first.step_origin is not None and second.step_origin is not None:
+    if set(first.state_start) & set(second.state_start):
         return None
-    if (first.decoupled and second.decoupled) or (first.grads and second.grads) or (
-            first.optimizer and second.optimizer and first.optimizer != second.optimizer):
+    if (first.decoupled and second.decoupled) or (first.grads and second.grads) or any(
+            second.optimizer.get(k, v) != v for k, v in first.optimizer.items()):
         return None
     if set(first.switches) & set(second.switches):
         return None
@@ -106,10 +152,7 @@ def combine(first, second):
         out = {}
         for fn in (a, b):
             if fn is not None:
-                more = fn(dict(h, **out))
-                if more is None:
-                    return None
-                out.update(more)
+                out.update(fn(dict(h, **out)))
         return out
 
     def per_step(t, h, a=first.per_step, b=second.per_step):
@@ -126,10 +169,43 @@ def combine(first, second):
         switches={**first.switches, **second.switches},
         hyper=hyper if first.hyper or second.hyper else None,
         per_step=per_step if first.per_step or second.per_step else None,
-        step_origin=first.step_origin if first.step_origin is not None else second.step_origin,
+        state_start={**first.state_start, **second.state_start},
         decoupled=first.decoupled or second.decoupled, grads=first.grads or second.grads,
-        dtype=first.dtype or second.dtype, optimizer=first.optimizer or second.optimizer,
-        parts=(first.name, second.name))
+        dtype=first.dtype or second.dtype, optimizer={**first.optimizer, **second.optimizer},
+        members=(first, second))
+
+
+# ------------------------------------------------------------------- scopes
+def decouples(optimizer, hyper):
+    """Whether the case decays its weights decoupled, θ ← θ(1-γλ) (AdamW, or
+    ``decoupled_weight_decay=True``), with a non-zero λ."""
+    return bool(hyper.get("weight_decay")) and (
+        optimizer == "AdamW" or bool(hyper.get("decoupled_weight_decay")))
+
+
+def l2_decay(optimizer, hyper):
+    """Whether the case adds L2 decay λθ to the gradient (a non-zero λ, not decoupled)."""
+    return bool(hyper.get("weight_decay")) and not decouples(optimizer, hyper)
+
+
+def _decay_before_the_update(optimizer, hyper):
+    return decouples(optimizer, hyper) and not hyper.get("decay_after_update")
+
+
+def _corrects_bias(optimizer, hyper):
+    # onnxruntime's correct_bias=0 has no bias correction to leave out
+    return hyper.get("bias_correction", True)
+
+
+def _max_of_raw_v(optimizer, hyper):
+    # eps hat moves the bias correction out of the denominator: optax's amsgrad max of the
+    # bias-corrected v has no such form (and the switch refuses it)
+    return not (hyper.get("amsgrad") and hyper.get("amsgrad_max") == "bias_corrected")
+
+
+def _undamped(optimizer, hyper):
+    # Keras's momentum has no dampening (and the switch refuses one)
+    return not hyper.get("dampening")
 
 
 # ------------------------------------------------------------------- per-step rewrites
@@ -142,17 +218,13 @@ def _b2(t, h):
 
 
 def _no_bias_correction_m(t, h):
+    # every eps_mode has 1/(1-β₁ᵗ) in the step size only
     return {"lr": _b1(t, h)}
 
 
-def _no_bias_correction_v(t, h):
-    # sqrt(v) + eps = sqrt(b2) (sqrt(v)/sqrt(b2) + eps/sqrt(b2))
-    root = math.sqrt(_b2(t, h))
-    return {"lr": 1 / root, "eps": 1 / root}
-
-
-def _no_bias_correction(t, h):
-    return {"lr": _b1(t, h) / math.sqrt(_b2(t, h)), "eps": 1 / math.sqrt(_b2(t, h))}
+def _bias_correction_m(t, h):
+    # with bias_correction=False (b1 = b2 = 1), m's correction put back
+    return {"lr": 1 / _b1(t, h)}
 
 
 def _eps_on_sqrt_v_hat(t, h):
@@ -209,7 +281,9 @@ def _toggle_nesterov(h):
 
 
 def _l2_instead_of_decoupled(h):
-    return {"decoupled_weight_decay": False} if h.get("weight_decay") else None
+    # Adam refuses decay_after_update without decoupled decay
+    return {"decoupled_weight_decay": False, **(
+        {"decay_after_update": False} if "decay_after_update" in h else {})}
 
 
 def _set(name, value):
@@ -220,7 +294,7 @@ def _set(name, value):
 
 ADAMS = ("Adam", "AdamW")
 KERAS_EPS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "Adadelta")
-DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
+DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta")
 
 #: Every entry, in the order reports list them.
 CATALOGUE = (
@@ -228,7 +302,7 @@ CATALOGUE = (
     Entry("eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)", ADAMS, "convention",
           "eps added to sqrt(v) with the bias correction in the step size, "
           "lr·sqrt(1-β₂ᵗ)/(1-β₁ᵗ)·m/(sqrt(v)+eps) (Kingma & Ba section 2, TF ApplyAdam, "
-          "Keras).", switches={"eps_mode": "eps_hat"}),
+          "Keras).", scope=_max_of_raw_v, switches={"eps_mode": "eps_hat"}),
     Entry("eps inside the square root (Adam)", ADAMS, "convention",
           "eps added to v_hat under the root, m_hat/sqrt(v/(1-β₂ᵗ) + eps), instead of "
           "m_hat/(sqrt(v/(1-β₂ᵗ)) + eps) (optax adam(eps=0, eps_root=eps), hand-written "
@@ -249,8 +323,8 @@ CATALOGUE = (
           "b ← μb + lr·g, θ ← θ - b (Sutskever et al.; TF MomentumOptimizer, Keras) instead "
           "of torch's b ← μb + g, θ ← θ - lr·b: differs when lr changes. With nesterov it "
           "is the other Nesterov form, Keras's m ← μm - lr·g, θ ← θ + μm - lr·g, against "
-          "torch's θ ← θ - lr·(g + μb).",
-          switches={"lr_in_buffer": True}),
+          "torch's θ ← θ - lr·(g + μb). On the cases without dampening.",
+          scope=_undamped, switches={"lr_in_buffer": True}),
     Entry("lr inside the momentum buffer (RMSprop)", ("RMSprop",), "convention",
           "b ← μb + lr·g/denom, θ ← θ - b (TF, Keras) instead of torch's θ ← θ - lr·b.",
           switches={"lr_in_momentum": True}),
@@ -264,39 +338,49 @@ CATALOGUE = (
     Entry("eps = 1e-6 (d2l default)", ("Adam", "AdamW", "RMSprop"), "default",
           "d2l's from-scratch Adam and RMSprop use eps = 1e-6.", hyper=_set("eps", 1e-6)),
     # -------- mistakes
-    Entry("no bias correction of m", ADAMS + ("NAdam",), "mistake",
+    Entry("no bias correction of m", ADAMS + ("RAdam", "Adamax"), "mistake",
           "m used as is, not m/(1-β₁ᵗ) (the first steps are 10x smaller with β₁=0.9).",
-          per_step=_no_bias_correction_m),
+          scope=_corrects_bias, per_step=_no_bias_correction_m),
+    Entry("no bias correction of m (NAdam)", ("NAdam",), "mistake",
+          "the two terms without their corrections 1/(1-Πₜ) and 1/(1-Πₜμₜ₊₁): θ ← θ - "
+          "γ(1-μₜ)·g/d - γμₜ₊₁·m/d (the product of the μ kept at 0).",
+          state_start={"mu_product": 0.0}),
     Entry("no bias correction of v", ADAMS, "mistake",
           "v used as is, not v/(1-β₂ᵗ) (the first steps are ~30x larger with β₂=0.999).",
-          per_step=_no_bias_correction_v),
+          scope=_corrects_bias, switches={"bias_correction": False},
+          per_step=_bias_correction_m),
     Entry("no bias correction at all", ADAMS, "mistake",
           "neither m nor v bias-corrected (RMSprop with momentum, as Adam's paper warns).",
-          per_step=_no_bias_correction),
+          switches={"bias_correction": False}),
     Entry("step counter from 0", ADAMS + ("NAdam", "RAdam", "Adamax"), "mistake",
-          "the bias corrections use t-1: the counter starts at 0 and is incremented after "
-          "use, so the first step divides by 1-β⁰ = 0 (inf/NaN).", step_origin=-1.0),
+          "the step count is t-1 wherever it is used (bias corrections, NAdam's μₜ, RAdam's "
+          "ρₜ): the counter starts at 0 and is incremented after use, so the first step "
+          "divides by 1-β⁰ = 0 (inf/NaN).", state_start={"step": -1.0}),
     Entry("step counter one ahead", ADAMS + ("NAdam", "RAdam", "Adamax"), "mistake",
-          "the bias corrections use t+1 (a counter that starts at 1 and is incremented "
-          "before use).", step_origin=1.0),
+          "the step count is t+1 wherever it is used (a counter that starts at 1 and is "
+          "incremented before use).", state_start={"step": 1.0}),
     Entry("Nesterov toggled (SGD)", ("SGD",), "mistake",
           "nesterov=True where the case has False, or the reverse: torch's Nesterov form "
           "d = g + μb against plain momentum d = b.", hyper=_toggle_nesterov),
     Entry("decoupled decay instead of L2", DECAYING, "mistake",
           "weight decay applied to the parameter, θ ← θ(1-γλ) before the step (AdamW, SGDW), "
-          "instead of added to the gradient (g + λθ).", decoupled="before"),
+          "instead of added to the gradient (g + λθ); on the cases with L2 decay.",
+          scope=l2_decay, decoupled="before"),
     Entry("decoupled decay after the update", DECAYING + ("AdamW",), "mistake",
           "θ ← θ(1-γλ) applied after the step instead of before it (AdamW's paper and torch "
-          "decay first).", decoupled="after"),
-    Entry("L2 decay instead of decoupled", ("AdamW",), "mistake",
-          "AdamW's weight decay added to the gradient (Adam's L2) instead of decoupled.",
-          hyper=_l2_instead_of_decoupled, optimizer="Adam"),
+          "decay first); on the cases that decouple.",
+          scope=_decay_before_the_update, decoupled="after"),
+    Entry("L2 decay instead of decoupled", DECAYING + ("AdamW",), "mistake",
+          "the decoupled weight decay (AdamW, decoupled_weight_decay=True) added to the "
+          "gradient instead (g + λθ, Adam's L2); on the cases that decouple.",
+          scope=decouples, hyper=_l2_instead_of_decoupled, optimizer={"AdamW": "Adam"}),
     Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),
-    Entry("explicit CSR zero dropped", ("SparseAdam", "Adagrad", "SGD"), "mistake",
+    Entry("explicit CSR zero dropped", ("SparseAdam",), "mistake",
           "stored zero entries removed before the update (scipy's eliminate_zeros, a "
-          "nonzero() mask): SparseAdam then skips entries torch updates.",
+          "nonzero() mask): SparseAdam then skips entries torch updates (in Adagrad's and "
+          "SGD's update a stored zero changes nothing).",
           grads=drop_explicit_zeros),
     Entry("duplicate CSR entries not summed (first kept)", ("SparseAdam", "Adagrad", "SGD"),
           "mistake", "of several entries stored at one position only the first is used.",

@@ -5,10 +5,11 @@ For each optimizer in a results file (the ``verify`` format):
 1. the reference (npoptim, torch's numbers) is replayed on every case with results and
    compared: if every case passes, the answer is "matches"; otherwise the first divergent
    step and the size of the gap are reported;
-2. each applicable catalogue entry (:mod:`npoptim.diagnose.catalogue`) is replayed on the same
-   cases; an entry *reproduces* the results when every case passes against it, with the case's
-   own tolerance. Entries are ranked by distance: the largest error over all cases, in units
-   of the allowed error (``excess``, at most 1 for a reproduction);
+2. each of the optimizer's catalogue entries (:mod:`npoptim.diagnose.catalogue`) is replayed
+   on the same cases: the mistake on the cases whose flags reach its code, the reference on
+   the others; an entry *reproduces* the results when every case passes against it, with the
+   case's own tolerance. Entries are ranked by distance: the largest error over all cases,
+   in units of the allowed error (``excess``, at most 1 for a reproduction);
 3. when no single entry reproduces them, pairs of the closest entries are tried;
 4. when several candidates reproduce them, the golden cases of the suite are searched for one
    on which the candidates differ beyond its tolerance: running it tells them apart;
@@ -78,23 +79,21 @@ class Diagnosis:
 def replay_params(case, entry=None):
     """The parameters after each step of ``case`` through the reference optimizer, switched
     by ``entry`` (None: the reference itself); a list (steps) of lists (parameters) of arrays
-    in the case's dtype. An entry that does not apply to the case replays the reference."""
-    hyper = from_json_hyper(case.hyperparameters)
-    if entry is not None:
-        overrides = entry.overrides(hyper)
-        if overrides is None:
-            entry = None
-        else:
-            hyper, base = overrides, hyper
-    name = (entry.optimizer if entry is not None and entry.optimizer else case.optimizer)
+    in the case's dtype. An entry whose code the case does not reach (:meth:`Entry.on
+    <npoptim.diagnose.catalogue.Entry.on>`) replays the reference."""
+    base = from_json_hyper(case.hyperparameters)
+    entry, hyper = _as_replayed(case, entry, base)
+    name = entry.optimizer.get(case.optimizer, case.optimizer) if entry else case.optimizer
     dtype = np.dtype(entry.dtype if entry is not None and entry.dtype else case.dtype)
     params = [np.array(p, dtype=dtype) for p in case.params]
     per_step = entry.per_step if entry is not None else None
     # per-step factors follow each parameter's own step count: one group per parameter
     opt = registry.get(name)([{"params": [p]} for p in params] if per_step else params,
                              **hyper)
-    if entry is not None and entry.step_origin is not None:
-        _start_counter_at(opt, entry.step_origin)
+    if entry is not None and entry.state_start:
+        _start_states_at(opt, entry.state_start)
+    decay_by_engine = entry.decay_by_engine(case.optimizer, base) if entry else None
+    one_count = base.get("step_scope") == "global"  # a step without a gradient counts too
     eps0 = hyper.get("eps")
     counts = [0] * len(params)
     out = []
@@ -104,24 +103,47 @@ def replay_params(case, entry=None):
             for i, group in enumerate(opt.param_groups):
                 group["lr"] = step.lr
                 if per_step:
-                    counts[i] += grads[i] is not None
+                    counts[i] += one_count or grads[i] is not None
                     factors = per_step(max(counts[i], 1), base)
                     group["lr"] = step.lr * factors.get("lr", 1.0)
                     if "eps" in factors and isinstance(eps0, (int, float)):
                         group["eps"] = eps0 * factors["eps"]
-            decay = 1 - step.lr * base["weight_decay"] if entry is not None and \
-                entry.decoupled else None
+            decay = 1 - step.lr * base["weight_decay"] if decay_by_engine else None
             touched = [g is not None for g in grads]
-            if entry is not None and entry.decoupled == "before":
+            if decay_by_engine == "before":
                 _decay(params, touched, decay)
             if case.objective is not None:
                 opt.step(lambda: inputs.evaluate_objective(case.objective, params))
             else:
                 opt.step(grads)
-            if entry is not None and entry.decoupled == "after":
+            if decay_by_engine == "after":
                 _decay(params, touched, decay)
             out.append([p.astype(case.dtype) for p in params])
     return out
+
+
+def _as_replayed(case, entry, hyper):
+    """``(entry, hyperparameters)`` that ``case`` (hyperparameters ``hyper``) is replayed
+    with: the entry as it reaches the case, or ``(None, hyper)`` (the reference) where it
+    does not reach it or changes nothing."""
+    if entry is not None:
+        entry = entry.on(case.optimizer, hyper)
+    overrides = entry.overrides(case.optimizer, hyper) if entry is not None else None
+    return (entry, overrides) if overrides is not None else (None, hyper)
+
+
+def _replayed(case, entry, cache):
+    """:func:`replay_params` through ``cache``: one replay serves every entry that replays
+    the case alike (the reference, for each entry that does not reach it); None where the
+    switch refuses the case's options."""
+    live, _ = _as_replayed(case, entry, from_json_hyper(case.hyperparameters))
+    key = (live.name if live is not None else None, case.id)
+    if key not in cache:
+        try:
+            cache[key] = replay_params(case, live)
+        except (ValueError, TypeError, ZeroDivisionError):
+            cache[key] = None
+    return cache[key]
 
 
 def _decay(params, touched, factor):
@@ -140,15 +162,20 @@ def _grad(g, entry, dtype):
     return np.asarray(g, dtype)
 
 
-def _start_counter_at(opt, origin):
-    """Make every new state's step counter start at ``origin`` (a float: a zero bias
-    correction then gives IEEE inf/NaN, as such code does, instead of ZeroDivisionError)."""
+def _start_states_at(opt, values):
+    """Make every new state start with ``values`` (``{name: value}``) instead of the
+    reference's: a step counter as a float (a zero bias correction then gives IEEE inf/NaN, as
+    such code does, instead of ZeroDivisionError), an array state filled with the value in its
+    own dtype."""
     init = opt._init_state
 
     def init_state(param, group):
         state = init(param, group)
-        if "step" in state:
-            state["step"] = np.float64(origin)
+        for key, value in values.items():
+            if isinstance(state.get(key), np.ndarray):
+                state[key] = np.full_like(state[key], value)
+            elif key in state:
+                state[key] = np.float64(value)
         return state
     opt._init_state = init_state
 
@@ -180,13 +207,8 @@ def distance(case, replayed, result, tolerance=None):
 def _fit(entry, cases, results, cache):
     worst = Candidate(entry, 0.0)
     for case in cases:
-        key = (entry.name if entry is not None else None, case.id)
-        if key not in cache:
-            try:
-                cache[key] = replay_params(case, entry)
-            except (ValueError, TypeError, ZeroDivisionError):
-                cache[key] = None  # the switch refuses this case's options
-        if cache[key] is None:
+        replayed = _replayed(case, entry, cache)
+        if replayed is None:
             return Candidate(entry, math.inf, case.id, None)
         tolerance = None
         if entry is not None and entry.dtype == "float32" and case.dtype == "float64":
@@ -195,7 +217,7 @@ def _fit(entry, cases, results, cache):
                 # values a float32 computation cannot have produced
                 worst = Candidate(entry, math.inf, case.id, None)
                 break
-        excess, step = distance(case, cache[key], results[case.id], tolerance)
+        excess, step = distance(case, replayed, results[case.id], tolerance)
         if excess > worst.excess or (worst.case is None and excess > 1):
             worst = Candidate(entry, excess, case.id, step)
     return worst
@@ -211,15 +233,7 @@ def _float32_values(result):
 def _tell_apart(a, b, suite_cases, cache):
     """The first suite case on which entries ``a`` and ``b`` differ beyond its tolerance."""
     for case in suite_cases:
-        replays = []
-        for entry in (a, b):
-            key = (entry.name, case.id)
-            if key not in cache:
-                try:
-                    cache[key] = replay_params(case, entry)
-                except (ValueError, TypeError):
-                    cache[key] = None
-            replays.append(cache[key])
+        replays = [_replayed(case, entry, cache) for entry in (a, b)]
         if None in replays:
             continue
         as_result = ResultCase(case.id, [ResultStep(p, None) for p in replays[1]])
@@ -231,7 +245,8 @@ def _tell_apart(a, b, suite_cases, cache):
 # ------------------------------------------------------------------------------ diagnose
 def diagnose(results_path, suite_path=None, optimizers=None, catalogue=CATALOGUE):
     """Diagnose the results file (or directory) ``results_path`` against the golden cases of
-    ``suite_path`` (default: the suite, :func:`npoptim.golden.suite.suite_path`); returns one :class:`Diagnosis` per optimizer. Raises
+    ``suite_path`` (default: the suite, :func:`npoptim.golden.suite.suite_path`); returns one
+    :class:`Diagnosis` per optimizer. Raises
     :class:`DiagnoseError` for results of cases the suite lacks or of another optimizer than
     ``optimizers`` asks for, :class:`~npoptim.golden.schema.GoldenFileError` for a malformed
     file."""

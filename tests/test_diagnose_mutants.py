@@ -1,0 +1,590 @@
+"""``npoptim diagnose`` against independent mutants: for each optimizer family the catalogue
+covers, the textbook update written here in plain NumPy (never through npoptim's switches or
+rules), with every option of torch's golden cases (L2 and decoupled weight decay, lr
+schedules, ``maximize``, ``amsgrad``, several parameters, parameters without a gradient, CSR
+gradients), and one deliberate mistake in one piece of code (the ``bug`` branches).
+
+Each mutant is run on *all* the float64 golden cases of its optimizer, torch's and (but for
+SparseAdam, which has none) Keras's, ONNX's and optax's: the mutants take those flavors'
+options too (eps hat or inside the root, Keras's one step count and decoupled decay, lr inside
+the momentum, ONNX's post-update decay, optax's amsgrad and NAdam schedule...). So a mistake
+reaches some cases only (decoupled decay: the cases that decouple) and the others match the
+reference: the right catalogue entry must come first and reproduce every case, and the mutant
+without a bug must match.
+"""
+import functools
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npoptim.diagnose.catalogue import CATALOGUE
+from npoptim.diagnose.engine import diagnose
+from npoptim.golden.codec import dumps
+from npoptim.golden.replay import replay, results_file
+from npoptim.golden.schema import load_all
+
+SUITE = Path("reference_results/cases")
+#: The families whose mutants also take the flavors' options, and those flavors' cases
+FLAVORED = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad",
+            "Adadelta")
+FLAVORS = ("keras", "onnx", "optax")
+
+
+def golden_files(optimizer):
+    """The golden files of the optimizer's cases the mutants are run on: torch's, and the
+    flavors' for :data:`FLAVORED`."""
+    flavors = [SUITE / f / f"{optimizer}.json" for f in FLAVORS] if optimizer in FLAVORED else []
+    return [SUITE / f"{optimizer}.json"] + [f for f in flavors if f.exists()]
+
+
+@functools.lru_cache(maxsize=None)
+def cases_of(optimizer):
+    """The float64 cases of each of :func:`golden_files`, or its float32 ones for a file
+    without float64 cases (onnxruntime's AdamW); read once (replay copies what it changes)."""
+    out = []
+    for f in golden_files(optimizer):
+        cases = load_all(f, kind="cases")
+        dtype = "float64" if any(c.dtype == "float64" for c in cases) else "float32"
+        out += [c for c in cases if c.dtype == dtype]
+    return out
+
+
+@pytest.fixture(scope="module")
+def suite_of(tmp_path_factory):
+    """The suite diagnose is given: the optimizer's own golden files (read in milliseconds;
+    the whole suite takes seconds)."""
+    def suite(optimizer):
+        files = golden_files(optimizer)
+        if len(files) == 1:
+            return files[0]
+        where = tmp_path_factory.mktemp(optimizer)
+        for f in files:
+            shutil.copy(f, where / "-".join(f.relative_to(SUITE).parts))
+        return where
+    return suite
+
+
+# ------------------------------------------------------------------ what the mutants share
+def dense(g, shape):
+    """A case gradient as the plain code sees it: dense, duplicates summed."""
+    if g is None:
+        return None
+    if hasattr(g, "indptr"):
+        return dense_entries(entries(g), g.shape).reshape(shape)
+    return np.asarray(g, np.float64)
+
+
+def entries(g, bug=None):
+    """The stored CSR entries ``[((row, col), value)]`` as the code reads them: all of them,
+    or with the bug ``"drop zeros"``, ``"first kept"``, ``"last kept"``."""
+    out = []
+    for row in range(g.shape[0]):
+        for k in range(g.indptr[row], g.indptr[row + 1]):
+            out.append(((row, int(g.indices[k])), float(g.data[k])))
+    if bug == "drop zeros":
+        out = [e for e in out if e[1] != 0]
+    if bug == "first kept":
+        seen = set()
+        out = [e for e in out if not (e[0] in seen or seen.add(e[0]))]
+    if bug == "last kept":
+        last = {key: k for k, (key, _) in enumerate(out)}
+        out = [e for k, e in enumerate(out) if last[e[0]] == k]
+    return out
+
+
+def dense_entries(stored, shape):
+    out = np.zeros(shape)
+    for (row, col), value in stored:
+        out[row, col] += value
+    return out
+
+
+def start(p, g, lr, h, decoupled, bug):
+    """``(p, g)`` as the rule starts from them, in the mutant's precision: g dense (CSR entries
+    as the bug reads them), negated for ``maximize``, then the weight decay."""
+    kind = kind_of(bug)
+    g = (dense_entries(entries(g, bug), g.shape).reshape(p.shape) if hasattr(g, "indptr")
+         else np.asarray(g)).astype(kind)
+    return weight_decay(p.astype(kind), -g if h["maximize"] else g, lr, h, decoupled, bug)
+
+
+def decay_form(h, decoupled, bug):
+    """How the code decays the weights: None, ``"l2"`` (λθ added to g), ``"before"`` or
+    ``"after"`` (θ(1-γλ) before or after the update; onnxruntime's AdamW decays after)."""
+    if not h.get("weight_decay"):
+        return None
+    if decoupled and bug == "l2" or not decoupled and bug != "decoupled":
+        return "l2"
+    return "after" if bug == "decay after" or h.get("decay_after_update") else "before"
+
+
+def weight_decay(p, g, lr, h, decoupled, bug):
+    """The decay before the rule: ``(p, g)`` (see :func:`decay_form`)."""
+    form = decay_form(h, decoupled, bug)
+    if form == "l2":
+        return p, g + h["weight_decay"] * p
+    return (p * (1 - lr * h["weight_decay"]) if form == "before" else p), g
+
+
+def decay_after(p, lr, h, decoupled, bug):
+    """The decay after the rule (see :func:`decay_form`)."""
+    if decay_form(h, decoupled, bug) == "after":
+        return p * (1 - lr * h["weight_decay"])
+    return p
+
+
+def kind_of(bug):
+    """The float type the mutant computes in: float32 with the bug ``"float32"``."""
+    return np.float32 if bug == "float32" else np.float64
+
+
+def eps_of(h, bug):
+    return {"keras eps": 1e-7, "d2l eps": 1e-6, "keras": 1e-7}.get(bug, h["eps"])
+
+
+def step_of(count, bug):
+    return count - 1 if bug == "t from 0" else count + 1 if bug == "t ahead" else count
+
+
+# ---------------------------------------------------------------------------- the mutants
+def adam(optimizer, bug=None):
+    """Adam and AdamW, with the flavors' options: where eps goes (``eps_mode``), optax's max
+    of the bias-corrected v (``amsgrad_max``), Keras's one step count (``step_scope``), ONNX's
+    ``post_weight_decay``, onnxruntime's ``decay_after_update`` and ``bias_correction``. Bug
+    ``"keras"``: Keras's Adam, eps hat and eps 1e-7."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        eps = eps_of(h, bug)
+        decoupled = optimizer == "AdamW" or h.get("decoupled_weight_decay", False)
+        max_of_v_hat = h["amsgrad"] and h.get("amsgrad_max") == "bias_corrected"
+        mode = h.get("eps_mode", "bias_corrected")
+        if bug in ("eps hat", "keras") and not max_of_v_hat:  # no framework has both
+            mode = "eps_hat"
+        if bug == "eps in sqrt":
+            mode = "in_sqrt"
+        one_count = h.get("step_scope") == "global"  # a parameter without a gradient ages
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        vmax = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                counts[i] += g is not None or one_count
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                ms[i] = beta1 * ms[i] + (1 - beta1) * g
+                vs[i] = beta2 * vs[i] + (1 - beta2) * g * g
+                t = step_of(counts[i], bug)
+                with np.errstate(all="ignore"):
+                    b1, b2 = 1 - kind(beta1) ** t, 1 - kind(beta2) ** t
+                    corrects = h.get("bias_correction", True)
+                    if bug in ("no m correction", "no correction") or not corrects:
+                        b1 = kind(1)
+                    if bug in ("no v correction", "no correction") or not corrects:
+                        b2 = kind(1)
+                    if max_of_v_hat:  # optax: the max of v/b2
+                        v_hat = vmax[i] = np.maximum(vmax[i], vs[i] / b2)
+                    else:
+                        v = vmax[i] = np.maximum(vmax[i], vs[i]) if h["amsgrad"] else vs[i]
+                        v_hat = v / b2
+                    if mode == "eps_hat":  # lr sqrt(b2)/b1 m / (sqrt(v) + eps)
+                        x = x - lr * np.sqrt(b2) / b1 * ms[i] / (np.sqrt(v) + eps)
+                    elif mode == "in_sqrt":
+                        x = x - lr / b1 * ms[i] / np.sqrt(v_hat + eps)
+                    else:
+                        x = x - lr * (ms[i] / b1) / (np.sqrt(v_hat) + eps)
+                x = decay_after(x, lr, h, decoupled, bug)
+                p[...] = x * (1 - h.get("post_weight_decay", 0))
+            return params
+        return step
+    return make_step
+
+
+def nadam(optimizer, bug=None):
+    """NAdam with torch's float32 product of the momentum schedule, or (``state_dtype``
+    ``"param"``: Keras, optax) in the parameter's dtype; optax's constant ``mu = beta1``
+    (``momentum_schedule="none"``); Keras's one step count, which also ages the product."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        eps, psi = eps_of(h, bug), h["momentum_decay"]
+        decoupled = h["decoupled_weight_decay"]
+        one_count = h.get("step_scope") == "global"
+        product_kind = kind if h.get("state_dtype") == "param" else np.float32
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        products = [product_kind(1.0)] * len(params)
+        counts = [0] * len(params)
+
+        def mu(t):
+            if h.get("momentum_schedule") == "none":
+                return beta1
+            return beta1 * (1 - 0.5 * 0.96 ** (t * psi))
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None and not one_count:
+                    continue
+                counts[i] += 1
+                t = step_of(counts[i], bug)
+                products[i] = product_kind(products[i] * product_kind(mu(t)))
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                product, product_next = float(products[i]), float(products[i]) * mu(t + 1)
+                if bug == "no m correction":
+                    product = product_next = 0.0
+                ms[i] = beta1 * ms[i] + (1 - beta1) * g
+                vs[i] = beta2 * vs[i] + (1 - beta2) * g * g
+                with np.errstate(all="ignore"):
+                    d = np.sqrt(vs[i] / (1 - beta2 ** t)) + eps
+                    x = x - lr * (1 - mu(t)) / (1 - product) * g / d
+                    x = x - lr * mu(t + 1) / (1 - product_next) * ms[i] / d
+                p[...] = decay_after(x, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def radam(optimizer, bug=None):
+    """RAdam; optax's eps on the bias-corrected sqrt(v) and its threshold rho >= 5."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        decoupled = h["decoupled_weight_decay"]
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+        rho_inf = 2 / (1 - beta2) - 1
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                ms[i] = beta1 * ms[i] + (1 - beta1) * g
+                vs[i] = beta2 * vs[i] + (1 - beta2) * g * g
+                counts[i] += 1
+                t = step_of(counts[i], bug)
+                with np.errstate(all="ignore"):
+                    # in double (as torch), and 0/0 a NaN (not an exception) at t = 0
+                    b1, b2 = float(1 - np.float64(beta1) ** t), float(1 - np.float64(beta2) ** t)
+                    m_hat = ms[i] if bug == "no m correction" else ms[i] / b1
+                    rho = rho_inf - float(np.float64(2 * t * beta2 ** t) / b2)
+                    if rho >= 5 if h.get("rectify_threshold_inclusive") else rho > 5:
+                        rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf
+                                         / ((rho_inf - 4) * (rho_inf - 2) * rho))
+                        if h.get("eps_mode") == "bias_corrected":
+                            adaptive = 1 / (np.sqrt(vs[i] / b2) + h["eps"])
+                        else:
+                            adaptive = math.sqrt(b2) / (np.sqrt(vs[i]) + h["eps"])
+                        x = x - lr * m_hat * rect * adaptive
+                    else:
+                        x = x - lr * m_hat
+                p[...] = decay_after(x, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def adamax(optimizer, bug=None):
+    """Adamax; Keras's eps after the max (``eps_mode="added"``) and one step count."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        eps = eps_of(h, bug)
+        decoupled = h.get("decoupled_weight_decay", False)
+        added = bug == "eps added" or h.get("eps_mode") == "added"
+        one_count = h.get("step_scope") == "global"
+        ms = [np.zeros(p.shape, kind) for p in params]
+        us = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                counts[i] += g is not None or one_count
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                t = step_of(counts[i], bug)
+                ms[i] = beta1 * ms[i] + (1 - beta1) * g
+                with np.errstate(all="ignore"):
+                    clr = lr if bug == "no m correction" else lr / (1 - kind(beta1) ** t)
+                    if added:  # Keras: max(b2 u, |g|), m / (u + eps)
+                        us[i] = np.maximum(beta2 * us[i], np.abs(g))
+                        x = x - clr * ms[i] / (us[i] + eps)
+                    else:
+                        us[i] = np.maximum(beta2 * us[i], np.abs(g) + eps)
+                        x = x - clr * ms[i] / us[i]
+                p[...] = decay_after(x, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def sgd(optimizer, bug=None):
+    """SGD; Keras's momentum with the lr inside (``lr_in_buffer``)."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        mu, damp = h["momentum"], h["dampening"]
+        decoupled = h.get("decoupled_weight_decay", False)
+        # a flag torch's SGD takes: nesterov needs momentum and no dampening
+        nesterov = h["nesterov"] != (bug == "nesterov" and mu and not damp)
+        keras = (bug == "lr in buffer" or h.get("lr_in_buffer")) and mu and not damp
+        bufs = [None] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                if keras:  # m = mu m - lr g; p += m (nesterov: p += mu m - lr g)
+                    bufs[i] = lr * g if bufs[i] is None else mu * bufs[i] + lr * g
+                    x = x - (mu * bufs[i] + lr * g if nesterov else bufs[i])
+                else:
+                    if mu:
+                        bufs[i] = g.copy() if bufs[i] is None else mu * bufs[i] + (1 - damp) * g
+                        g = g + mu * bufs[i] if nesterov else bufs[i]
+                    x = x - lr * g
+                p[...] = decay_after(x, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def rmsprop(optimizer, bug=None):
+    """RMSprop; Keras's and optax's eps inside the root and lr inside the momentum."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        alpha, mu, eps = h["alpha"], h["momentum"], eps_of(h, bug)
+        decoupled = h.get("decoupled_weight_decay", False)
+        in_sqrt = bug == "eps in sqrt" or h.get("eps_in_sqrt")
+        keras = bug == "lr in buffer" or h.get("lr_in_momentum")
+        squares = [np.zeros(p.shape, kind) for p in params]
+        averages = [np.zeros(p.shape, kind) for p in params]
+        bufs = [np.zeros(p.shape, kind) for p in params]
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                squares[i] = alpha * squares[i] + (1 - alpha) * g * g
+                centered = squares[i]
+                if h["centered"]:
+                    averages[i] = alpha * averages[i] + (1 - alpha) * g
+                    centered = squares[i] - averages[i] ** 2
+                d = np.sqrt(centered + eps) if in_sqrt else np.sqrt(centered) + eps
+                if mu and keras:  # Keras, TF: b = mu b + lr g/d; p -= b
+                    bufs[i] = mu * bufs[i] + lr * g / d
+                    x = x - bufs[i]
+                elif mu:
+                    bufs[i] = mu * bufs[i] + g / d
+                    x = x - lr * bufs[i]
+                else:
+                    x = x - lr * g / d
+                p[...] = decay_after(x, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def adagrad(optimizer, bug=None):
+    """Adagrad; Keras's and optax's eps inside the root."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        initial = 0.1 if bug == "accumulator 0.1" else h["initial_accumulator_value"]
+        eps = eps_of(h, bug)
+        decoupled = h.get("decoupled_weight_decay", False)
+        in_sqrt = bug == "eps in sqrt" or h.get("eps_in_sqrt")
+        sums = [np.full(p.shape, initial, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                counts[i] += 1
+                clr = lr / (1 + (counts[i] - 1) * h["lr_decay"])
+                sums[i] = sums[i] + g * g
+                d = np.sqrt(sums[i] + eps) if in_sqrt else np.sqrt(sums[i]) + eps
+                p[...] = decay_after(x - clr * g / d, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def adadelta(optimizer, bug=None):
+    def make_step(params, h):
+        kind = kind_of(bug)
+        rho, eps = h["rho"], eps_of(h, bug)
+        decoupled = h.get("decoupled_weight_decay", False)
+        squares = [np.zeros(p.shape, kind) for p in params]
+        deltas = [np.zeros(p.shape, kind) for p in params]
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x, g = start(p, g, lr, h, decoupled, bug)
+                squares[i] = rho * squares[i] + (1 - rho) * g * g
+                delta = np.sqrt(deltas[i] + eps) / np.sqrt(squares[i] + eps) * g
+                deltas[i] = rho * deltas[i] + (1 - rho) * delta * delta
+                p[...] = decay_after(x - lr * delta, lr, h, decoupled, bug)
+            return params
+        return step
+    return make_step
+
+
+def sparse_adam(optimizer, bug=None):
+    """SparseAdam on the stored entries (summed per position unless the bug says otherwise)."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                counts[i] += 1
+                summed = {}
+                for key, value in entries(g, bug):
+                    value = kind(-value if h["maximize"] else value)
+                    summed[key] = summed.get(key, kind(0)) + value
+                m, v = ms[i].reshape(g.shape), vs[i].reshape(g.shape)
+                x = p.astype(kind).reshape(g.shape)
+                b1, b2 = 1 - beta1 ** counts[i], 1 - beta2 ** counts[i]
+                for key, value in summed.items():
+                    m[key] += (1 - beta1) * (value - m[key])
+                    v[key] += (1 - beta2) * (value * value - v[key])
+                    if bug == "adam eps":  # Adam's placement: m_hat / (sqrt(v_hat) + eps)
+                        x[key] -= lr * (m[key] / b1) / (np.sqrt(v[key] / b2) + h["eps"])
+                    else:
+                        x[key] -= lr * math.sqrt(b2) / b1 * m[key] / (np.sqrt(v[key])
+                                                                      + h["eps"])
+                p[...] = x.reshape(p.shape)
+            return params
+        return step
+    return make_step
+
+
+MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
+           "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
+           "SparseAdam": sparse_adam}
+
+#: (optimizer, bug, the entry diagnose must name first)
+MISTAKES = [
+    *[(o, bug, entry) for o in ("Adam", "AdamW") for bug, entry in [
+        ("eps hat", "eps on sqrt(v) (epsilon hat: Keras, TF, ONNX)"),
+        ("eps in sqrt", "eps inside the square root (Adam)"),
+        ("no m correction", "no bias correction of m"),
+        ("no v correction", "no bias correction of v"),
+        ("no correction", "no bias correction at all"),
+        ("t from 0", "step counter from 0"),
+        ("t ahead", "step counter one ahead"),
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("d2l eps", "eps = 1e-6 (d2l default)"),
+        ("decay after", "decoupled decay after the update"),
+        ("l2", "L2 decay instead of decoupled")]],
+    *[("Adadelta", bug, entry) for bug, entry in [
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("decoupled", "decoupled decay instead of L2")]],
+    # torch's cases of these never decouple: Keras's do
+    *[(o, bug, entry) for o in ("Adamax", "SGD", "RMSprop", "Adagrad", "Adadelta")
+      for bug, entry in [
+        ("decay after", "decoupled decay after the update"),
+        ("l2", "L2 decay instead of decoupled")]],
+    *[(o, "float32", "float32 accumulation of float64") for o in (
+        "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad", "Adadelta",
+        "SparseAdam")],
+    ("Adam", "decoupled", "decoupled decay instead of L2"),
+    *[("NAdam", bug, entry) for bug, entry in [
+        ("no m correction", "no bias correction of m (NAdam)"),
+        ("t from 0", "step counter from 0"),
+        ("t ahead", "step counter one ahead"),
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("decoupled", "decoupled decay instead of L2"),
+        ("decay after", "decoupled decay after the update"),
+        ("l2", "L2 decay instead of decoupled")]],
+    *[("RAdam", bug, entry) for bug, entry in [
+        ("no m correction", "no bias correction of m"),
+        ("t from 0", "step counter from 0"),
+        ("t ahead", "step counter one ahead"),
+        ("decoupled", "decoupled decay instead of L2"),
+        ("decay after", "decoupled decay after the update"),
+        ("l2", "L2 decay instead of decoupled")]],
+    *[("Adamax", bug, entry) for bug, entry in [
+        ("eps added", "eps added after the max (Adamax: Keras, TF, tfjs)"),
+        ("no m correction", "no bias correction of m"),
+        ("t from 0", "step counter from 0"),
+        ("t ahead", "step counter one ahead"),
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("decoupled", "decoupled decay instead of L2")]],
+    *[("SGD", bug, entry) for bug, entry in [
+        ("nesterov", "Nesterov toggled (SGD)"),
+        ("lr in buffer", "lr inside the momentum buffer (SGD)"),
+        ("decoupled", "decoupled decay instead of L2"),
+        ("first kept", "duplicate CSR entries not summed (first kept)"),
+        ("last kept", "duplicate CSR entries not summed (last kept)")]],
+    *[("RMSprop", bug, entry) for bug, entry in [
+        ("eps in sqrt", "eps inside the square root (RMSprop)"),
+        ("lr in buffer", "lr inside the momentum buffer (RMSprop)"),
+        ("decoupled", "decoupled decay instead of L2"),
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("d2l eps", "eps = 1e-6 (d2l default)")]],
+    *[("Adagrad", bug, entry) for bug, entry in [
+        ("eps in sqrt", "eps inside the square root (Adagrad)"),
+        ("accumulator 0.1", "Adagrad initial accumulator 0.1 (Keras, TF)"),
+        ("decoupled", "decoupled decay instead of L2"),
+        ("keras eps", "eps = 1e-7 (Keras default)"),
+        ("first kept", "duplicate CSR entries not summed (first kept)"),
+        ("last kept", "duplicate CSR entries not summed (last kept)")]],
+    *[("SparseAdam", bug, entry) for bug, entry in [
+        ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),
+        ("drop zeros", "explicit CSR zero dropped"),
+        ("first kept", "duplicate CSR entries not summed (first kept)"),
+        ("last kept", "duplicate CSR entries not summed (last kept)")]],
+]
+
+def diagnosed(tmp_path, suite, optimizer, bug):
+    results = [replay(c, MUTANTS[optimizer](optimizer, bug)) for c in cases_of(optimizer)]
+    path = tmp_path / "results.json"
+    path.write_text(dumps(results_file(results, implementation=f"mutant {bug}")))
+    (d,) = diagnose(path, suite(optimizer))
+    return d
+
+
+# ------------------------------------------------------------------------------ the tests
+@pytest.mark.parametrize("optimizer", MUTANTS)
+def test_each_correct_mutant_matches(tmp_path, suite_of, optimizer):
+    # the mutants' correct branches are the reference: else a named mistake proves nothing
+    d = diagnosed(tmp_path, suite_of, optimizer, None)
+    assert d.verdict == "matches" and not d.failing
+
+
+@pytest.mark.parametrize("optimizer, bug, entry", MISTAKES,
+                         ids=[f"{o}-{bug}" for o, bug, _ in MISTAKES])
+def test_each_mistake_is_named_on_every_case(tmp_path, suite_of, optimizer, bug, entry):
+    d = diagnosed(tmp_path, suite_of, optimizer, bug)
+    assert d.verdict == "reproduced", (d.failing, [(c.entry.name, c.excess, c.case, c.step)
+                                                   for c in d.closest])
+    assert d.candidates[0].entry.name == entry, [(c.entry.name, c.excess)
+                                                 for c in d.candidates]
+    assert d.failing  # the mistake shows on some case
+
+
+def test_every_entry_has_a_mutant_in_every_family_it_covers():
+    rows = {(entry, o) for o, _, entry in MISTAKES}
+    missing = [(e.name, o) for e in CATALOGUE for o in e.optimizers
+               if o in MUTANTS and (e.name, o) not in rows]
+    assert missing == []
