@@ -34,6 +34,11 @@ def _check_quick_run(out, md, torch):
     for case, prefix in CASE_GROUPS.items():
         assert any(g.startswith(prefix) for g in groups), (case, sorted(groups))
     assert len(result["sparse16"]) == 4 and any(g.startswith("sparse16: ") for g in groups)
+    from npoptim.bench import precision16
+    cells = {(c["optimizer"], c["format"], c["mode"]) for c in result["precision16"]}
+    assert {name for name, _, _ in cells} == {name for name, _, _ in precision16.OPTIMIZERS}
+    assert ("Adam", "float16", "fused") in cells and ("SGD", "bfloat16", "fused") not in cells
+    assert all((precision16.TORCH in c) == torch for c in result["precision16"])
     assert all(row["ms"] is None or row["ms"] > 0 for row in result["rows"])
     names = {row["name"] for row in result["rows"]}
     assert {"SparseAdam step (ready CSR)", "Adam", "LARS",
@@ -43,7 +48,7 @@ def _check_quick_run(out, md, torch):
 
     targets = result["targets"]
     assert all(type(t["target"]) is int for t in targets), {t["target"] for t in targets}
-    assert {t["target"] for t in targets} >= {1, 2, 3, 4, 5, 6, 111, 112, 113, 114}
+    assert {t["target"] for t in targets} >= {1, 2, 3, 4, 5, 6, 111, 112, 113, 114, 121}
     identical = [t for t in targets if t["what"].startswith("results bit-identical")]
     assert identical and identical[0]["met"], identical
     table = re.findall(r"^\| (\d+) \|", md.read_text(), re.MULTILINE)
