@@ -247,3 +247,83 @@ def test_every_optimizer_has_references_that_its_module_agrees_with():
         cited = re.findall(r"arXiv\s+(\d{4}\.\d{4,5})", importlib.import_module(module).__doc__)
         if paper and paper.startswith("https://arxiv.org/abs/") and cited:
             assert paper.rsplit("/", 1)[1] in cited, (name, paper, cited)
+
+
+def _math_of(doc):
+    """The math of a reST docstring: each ``.. math::`` block's parts (split at blank lines, as
+    Sphinx splits them into equations) as ``("block", text)``, each ``:math:`` role as
+    ``("role", text)``."""
+    import re
+    found = [("role", m) for m in re.findall(r":math:`([^`]*)`", doc)]
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != ".. math::":
+            continue
+        indent = len(line) - len(line.lstrip())
+        body = []
+        for following in lines[i + 1:]:
+            if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                break
+            body.append(following)
+        found += [("block", part) for part in re.split(r"\n\s*\n", "\n".join(body))
+                  if part.strip() and not part.strip().startswith(":")]
+    return found
+
+
+def _text_arguments(tex):
+    r"""The argument of every ``\text{...}`` in ``tex`` (braces balanced)."""
+    out = []
+    for start in (i for i in range(len(tex)) if tex.startswith("\\text{", i)):
+        depth, j = 0, start + len("\\text")
+        for j in range(j, len(tex)):
+            depth += {"{": 1, "}": -1}.get(tex[j], 0)
+            if depth == 0:
+                break
+        out.append(tex[start + len("\\text{"):j])
+    return out
+
+
+def math_errors(doc):
+    r"""The TeX errors MathJax would show in red for the math of a docstring: a ``_`` not
+    escaped inside ``\text{...}`` ("_ allowed only in math mode"), an ``&`` in a math block's
+    equation with no ``\\`` (Sphinx wraps only a multi-line equation in ``split``, so a lone
+    ``&`` is "Misplaced &")."""
+    import re
+    errors = []
+    for kind, tex in _math_of(doc):
+        for argument in _text_arguments(tex):
+            if re.search(r"(?<!\\)_", argument):
+                errors.append(f"unescaped _ in \\text{{{argument}}}")
+        if kind == "block" and "&" in tex and "\\\\" not in tex:
+            errors.append(f"& in a one-line math block: {tex.strip()[:60]}")
+    return errors
+
+
+@pytest.mark.parametrize("doc, what", [
+    ("x\n\n.. math::\n\n    v \\leftarrow v &&\\text{``square_avg``}\\\\\n    w\n", "_"),
+    ("a :math:`\\text{lr_max}` here", "_"),
+    ("x\n\n.. math::\n\n    c = w / W &&\\text{(0 if W = 0)}\n\nafter\n", "&"),
+])
+def test_math_errors_finds_what_mathjax_refuses(doc, what):
+    errors = math_errors(doc)
+    assert errors and what in errors[0], errors
+
+
+def test_math_errors_accepts_escaped_and_multiline_math():
+    doc = ("x\n\n.. math::\n\n    v &\\leftarrow v &&\\text{``square\\_avg``}\\\\\n"
+           "    m &= \\text{a {nested} text}\n\n    y = x_1\n\ntext :math:`x_t` and "
+           ":math:`\\text{trust\\_norm}`\n")
+    assert math_errors(doc) == []
+
+
+def test_module_docstrings_math_has_no_tex_errors():
+    r"""Issue 27: what docs/check_browser.py found on 8 pages as red TeX errors, without a
+    browser: no module docstring of npoptim/optim has an unescaped ``_`` inside ``\text{}`` or
+    an ``&`` in a one-line math block."""
+    import ast
+    bad = {}
+    for path in sorted((DOCS.parent / "npoptim" / "optim").glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=True) or ""
+        if math_errors(doc):
+            bad[path.name] = math_errors(doc)
+    assert not bad, bad

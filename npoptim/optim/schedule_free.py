@@ -16,8 +16,9 @@ Per param group, at its step :math:`k` (0, 1, ...; the authors' ``group["k"]``),
 
 .. math::
 
-    \gamma_{max} \leftarrow \max(\gamma_{max}, \gamma),\qquad
-    w = (k+1)^r\,\gamma_{max}^{p},\qquad W_{sum} \leftarrow W_{sum} + w,\qquad
+    \gamma_{max} &\leftarrow \max(\gamma_{max}, \gamma),\qquad
+    w = (k+1)^r\,\gamma_{max}^{p},\\
+    W_{sum} &\leftarrow W_{sum} + w,\qquad
     c = w / W_{sum}\ (0 \text{ if } W_{sum} = 0)
 
 and for each element, with gradient :math:`g` at :math:`y`:
