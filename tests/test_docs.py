@@ -1,5 +1,6 @@
 """The docs: the raw-TeX checker CI runs on the built HTML, the offline-MathJax setup, the pages
-moved from the README, and the optimizer pages (numpydoc Parameters, examples, references)."""
+moved from the README, the optimizer pages (numpydoc Parameters, examples, references, algorithm
+boxes) and the TeX of the module docstrings' math."""
 import importlib.util
 from pathlib import Path
 
@@ -218,6 +219,7 @@ def test_the_explain_command_of_a_page_runs(name, capsys):
     assert name in capsys.readouterr().out
 
 
+@pytest.mark.needs("numpydoc")  # the algorithm box reads the Parameters sections
 def test_each_page_names_its_sparse_kind_flavors_and_golden_file():
     from npoptim import flavors, registry
     pages = _pages()
@@ -327,3 +329,65 @@ def test_module_docstrings_math_has_no_tex_errors():
         if math_errors(doc):
             bad[path.name] = math_errors(doc)
     assert not bad, bad
+
+
+def _optimizers():
+    from npoptim import registry
+    return list(registry.OPTIMIZERS)
+
+
+def _box_items(box, after):
+    """The ``- ``name``...`` items of an algorithm box after the line starting ``after``, up
+    to the next bold heading or the next plain line."""
+    import re
+    lines = [line.strip() for line in box]
+    start = next(i for i, line in enumerate(lines) if line.startswith(after))
+    names = []
+    for line in lines[start + 1:]:
+        if line.startswith("**") or (line and not line.startswith("- ")):
+            break
+        match = re.match(r"- ``(\w+)``", line)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+@pytest.mark.needs("numpydoc")
+@pytest.mark.parametrize("name", _optimizers())
+def test_algorithm_box_is_the_optimizers_own(name):
+    """Issue 27: each optimizer page's algorithm box cannot drift from the code: its inputs
+    are the constructor's parameters (but ``params``, which is θ0; the ignored ones on one
+    line), its per-parameter state the state_dict's keys after the example's step, its
+    per-group state the group's entries that are no constructor parameter, and its update the
+    module docstring's math, verbatim."""
+    import contextlib
+    import importlib
+    import inspect
+    import io
+    import re
+    from npoptim import registry
+    pages = _pages()
+    box = pages.algorithm_box(name)
+    text = "\n".join(box)
+    cls = registry.get(name)
+    constructor = [p for p in inspect.signature(cls).parameters if p != "params"]
+    inputs = _box_items(box, "**input**")
+    ignored = re.findall(r"``(\w+)``", next((line for line in box if "- ignored" in line), ""))
+    assert sorted(inputs + ignored) == sorted(constructor), name
+    namespace = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(pages.example(name), namespace)
+    state = namespace["optimizer"].state_dict()
+    assert _box_items(box, "**initialize**") == sorted(state["state"].get(0, {})), name
+    group = {k: v for k, v in state["param_groups"][0].items()
+             if k not in constructor and k != "params" and not isinstance(v, bool)}
+    if group:
+        assert _box_items(box, "and per param group") == sorted(group), name
+    else:
+        assert "per param group" not in text
+    module = importlib.import_module(registry.OPTIMIZERS[name][0])
+    math = text.split(".. math::\n", 1)[1].split("\n\n   **return**")[0] if ".. math::" in \
+        text else None
+    if math is not None:
+        assert "\n".join(line[3:] for line in math.strip("\n").splitlines()) in module.__doc__
+    assert "**for** :math:`t = 1, 2, \\dots` **do**" in text and "**return**" in text
