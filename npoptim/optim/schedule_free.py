@@ -25,9 +25,9 @@ and for each element, with gradient :math:`g` at :math:`y`:
 
 .. math::
 
-    d &= g + \lambda y                         &&\text{SGD}\\
-    v &\leftarrow \beta_2 v + (1-\beta_2) g^2,\quad
-    d = \frac{g}{\sqrt{v / (1-\beta_2^{k+1})} + \epsilon} + \lambda y   &&\text{AdamW}\\
+    d &= g + \lambda y                         &&\quad\text{SGD}\\
+    v &\leftarrow \beta_2 v + (1-\beta_2) g^2                 &&\quad\text{AdamW}\\
+    d &= \frac{g}{\sqrt{v / (1-\beta_2^{k+1})} + \epsilon} + \lambda y   &&\quad\text{AdamW}\\
     y &\leftarrow y + c\,(z - y) + \gamma_z\,(\beta_1 (1-c) - 1)\, d\\
     z &\leftarrow z - \gamma_z d
 
