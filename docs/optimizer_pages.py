@@ -347,11 +347,12 @@ def algorithm_box(name):
         box += ["", "and per param group:", ""]
         box += [_state_item(*entry) for entry in per_group]
     closure = getattr(cls, "needs_closure", False) or name == "SAM"
+    update = update_math(module)
     loop = [":math:`g_t \\leftarrow \\nabla f(\\theta_{t-1})`"
             + (" (the closure returns :math:`f(\\theta_{t-1})` and :math:`g_t`)"
-               if closure else "") + "; then, with :math:`g = g_t`, as the module's math "
-            "above (its notes hold here too):", ""]
-    loop += update_math(module) or ["the update the module's docstring above describes."]
+               if closure else "") + "; then, with :math:`g = g_t`, "
+            + ("as the module's math above (its notes hold here too):" if update else
+               "the update the module's docstring above describes."), ""] + (update or [])
     box += ["", "**for** :math:`t = 1, 2, \\dots` **do**", "", ".. container:: algorithm-loop",
             ""] + ["   " + line if line else "" for line in loop]
     box += ["", "**return** :math:`\\theta_t`"]
