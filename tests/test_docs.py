@@ -1,5 +1,6 @@
 """The docs: the raw-TeX checker CI runs on the built HTML, the offline-MathJax setup, the pages
-moved from the README, and the optimizer pages (numpydoc Parameters, examples, references)."""
+moved from the README, the optimizer pages (numpydoc Parameters, examples, references, algorithm
+boxes) and the TeX of the module docstrings' math."""
 import importlib.util
 from pathlib import Path
 
@@ -218,6 +219,7 @@ def test_the_explain_command_of_a_page_runs(name, capsys):
     assert name in capsys.readouterr().out
 
 
+@pytest.mark.needs("numpydoc")  # the algorithm box reads the Parameters sections
 def test_each_page_names_its_sparse_kind_flavors_and_golden_file():
     from npoptim import flavors, registry
     pages = _pages()
@@ -247,3 +249,152 @@ def test_every_optimizer_has_references_that_its_module_agrees_with():
         cited = re.findall(r"arXiv\s+(\d{4}\.\d{4,5})", importlib.import_module(module).__doc__)
         if paper and paper.startswith("https://arxiv.org/abs/") and cited:
             assert paper.rsplit("/", 1)[1] in cited, (name, paper, cited)
+
+
+def _math_of(doc):
+    """The math of a reST docstring: each ``.. math::`` block's parts (split at blank lines, as
+    Sphinx splits them into equations) as ``("block", text)``, each ``:math:`` role as
+    ``("role", text)``."""
+    import re
+    found = [("role", m) for m in re.findall(r":math:`([^`]*)`", doc)]
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != ".. math::":
+            continue
+        indent = len(line) - len(line.lstrip())
+        body = []
+        for following in lines[i + 1:]:
+            if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                break
+            body.append(following)
+        found += [("block", part) for part in re.split(r"\n\s*\n", "\n".join(body))
+                  if part.strip() and not part.strip().startswith(":")]
+    return found
+
+
+def _text_arguments(tex):
+    r"""The argument of every ``\text{...}`` in ``tex`` (braces balanced)."""
+    out = []
+    for start in (i for i in range(len(tex)) if tex.startswith("\\text{", i)):
+        depth, j = 0, start + len("\\text")
+        for j in range(j, len(tex)):
+            depth += {"{": 1, "}": -1}.get(tex[j], 0)
+            if depth == 0:
+                break
+        out.append(tex[start + len("\\text{"):j])
+    return out
+
+
+def math_errors(doc):
+    r"""The TeX errors MathJax would show in red for the math of a docstring: a ``_`` not
+    escaped inside ``\text{...}`` ("_ allowed only in math mode"), an ``&`` in a math block's
+    equation with no ``\\`` (Sphinx wraps only a multi-line equation in ``split``, so a lone
+    ``&`` is "Misplaced &")."""
+    import re
+    errors = []
+    for kind, tex in _math_of(doc):
+        for argument in _text_arguments(tex):
+            if re.search(r"(?<!\\)_", argument):
+                errors.append(f"unescaped _ in \\text{{{argument}}}")
+        if kind == "block" and "&" in tex and "\\\\" not in tex:
+            errors.append(f"& in a one-line math block: {tex.strip()[:60]}")
+    return errors
+
+
+@pytest.mark.parametrize("doc, what", [
+    ("x\n\n.. math::\n\n    v \\leftarrow v &&\\text{``square_avg``}\\\\\n    w\n", "_"),
+    ("a :math:`\\text{lr_max}` here", "_"),
+    ("x\n\n.. math::\n\n    c = w / W &&\\text{(0 if W = 0)}\n\nafter\n", "&"),
+])
+def test_math_errors_finds_what_mathjax_refuses(doc, what):
+    errors = math_errors(doc)
+    assert errors and what in errors[0], errors
+
+
+def test_math_errors_accepts_escaped_and_multiline_math():
+    doc = ("x\n\n.. math::\n\n    v &\\leftarrow v &&\\text{``square\\_avg``}\\\\\n"
+           "    m &= \\text{a {nested} text}\n\n    y = x_1\n\ntext :math:`x_t` and "
+           ":math:`\\text{trust\\_norm}`\n")
+    assert math_errors(doc) == []
+
+
+def test_module_docstrings_math_has_no_tex_errors():
+    r"""Issue 27: what docs/check_browser.py found on 8 pages as red TeX errors, without a
+    browser: no module docstring of npoptim/optim has an unescaped ``_`` inside ``\text{}`` or
+    an ``&`` in a one-line math block."""
+    import ast
+    bad = {}
+    for path in sorted((DOCS.parent / "npoptim" / "optim").glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=True) or ""
+        if math_errors(doc):
+            bad[path.name] = math_errors(doc)
+    assert not bad, bad
+
+
+def _box_items(box, after):
+    """The ``- ``name``...`` items of an algorithm box after the line starting ``after``, up
+    to the next bold heading or the next plain line."""
+    import re
+    lines = [line.strip() for line in box]
+    start = next(i for i, line in enumerate(lines) if line.startswith(after))
+    names = []
+    for line in lines[start + 1:]:
+        if line.startswith("**") or (line and not line.startswith("- ")):
+            break
+        match = re.match(r"- ``(\w+)``", line)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+@pytest.mark.needs("numpydoc")
+@pytest.mark.parametrize("name, module", _optimizer_classes())
+def test_algorithm_box_is_the_optimizers_own(name, module):
+    """Issue 27: each optimizer's and wrapper's algorithm box cannot drift from the code: its
+    inputs are the constructor's parameters (but ``params``, which is θ0; the ignored ones on
+    one line), its per-parameter state the state_dict's keys after the example's step, its
+    per-group state the group's entries that are no constructor parameter (a wrapper's state:
+    its state_dict's entries but the wrapped optimizer's and the options), and its update the
+    module docstring's math, verbatim."""
+    import contextlib
+    import importlib
+    import inspect
+    import io
+    import re
+    from npoptim import registry
+    pages = _pages()
+    box = pages.algorithm_box(name)
+    text = "\n".join(box)
+    cls = registry.get_wrapper(name) if registry.is_wrapper(name) else registry.get(name)
+    constructor = [p for p in inspect.signature(cls).parameters if p != "params"]
+    inputs = _box_items(box, "**input**")
+    ignored = re.findall(r"``(\w+)``", next((line for line in box if "- ignored" in line), ""))
+    assert sorted(inputs + ignored) == sorted(constructor), name
+    namespace = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(pages.example(name), namespace)
+    state = namespace["optimizer"].state_dict()
+    if registry.is_wrapper(name):
+        own = sorted(k for k in state if k not in constructor and k != "optimizer")
+        assert _box_items(box, "**initialize**") == own, name
+        state = {"param_groups": [{}]}
+    else:
+        assert _box_items(box, "**initialize**") == sorted(state["state"].get(0, {})), name
+    group = {k: v for k, v in state["param_groups"][0].items()
+             if k not in constructor and k != "params" and not isinstance(v, bool)}
+    if group:
+        assert _box_items(box, "and per param group") == sorted(group), name
+    else:
+        assert "per param group" not in text
+    doc = [line.strip() for line in importlib.import_module(module).__doc__.splitlines()]
+    for i, line in enumerate(box):
+        if line.strip() == ".. math::":
+            indent = len(line) - len(line.lstrip())
+            math = []
+            for following in box[i + 1:]:
+                if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                    break
+                math.append(following.strip())
+            math = "\n".join(math).strip("\n")
+            assert math and math in "\n".join(doc), (name, math[:60])
+    assert "**for** :math:`t = 1, 2, \\dots` **do**" in text and "**return**" in text

@@ -7,17 +7,19 @@ For each element, with gradient :math:`g` (negated when ``maximize``), step coun
 
 .. math::
 
-    \theta &\leftarrow \theta\,(1 - \gamma\lambda)    &&\text{``decoupled\_weight\_decay''
-                                                        (}1-\lambda\text{ with ``fixed\_decay'')}\\
-    g &\leftarrow g + \lambda\theta                   &&\text{else (L2 decay)}\\
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)    &&\quad\text{(1)}\\
+    g &\leftarrow g + \lambda\theta                   &&\quad\text{(2)}\\
     m &\leftarrow \beta_1 m + (1-\beta_1)\,g\\
-    s &\leftarrow \beta_2 s + (1-\beta_2)\,(g - m)^2 + \epsilon_r
-                                                      &&\epsilon_r = \text{``eps\_root''}
-                                                        \text{ (= ``eps'' unless given)}\\
-    \hat s &\leftarrow \max(\hat s, s)                &&\text{``amsgrad''; else } \hat s = s\\
-    \hat m &= m / b_1                                 &&\text{(``nesterov'': }
-              \beta_1 m/(1-\beta_1^{t+1}) + (1-\beta_1)\,g/b_1\text{)}\\
+    s &\leftarrow \beta_2 s + (1-\beta_2)\,(g - m)^2 + \epsilon_r   &&\quad\text{(3)}\\
+    \hat s &\leftarrow \max(\hat s, s)                &&\quad\text{(4)}\\
+    \hat m &= m / b_1                                 &&\quad\text{(5)}\\
     \theta &\leftarrow \theta - \gamma\,\frac{\hat m}{\sqrt{\hat s}/\sqrt{b_2} + \epsilon}
+
+1. With ``decoupled_weight_decay`` (:math:`1-\lambda` with ``fixed_decay``).
+2. Else (L2 decay).
+3. :math:`\epsilon_r` is ``eps_root`` (= ``eps`` unless given).
+4. With ``amsgrad``; else :math:`\hat s = s`.
+5. With ``nesterov``: :math:`\hat m = \beta_1 m/(1-\beta_1^{t+1}) + (1-\beta_1)\,g/b_1`.
 
 The :math:`\epsilon_r` added to :math:`s` is stored with it (it accumulates), as in the paper,
 optax (``eps_root``) and the authors' code (``exp_avg_var.add_(eps)``).
@@ -28,11 +30,13 @@ RAdam's rectification, as the authors' file computes it: with
 
 .. math::
 
-    \theta &\leftarrow \theta - \gamma\,\frac{r_t}{b_1}\,\frac{m}{\sqrt{s} + \epsilon},\quad
-    r_t = \sqrt{b_2\,\frac{(\rho_t-4)(\rho_t-2)\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\rho_t}}
+    r_t &= \sqrt{b_2\,\frac{(\rho_t-4)(\rho_t-2)\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\rho_t}}\\
+    \theta &\leftarrow \theta - \gamma\,\frac{r_t}{b_1}\,\frac{m}{\sqrt{s} + \epsilon}
         &&\text{if } \rho_t \ge 5\\
-    \theta &\leftarrow \theta - \frac{\gamma}{b_1}\,m
-        &&\text{else, with ``degenerated\_to\_sgd'' (else no step)}
+    \theta &\leftarrow \theta - \frac{\gamma}{b_1}\,m   &&\text{else}
+
+The second form only with ``degenerated_to_sgd``; without it there is no step while
+:math:`\rho_t < 5`.
 
 (the rectified step uses :math:`s`, not :math:`\hat s`, even with ``amsgrad``: so does the
 authors' file).

@@ -17,15 +17,17 @@ clipping threshold :math:`d`:
 .. math::
 
     \hat\beta_t &= 1 - t^{\tau}, \qquad \rho_t = \min(\gamma, 1/\sqrt t)\\
-    \alpha_t &= \max(\epsilon_2, \mathrm{RMS}(\theta_{t-1}))\,\rho_t
-        &&\text{(relative step size, from the parameter before decay)}\\
-    \theta &\leftarrow \theta\,(1 - \gamma\lambda)    &&\text{decoupled weight decay}\\
-    R &\leftarrow \mathrm{lerp}(R,\ \mathrm{mean}_{\text{cols}}(G^2),\ 1-\hat\beta_t),\quad
-    C \leftarrow \mathrm{lerp}(C,\ \mathrm{mean}_{\text{rows}}(G^2),\ 1-\hat\beta_t)\\
-    \hat V &= \frac{R\,C}{\max(\mathrm{mean}_{\text{rows}}(R),\ \epsilon_1)}
-        \qquad(\text{vectors: } \hat V = V \leftarrow \mathrm{lerp}(V, G^2, 1-\hat\beta_t))\\
+    \alpha_t &= \max(\epsilon_2, \mathrm{RMS}(\theta_{t-1}))\,\rho_t        &&\quad\text{(1)}\\
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)                         &&\quad\text{(2)}\\
+    R &\leftarrow \mathrm{lerp}(R,\ \mathrm{mean}_{\text{cols}}(G^2),\ 1-\hat\beta_t)\\
+    C &\leftarrow \mathrm{lerp}(C,\ \mathrm{mean}_{\text{rows}}(G^2),\ 1-\hat\beta_t)\\
+    \hat V &= \frac{R\,C}{\max(\mathrm{mean}_{\text{rows}}(R),\ \epsilon_1)}  &&\quad\text{(3)}\\
     U &= G / \sqrt{\max(\hat V, \epsilon_1^2)}\\
     \theta &\leftarrow \theta - \frac{\alpha_t}{\max(1,\ \mathrm{RMS}(U)/d)}\,U
+
+1. The relative step size, from the parameter before decay.
+2. Decoupled weight decay.
+3. For vectors: :math:`\hat V = V \leftarrow \mathrm{lerp}(V, G^2, 1-\hat\beta_t)`.
 
 :math:`\epsilon_1` defaults (``eps=(None, 1e-3)``) to the machine epsilon of the parameter's
 dtype; as in torch's single-tensor loop, the first parameter of a group updated in a step

@@ -5,10 +5,12 @@ learning rate decay :math:`\eta`:
 
 .. math::
 
-    g &\leftarrow g + \lambda\theta              &&\text{weight decay (dense gradients only)}\\
-    s &\leftarrow s + g^2                         &&\text{the state ``sum``, starts at }
-                                                     s_0=\text{initial\_accumulator\_value}\\
+    g &\leftarrow g + \lambda\theta              &&\quad\text{(1)}\\
+    s &\leftarrow s + g^2                         &&\quad\text{(2)}\\
     \theta &\leftarrow \theta - \frac{\gamma}{1 + (t-1)\eta}\cdot\frac{g}{\sqrt{s} + \epsilon}
+
+1. Weight decay (dense gradients only).
+2. The state ``sum``, starts at :math:`s_0` = ``initial_accumulator_value``.
 
 Sparse kind "exact": a zero gradient leaves both :math:`s` and :math:`\theta` unchanged, so a
 CSR gradient updates only its stored entries and the result equals the dense update with the

@@ -12,15 +12,17 @@ parameter's first step), step count :math:`t` (per parameter), :math:`b_k = 1-\b
     d &= g - g'\\
     m &\leftarrow \beta_1 m + (1-\beta_1)\,g\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,d\\
-    n &\leftarrow \beta_3 n + (1-\beta_3)\,(g + c\,d)^2
-        &&c = \beta_2 \text{ (paper, authors); } 1-\beta_2 \text{ (optax)}\\
+    n &\leftarrow \beta_3 n + (1-\beta_3)\,(g + c\,d)^2        &&\quad\text{(1)}\\
     u &= \Big(\frac{m}{b_1} + c\,\frac{v}{b_2}\Big) \Big/ \Big(\sqrt{n/b_3 + \bar\epsilon}
          + \epsilon\Big)\\
-    \theta &\leftarrow (\theta - \gamma u)/(1 + \gamma\lambda)
-        &&\text{``weight\_decay\_form="proximal"'' (paper, authors' default)}\\
-    \theta &\leftarrow \theta(1 - \gamma\lambda) - \gamma u   &&\text{``"decoupled"'' (authors'
-                                                               ``no\_prox=True'')}\\
-    \theta &\leftarrow \theta - \gamma(u + \lambda\theta)     &&\text{``"in\_update"'' (optax)}
+    \theta &\leftarrow (\theta - \gamma u)/(1 + \gamma\lambda)   &&\quad\text{(2)}\\
+    \theta &\leftarrow \theta(1 - \gamma\lambda) - \gamma u      &&\quad\text{(3)}\\
+    \theta &\leftarrow \theta - \gamma(u + \lambda\theta)        &&\quad\text{(4)}
+
+1. :math:`c = \beta_2` (paper, authors); :math:`1-\beta_2` (optax).
+2. ``weight_decay_form="proximal"`` (paper, authors' default).
+3. ``weight_decay_form="decoupled"`` (authors' ``no_prox=True``).
+4. ``weight_decay_form="in_update"`` (optax).
 
 :math:`\bar\epsilon` is ``eps_root`` (0; optax's default 1e-8); with it 0 the denominator is
 computed as the authors do, :math:`\sqrt{n}/\sqrt{b_3} + \epsilon`. The state keeps the

@@ -8,15 +8,19 @@ For each element, with gradient :math:`g_t` (negated when ``maximize``), step co
 
 .. math::
 
-    \theta &\leftarrow \theta\,(1 - \gamma\lambda)       &&\text{decoupled weight decay}\\
-    g &\leftarrow g + \lambda\theta                      &&\text{L2 weight decay}\\
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)       &&\quad\text{(1)}\\
+    g &\leftarrow g + \lambda\theta                      &&\quad\text{(2)}\\
     v &\leftarrow g^2, \text{ and nothing else}          &&t = 1\\
     n &= \operatorname{clip}\!\left(\frac{g}{\max(\sqrt{v}, \epsilon)}, -c_t, c_t\right),
         \quad c_t = k_t^{\,e}                            &&t > 1\\
     m &\leftarrow m + (1-\beta_1)(n - m)\\
-    u &= m \quad\text{(or } \beta_1 m + (1-\beta_1) n \text{ with ``nesterov``)}\\
+    u &= m                                               &&\quad\text{(3)}\\
     \theta &\leftarrow \theta - \gamma u\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2
+
+1. Decoupled weight decay.
+2. L2 weight decay.
+3. Or :math:`u = \beta_1 m + (1-\beta_1) n` with ``nesterov``.
 
 ``clip_exponent`` is :math:`e` (0.25; ``None`` turns clipping off) and :math:`k_t` counts the
 updates: the paper's Algorithm 2 indexes the gradients from :math:`g_0` (used only for

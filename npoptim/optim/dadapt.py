@@ -13,15 +13,17 @@ weighting. One step over all parameters (every group shares :math:`d`), with gra
 .. math::
 
     q &\leftarrow \sigma q + (1-\sigma)\textstyle\sum r\,\eta\,
-        \langle g, s / (\sqrt{v} + \epsilon)\rangle
-        &&\text{(old } s, v\text{; ``numerator\_weighted'')}\\
-    m &\leftarrow \beta_1 m + r\eta(1-\beta_1) g, \quad
-    v \leftarrow \beta_2 v + (1-\beta_2) g^2, \quad
-    s \leftarrow \sigma s + \eta(1-\sigma) g\\
-    \hat d &= q / ((1-\sigma) \textstyle\sum r \|s\|_1), \qquad
-    d \leftarrow \max(d, \min(\hat d, d\cdot\text{growth}))\\
-    \theta &\leftarrow \theta - \eta\lambda\theta \;(\text{``decouple''})
-        \quad\text{then}\quad \theta \leftarrow \theta - \frac{m}{\sqrt{v} + \epsilon}
+        \langle g, s / (\sqrt{v} + \epsilon)\rangle                 &&\quad\text{(1)}\\
+    m &\leftarrow \beta_1 m + r\eta(1-\beta_1) g\\
+    v &\leftarrow \beta_2 v + (1-\beta_2) g^2\\
+    s &\leftarrow \sigma s + \eta(1-\sigma) g\\
+    \hat d &= q / ((1-\sigma) \textstyle\sum r \|s\|_1)\\
+    d &\leftarrow \max(d, \min(\hat d, d\cdot\text{growth}))\\
+    \theta &\leftarrow \theta - \eta\lambda\theta                   &&\quad\text{(2)}\\
+    \theta &\leftarrow \theta - \frac{m}{\sqrt{v} + \epsilon}
+
+1. With the old :math:`s, v`; :math:`q` is the state ``numerator_weighted``.
+2. Only with ``decouple``, before the Adam step.
 
 If :math:`\sum\|s\|_1 = 0` the step ends after the moments (no parameter moves; :math:`k` and
 :math:`q` stay), as in the authors' code. Sums over all parameters run in param-group order,

@@ -15,11 +15,11 @@ and :math:`\gamma` the group's lr (1; a schedule multiplies the step, as optax's
 .. math::
 
     \text{DoG:}\quad \bar r &\leftarrow \max(\bar r, \|\theta - \theta_0\|), \quad
-        G \leftarrow G + \|g\|^2, \quad
-        \eta = \frac{\bar r}{\sqrt{G + \epsilon}}\\
+        G \leftarrow G + \|g\|^2,\\
+        \eta &= \frac{\bar r}{\sqrt{G + \epsilon}}\\
     \text{DoWG:}\quad \bar r^2 &\leftarrow \max(\bar r^2, \|\theta - \theta_0\|^2), \quad
-        v \leftarrow v + \bar r^2 \|g\|^2, \quad
-        \eta = \frac{\bar r^2}{\sqrt{v} + \epsilon}\\
+        v \leftarrow v + \bar r^2 \|g\|^2,\\
+        \eta &= \frac{\bar r^2}{\sqrt{v} + \epsilon}\\
     \theta &\leftarrow \theta - \gamma\,\eta\, g
 
 DoG starts from :math:`\bar r = r_\epsilon`, set by ``init_step = (kind, value)``:

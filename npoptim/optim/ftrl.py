@@ -10,16 +10,18 @@ form of keras-team/keras ``keras/src/optimizers/ftrl.py`` (``Ftrl.update_step``)
 
 .. math::
 
-    \lambda_2' &= \lambda_2 + \frac{\beta}{2\gamma}
-        &&\text{Keras folds the paper's }\beta\text{ into TF's l2}\\
-    \tilde g &= g + 2\lambda_s\theta
-        &&\text{l2-shrinkage: a penalty }\lambda_s\theta^2\text{ on the loss}\\
-    n' &= n + g^2 &&\text{(the raw gradient, not }\tilde g)\\
+    \lambda_2' &= \lambda_2 + \frac{\beta}{2\gamma}                  &&\quad\text{(1)}\\
+    \tilde g &= g + 2\lambda_s\theta                                 &&\quad\text{(2)}\\
+    n' &= n + g^2                                                    &&\quad\text{(3)}\\
     z &\leftarrow z + \tilde g - \frac{n'^{-p} - n^{-p}}{\gamma}\,\theta\\
     \theta &\leftarrow \frac{\operatorname{clip}(z, -\lambda_1, \lambda_1) - z}
         {n'^{-p}/\gamma + 2\lambda_2'}
         &&\text{(0 where }|z| \le \lambda_1)\\
     n &\leftarrow n'
+
+1. Keras folds the paper's :math:`\beta` into TF's l2.
+2. l2-shrinkage: a penalty :math:`\lambda_s\theta^2` on the loss.
+3. The raw gradient, not :math:`\tilde g`.
 
 With :math:`p = -1/2` this is the paper's :math:`w = -(z - \operatorname{sgn}(z)\lambda_1) /
 ((\beta + \sqrt n)/\alpha + \lambda_2)` with the paper's :math:`\lambda_2` twice TF's ``l2``.

@@ -11,14 +11,16 @@ For a 2-D parameter :math:`W` of shape :math:`m \times n` with gradient :math:`G
 .. math::
 
     P &= V_{:, :r}^\top \;(r \times n), \quad R = G P^\top \;(m \times r)
-        &&\text{if } m \ge n \text{ (the smaller side is projected)}\\
+        &&\text{if } m \ge n\\
     P &= U_{:, :r} \;(m \times r), \quad R = P^\top G \;(r \times n)   &&\text{else}\\
     M &\leftarrow \beta_1 M + (1-\beta_1) R, \quad
-        V \leftarrow \beta_2 V + (1-\beta_2) R^2  &&\text{(low-rank Adam moments)}\\
+        V \leftarrow \beta_2 V + (1-\beta_2) R^2\\
     N &= M / (\sqrt{V} + \epsilon), \quad
         D = s \cdot (N P \text{ if } m \ge n \text{ else } P N)\\
     W &\leftarrow W - \gamma\frac{\sqrt{1-\beta_2^t}}{1-\beta_1^t} D, \quad
         W \leftarrow W - \gamma\lambda W
+
+The smaller side is projected; :math:`M, V` are the low-rank Adam moments.
 
 :math:`s` is ``scale`` (0.25, the authors' README; their projector's own default is 1),
 :math:`\lambda` ``weight_decay`` (decoupled, applied after the step, to the updated

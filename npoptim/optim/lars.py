@@ -16,16 +16,23 @@ For each parameter tensor :math:`w` (one "layer") with gradient :math:`g`, globa
 
 .. math::
 
-    \rho &= \frac{\eta\,\|w\|}{\|g\| + \lambda\|w\| + \epsilon}
-            &&\text{``trust\_denominator="sum"'' (default)}\\
-    \rho &= \frac{\eta\,\|w\|}{\|g + \lambda w\| + \epsilon}     &&\text{``"norm\_of\_sum"'' (optax)}\\
-    \rho &\leftarrow 1 \text{ if } \|w\| = 0 \text{ or the gradient-side norm is } 0;
-    \quad \rho \leftarrow \min(\rho/\gamma, 1) \text{ (``trust\_clip'', LARC)}\\
-    d &= g + \lambda w \quad (\text{``decay\_in\_update''; else } d = g)\\
-    x &= a\,d, \qquad b \leftarrow x \text{ (first step)}, \quad
-         b \leftarrow \mu b + (1-\tau)\,x \text{ (later)}, \qquad
-         s = b \text{, or } x + \mu b \text{ (``nesterov'')}\\
+    \rho &= \frac{\eta\,\|w\|}{\|g\| + \lambda\|w\| + \epsilon}   &&\quad\text{(1)}\\
+    \rho &= \frac{\eta\,\|w\|}{\|g + \lambda w\| + \epsilon}        &&\quad\text{(2)}\\
+    \rho &\leftarrow 1                                              &&\quad\text{(3)}\\
+    \rho &\leftarrow \min(\rho/\gamma, 1)                           &&\quad\text{(4)}\\
+    d &= g + \lambda w                                              &&\quad\text{(5)}\\
+    x &= a\,d\\
+    b &\leftarrow x                                                 &&\text{first step}\\
+    b &\leftarrow \mu b + (1-\tau)\,x                               &&\text{later}\\
+    s &= b                                                          &&\quad\text{(6)}\\
     w &\leftarrow w - c\,s
+
+1. ``trust_denominator="sum"`` (the default).
+2. ``trust_denominator="norm_of_sum"`` (optax).
+3. If :math:`\|w\| = 0` or the gradient-side norm is 0.
+4. Only with ``trust_clip`` (LARC).
+5. With ``decay_in_update``; else :math:`d = g`.
+6. Or :math:`s = x + \mu b` with ``nesterov``.
 
 where ``momentum_convention`` chooses :math:`(a, c)`: ``"paper"`` :math:`(\gamma\rho, 1)` (the lr
 is inside the buffer :math:`b`: Algorithm 1's :math:`v \leftarrow \mu v + \gamma\rho(g +

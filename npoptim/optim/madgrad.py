@@ -11,12 +11,12 @@ with gradient :math:`g` (plus :math:`w\theta` for L2 decay):
 
 .. math::
 
-    v &\leftarrow v + \lambda_k g^2,\qquad s \leftarrow s + \lambda_k g,\qquad
-    \rho = v^{1/3} + \epsilon \;(\infty \text{ where } \rho = 0)\\
+    v &\leftarrow v + \lambda_k g^2,\qquad s \leftarrow s + \lambda_k g\\
+    \rho &= v^{1/3} + \epsilon \;(\infty \text{ where } \rho = 0)\\
     z &= x_0 - s/\rho\\
     \theta &\leftarrow (1-c)\,\theta + c\,z
-        \qquad(\theta \leftarrow \theta - \gamma' w\,\theta_{old}
-        \text{ after, with ``decouple\_decay''})
+
+With ``decouple_decay``, after that: :math:`\theta \leftarrow \theta - \gamma' w\,\theta_{old}`.
 
 :math:`x_0` is the parameter at its first step (state ``x0``). With momentum 0 the authors keep
 no ``x0`` and recompute it as :math:`\theta + s/\rho` from the previous step's :math:`s`,

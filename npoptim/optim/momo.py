@@ -12,14 +12,15 @@ every group that has a gradient:
 
 .. math::
 
-    \bar f &\leftarrow \rho \bar f + (1-\rho) f, \quad
-    m \leftarrow \rho m + (1-\rho) g, \quad
-    \bar\gamma \leftarrow \rho\bar\gamma + (1-\rho)\langle g, \theta\rangle\\
+    \bar f &\leftarrow \rho \bar f + (1-\rho) f\\
+    m &\leftarrow \rho m + (1-\rho) g\\
+    \bar\gamma &\leftarrow \rho\bar\gamma + (1-\rho)\langle g, \theta\rangle\\
     \tau &= \min\Big(\frac{\alpha}{b_1},\
         \frac{\big[(1+\alpha\lambda)(\bar f - b_1\ell - \bar\gamma) + \langle m, \theta\rangle
-        \big]_+}{\|m\|_D^2}\Big)
-        \quad(\tau = \alpha/b_1 \wedge 0 \text{ if } \|m\|_D^2 \le 2^{-52})\\
+        \big]_+}{\|m\|_D^2}\Big)\\
     \theta &\leftarrow \frac{\theta - \tau\, D^{-1} m}{1+\alpha\lambda}
+
+(:math:`\tau = \alpha/b_1 \wedge 0` if :math:`\|m\|_D^2 \le 2^{-52}`.)
 
 * MoMo: :math:`\rho = \beta` (0.9), except :math:`\rho = 0` at the first step (the averages
   start at the first values); :math:`D = I`, :math:`b_1 = 1`. With ``bias_correction=True``

@@ -5,13 +5,12 @@ For a 2-D parameter :math:`\theta\in\mathbb R^{A\times B}` with gradient :math:`
 
 .. math::
 
-    M &\leftarrow \mathrm{lerp}(M, G, 1-\mu) = \mu M + (1-\mu) G
-        &&\text{``momentum\_buffer``}\\
+    M &\leftarrow \mathrm{lerp}(M, G, 1-\mu) = \mu M + (1-\mu) G\\
     U &= \mathrm{lerp}(G, M, \mu) \;\text{(nesterov)} \quad\text{or}\quad U = M\\
     O &= \mathrm{NS}_k(U)\\
     \theta &\leftarrow \theta\,(1 - \gamma\lambda) - \gamma'\,O
 
-where :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn`` None or "original") or
+(:math:`M` is the state ``momentum_buffer``), where :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn`` None or "original") or
 :math:`0.2\,\gamma\sqrt{\max(A, B)}` ("match_rms_adamw"). Note torch's momentum is a ``lerp``,
 an exponential average of gradients, not SGD's :math:`\mu M + G`.
 

@@ -5,14 +5,15 @@ With step count :math:`t` (per parameter), momentum decay :math:`\psi`, the mome
 .. math::
 
     \mu_t = \beta_1\bigl(1 - \tfrac12\, 0.96^{t\psi}\bigr), \qquad
-    \Pi_t = \prod_{i \le t} \mu_i  \quad\text{(the state ``mu\_product``)},
+    \Pi_t = \prod_{i \le t} \mu_i,
 
-and for each element, with gradient :math:`g` (negated when ``maximize``):
+and for each element (:math:`\Pi_t` is the state ``mu_product``), with gradient :math:`g`
+(negated when ``maximize``):
 
 .. math::
 
-    \theta &\leftarrow \theta\,(1 - \gamma\lambda)     &&\text{decoupled weight decay}\\
-    g &\leftarrow g + \lambda\theta                    &&\text{else (L2 weight decay)}\\
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda)     &&\quad\text{decoupled decay}\\
+    g &\leftarrow g + \lambda\theta                    &&\quad\text{else L2 decay}\\
     m &\leftarrow m + (1-\beta_1)(g - m)\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
     d &\leftarrow \sqrt{v / (1-\beta_2^t)} + \epsilon\\

@@ -8,11 +8,12 @@ parameter tensor :math:`w` with gradient :math:`g` (negated when ``maximize``) a
 
 .. math::
 
-    v &\leftarrow \|g\|^2 \text{ if } t = 1, \text{ else } \beta_2 v + (1-\beta_2)\|g\|^2
-        &&\text{(a scalar, ``exp\_avg\_sq'')}\\
+    v &\leftarrow \|g\|^2 \text{ if } t = 1, \text{ else } \beta_2 v + (1-\beta_2)\|g\|^2\\
     u &= \frac{g}{\sqrt{v + \bar\epsilon} + \epsilon} + \lambda w\\
     m &\leftarrow u \text{ if } t = 1, \text{ else } \beta_1 m + u\\
     w &\leftarrow w - \gamma\, m
+
+(:math:`v` is a scalar, the state ``exp_avg_sq``.)
 
 :math:`\|g\|^2` is the sum of squares of the whole tensor in the parameter's dtype, in an order
 fixed by its size (see :func:`~npoptim.kernels.reduction.grad_sumsq`); :math:`\bar\epsilon` is

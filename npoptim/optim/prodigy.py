@@ -12,16 +12,20 @@ given, :math:`b = \sqrt{1-\beta_2^{k+1}}/(1-\beta_1^{k+1})` with ``use_bias_corr
 .. math::
 
     r &\leftarrow \beta_3 r + \frac{d}{d_0}\,\eta\,\langle g, \theta_0 - \theta\rangle
-        &&\text{``d\_numerator'', summed over the parameters}\\
+        &&\quad\text{(1)}\\
     m &\leftarrow \beta_1 m + d(1-\beta_1) g\\
     v &\leftarrow \beta_2 v + d^2(1-\beta_2) g^2\\
-    s &\leftarrow \beta_3 s + \frac{d}{d_0}\,\eta\, g
-        \quad(\tfrac{d}{d_0} d\, g \text{ with ``safeguard\_warmup''})\\
-    \hat d &= c\, r / \textstyle\sum |s|, \qquad d_{max} \leftarrow \max(d_{max}, \hat d),\qquad
-    d \leftarrow \min(d_{max}, d\cdot\text{growth})
-        \quad(\text{first } d \leftarrow \max(d, \hat d) \text{ while } d = d_0)\\
-    \theta &\leftarrow \theta - \eta\lambda\theta \;\;(\text{``decouple''})
-        \quad\text{then}\quad \theta \leftarrow \theta - \eta\,\frac{m}{\sqrt{v} + d\,\epsilon}
+    s &\leftarrow \beta_3 s + \frac{d}{d_0}\,\eta\, g              &&\quad\text{(2)}\\
+    \hat d &= c\, r / \textstyle\sum |s|\\
+    d_{max} &\leftarrow \max(d_{max}, \hat d)\\
+    d &\leftarrow \min(d_{max}, d\cdot\text{growth})              &&\quad\text{(3)}\\
+    \theta &\leftarrow \theta - \eta\lambda\theta                 &&\quad\text{(4)}\\
+    \theta &\leftarrow \theta - \eta\,\frac{m}{\sqrt{v} + d\,\epsilon}
+
+1. :math:`r` is ``d_numerator``, summed over the parameters.
+2. :math:`s \leftarrow \beta_3 s + \tfrac{d}{d_0} d\, g` with ``safeguard_warmup``.
+3. First :math:`d \leftarrow \max(d, \hat d)` while :math:`d = d_0`.
+4. Only with ``decouple``, before the Adam step.
 
 with the new :math:`d` in the last line's :math:`d\epsilon` and the old one in :math:`\eta`.
 :math:`\theta_0` is the parameter at its first step (``p0``), :math:`c` is ``d_coef``. If

@@ -5,9 +5,9 @@ the length of the approximated simple moving average
 
 .. math::
 
-    \rho_\infty = \frac{2}{1-\beta_2} - 1, \qquad
-    \rho_t = \rho_\infty - \frac{2t\beta_2^t}{b_2}, \qquad
-    r_t = \sqrt{\frac{(\rho_t-4)(\rho_t-2)\,\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\,\rho_t}},
+    \rho_\infty &= \frac{2}{1-\beta_2} - 1, \qquad
+    \rho_t = \rho_\infty - \frac{2t\beta_2^t}{b_2},\\
+    r_t &= \sqrt{\frac{(\rho_t-4)(\rho_t-2)\,\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\,\rho_t}},
 
 and for each element, with gradient :math:`g` (negated when ``maximize``):
 

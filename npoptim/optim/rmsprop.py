@@ -6,15 +6,19 @@ For each element, with gradient :math:`g` (negated when ``maximize``), smoothing
 
 .. math::
 
-    g &\leftarrow g + \lambda\theta                              &&\text{weight decay}\\
-    v &\leftarrow \alpha v + (1-\alpha)\,g^2                      &&\text{``square\_avg``}\\
-    \bar g &\leftarrow \bar g + (1-\alpha)(g - \bar g)            &&\text{``grad\_avg`` (centered)}\\
+    g &\leftarrow g + \lambda\theta                              &&\quad\text{(1)}\\
+    v &\leftarrow \alpha v + (1-\alpha)\,g^2                      &&\quad\text{(2)}\\
+    \bar g &\leftarrow \bar g + (1-\alpha)(g - \bar g)            &&\quad\text{(3)}\\
     d &\leftarrow \sqrt{v - \bar g^2} + \epsilon \;\text{(centered)}\quad
         \text{else}\quad d \leftarrow \sqrt{v} + \epsilon\\
-    b &\leftarrow \mu b + g / d                                   &&\text{``momentum\_buffer``
-                                                                     } (\mu > 0)\\
+    b &\leftarrow \mu b + g / d                                   &&\quad\text{(4)}\\
     \theta &\leftarrow \theta - \gamma b \;(\mu > 0)\quad
         \text{else}\quad \theta \leftarrow \theta - \gamma\, g / d
+
+1. Weight decay.
+2. The state ``square_avg``.
+3. The state ``grad_avg`` (centered only).
+4. The state ``momentum_buffer`` (only with :math:`\mu > 0`).
 
 Note that :math:`\epsilon` is added outside the square root. States are created as torch
 creates them, at a parameter's first step: ``step``, ``square_avg``, then ``momentum_buffer``

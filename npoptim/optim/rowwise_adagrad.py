@@ -11,14 +11,17 @@ learning rate :math:`\gamma` and weight decay :math:`\lambda`:
 
 .. math::
 
-    g' &= g + \lambda\theta_r \text{ (mode ``"l2"``), else } g
-        &&\text{(used for the accumulator only)}\\
-    G_r &\leftarrow G_r + \frac1D\sum_{d<D} g'^2_d
-        &&\text{(summed in column order, then divided by } D)\\
+    g' &= g + \lambda\theta_r \text{ (mode l2), else } g      &&\quad\text{(1)}\\
+    G_r &\leftarrow G_r + \frac1D\sum_{d<D} g'^2_d             &&\quad\text{(2)}\\
     m &= \frac{\gamma}{\sqrt{G_r} + \epsilon}\\
-    c &= 1 - m\lambda \text{ (``"l2"``)},\quad 1 - \gamma\lambda \text{ (``"decouple"``)},
-        \quad 1 \text{ (``"none"``)}\\
+    c &= 1 - m\lambda \text{ (l2)},\quad 1 - \gamma\lambda \text{ (decouple)},
+        \quad 1 \text{ (none)}\\
     \theta_r &\leftarrow c\,\theta_r - m\,g
+
+1. Used for the accumulator only.
+2. Summed in column order, then divided by :math:`D`.
+
+The modes are ``"l2"``, ``"decouple"`` and ``"none"``.
 
 (in mode ``"l2"`` the last line is :math:`\theta_r - m(g + \lambda\theta_r)`). FBGEMM computes
 this in float32 for float32 tables (``at::acc_type<float, true>`` is float), and its compiled

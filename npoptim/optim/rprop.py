@@ -11,9 +11,11 @@ gradients only; the gradient's magnitude is never used. With gradient :math:`g` 
     \Delta &\leftarrow \mathrm{clamp}(\Delta \cdot
         \begin{cases} \eta_+ & g g' > 0 \\ \eta_- & g g' < 0 \\ 1 & \text{otherwise}
         \end{cases},\ \Delta_{min}, \Delta_{max})\\
-    g &\leftarrow 0 \quad\text{where } g g' < 0  &&\text{(the sign flipped: skip one step)}\\
+    g &\leftarrow 0 \quad\text{where } g g' < 0  &&\quad\text{(1)}\\
     \theta &\leftarrow \theta - \mathrm{sign}(g)\,\Delta\\
     g' &\leftarrow g
+
+1. The sign flipped: skip one step.
 
 ``step_size`` starts at ``lr``, ``prev`` at 0. As in torch, ``sign`` of NaN is 0, and the
 factor is chosen by comparing the stored factor with :math:`\eta_-` cast to the parameter's

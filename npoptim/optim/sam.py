@@ -10,12 +10,11 @@ parameters) ``1 + adversarial_steps`` times. With :math:`\rho` (``rho``) and the
 
     \tilde\theta_0 &= \theta, \qquad g_0 = \nabla f(\theta)\\
     \tilde\theta_{i+1} &= \tilde\theta_i + \rho\,\big(g_i / (\|g_i\| + \epsilon)\big),
-        \qquad g_{i+1} = \nabla f(\tilde\theta_{i+1})
-        \qquad (i = 0 \dots n-1)\\
-    \theta &\leftarrow \text{the wrapped optimizer's step at } \theta \text{ with the
-        gradient } g_n
+        \qquad g_{i+1} = \nabla f(\tilde\theta_{i+1})\\
+    \theta &\leftarrow \text{the wrapped optimizer's step at } \theta
+        \text{ with the gradient } g_n
 
-(``adversarial_steps`` :math:`n = 1`: the paper's SAM, its Algorithm 1 with
+for :math:`i = 0 \dots n-1` (``adversarial_steps`` :math:`n = 1`: the paper's SAM, its Algorithm 1 with
 :math:`p = 2`). The parameters are restored bit for bit to :math:`\theta` before the wrapped
 optimizer steps, so its state and any lr schedule see only the outer steps; ``step`` returns
 the loss at :math:`\theta`. A zero gradient (:math:`\|g_i\| + \epsilon = 0`) does not

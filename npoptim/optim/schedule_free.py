@@ -16,17 +16,18 @@ Per param group, at its step :math:`k` (0, 1, ...; the authors' ``group["k"]``),
 
 .. math::
 
-    \gamma_{max} \leftarrow \max(\gamma_{max}, \gamma),\qquad
-    w = (k+1)^r\,\gamma_{max}^{p},\qquad W_{sum} \leftarrow W_{sum} + w,\qquad
+    \gamma_{max} &\leftarrow \max(\gamma_{max}, \gamma),\qquad
+    w = (k+1)^r\,\gamma_{max}^{p},\\
+    W_{sum} &\leftarrow W_{sum} + w,\qquad
     c = w / W_{sum}\ (0 \text{ if } W_{sum} = 0)
 
 and for each element, with gradient :math:`g` at :math:`y`:
 
 .. math::
 
-    d &= g + \lambda y                         &&\text{SGD}\\
-    v &\leftarrow \beta_2 v + (1-\beta_2) g^2,\quad
-    d = \frac{g}{\sqrt{v / (1-\beta_2^{k+1})} + \epsilon} + \lambda y   &&\text{AdamW}\\
+    d &= g + \lambda y                         &&\quad\text{SGD}\\
+    v &\leftarrow \beta_2 v + (1-\beta_2) g^2                 &&\quad\text{AdamW}\\
+    d &= \frac{g}{\sqrt{v / (1-\beta_2^{k+1})} + \epsilon} + \lambda y   &&\quad\text{AdamW}\\
     y &\leftarrow y + c\,(z - y) + \gamma_z\,(\beta_1 (1-c) - 1)\, d\\
     z &\leftarrow z - \gamma_z d
 

@@ -6,11 +6,12 @@ dampening :math:`\tau`:
 .. math::
 
     g &\leftarrow g + \lambda\theta                        &&\text{weight decay}\\
-    b &\leftarrow g                                          &&\text{first step (a copy of } g
-                                                                \text{, not scaled by } 1-\tau)\\
+    b &\leftarrow g                                          &&\text{first step (1)}\\
     b &\leftarrow \mu b + (1-\tau)\,g                        &&\text{later steps}\\
     d &\leftarrow g + \mu b \;\text{(nesterov)}\quad\text{else}\quad d \leftarrow b\\
     \theta &\leftarrow \theta - \gamma d
+
+1. A copy of :math:`g`, not scaled by :math:`1-\tau`.
 
 The momentum lines apply only when :math:`\mu \ne 0`; only then does a parameter get the state
 ``momentum_buffer`` (created, as in torch, by the first step in which the parameter has a
