@@ -3,7 +3,8 @@
 Pages generated here at build time, into ``docs/_generated`` (not committed): one page per
 optimizer (its module docstring, the math, the class with its numpydoc Parameters section,
 then the sections of ``docs/optimizer_pages.py``: sparse kind, flavors, an example, golden
-cases), the CLI's ``--help`` texts, and the figures of the worked examples (with matplotlib).
+cases), one API page per public module (``docs/api_pages.py``), the CLI's ``--help`` texts,
+and the figures of the worked examples (with matplotlib).
 MathJax is served from the build itself (``sphinx-mathjax-offline``), so the pages render
 without internet access.
 """
@@ -18,6 +19,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # npoptim, and docs/optimizer_pages.py
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import api_pages  # noqa: E402  (docs/api_pages.py)
 import npoptim  # noqa: E402
 import optimizer_pages  # noqa: E402  (docs/optimizer_pages.py)
 from npoptim import registry  # noqa: E402
@@ -47,12 +49,15 @@ nitpicky = False
 numpydoc_show_class_members = False
 numpydoc_xref_param_type = False
 # numpydoc's validation, under -W: every optimizer class and wrapper documents each parameter
-# of its constructor (PR01) and none it does not take (PR02). Scoped to those classes for now
-# (the rest of the API has no numpydoc sections yet): every other name is excluded.
+# of its constructor (PR01) and none it does not take (PR02), and so does every name of the
+# public modules that docs/api_pages.py lists as VALIDATED (with the methods their pages
+# document). Every other name is excluded.
 numpydoc_validation_checks = {"PR01", "PR02"}
 numpydoc_validation_exclude = {
-    r"^(?!(" + "|".join(rf"{module}\.{name}" for name, (module, _) in
-                        [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]) + r")$)"}
+    r"^(?!(" + "|".join([*(rf"{module}\.{name}" for name, (module, _) in
+                           [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]),
+                         *(name.replace(".", r"\.") for name in api_pages.validated_names())])
+    + r")$)"}
 # The golden-format page includes reference_results/README.md, whose links to files of the
 # repository are not documents of this site, and whose JSON sketches elide with "...".
 suppress_warnings = ["myst.xref_missing", "misc.highlighting_failure"]
@@ -90,6 +95,13 @@ def _optimizer_pages():
            "", ".. toctree::", "   :maxdepth: 1", ""]
     toc += [f"   optimizers/{n}" for n in names]
     _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")
+
+
+def _api_pages():
+    """One page per public module (docs/api_pages.py), and the API index."""
+    for module in api_pages.PUBLIC:
+        _write(GENERATED / "api" / f"{module}.rst", api_pages.page(module))
+    _write(GENERATED / "api.rst", api_pages.index())
 
 
 def _cli_page():
@@ -132,5 +144,6 @@ def _figures():
 
 
 _optimizer_pages()
+_api_pages()
 _cli_page()
 _figures()

@@ -16,7 +16,7 @@ from npoptim.check.run import KINDS, cases_for, format_check, implementation, ru
 from npoptim.check.spec import UsageError
 from npoptim.golden.schema import GoldenFileError
 from npoptim.golden.suite import suite_path
-from npoptim.teaching.compare import ProgressLine
+from npoptim.cli.progress import ProgressLine
 
 HELP = {"torch": "a torch.optim.Optimizer subclass, e.g. torch.optim:Adam or mypkg.opt:MyAdam",
         "optax": "an optax GradientTransformation factory, e.g. optax:adam (its flavor's cases)",

@@ -53,6 +53,10 @@ import math
 
 import numpy as np
 
+__all__ = ["REGIMES", "iteration_matrix", "eigenvalues", "spectral_radius", "rate",
+           "divergence_boundary", "regime", "optimal_parameters", "iterates", "fitted_rate",
+           "phase_diagram"]
+
 #: Goh's regimes, in order of growing αλ
 REGIMES = ("monotonic", "ripple", "oscillating", "divergent")
 
