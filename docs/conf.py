@@ -29,7 +29,7 @@ author = "the npoptim developers"
 copyright = "2026, the npoptim developers"  # as LICENSE says
 release = version = npoptim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
-              "myst_parser", "numpydoc"]
+              "myst_parser", "numpydoc", "sphinx_gallery.gen_gallery"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 # The theme NumPy, SciPy and pandas use, so the pages read as theirs do.
@@ -63,6 +63,23 @@ numpydoc_validation_exclude = {
 suppress_warnings = ["myst.xref_missing", "misc.highlighting_failure"]
 
 GENERATED = HERE / "_generated"
+
+# The worked examples as a gallery (sphinx-gallery): each script of examples/teaching runs once
+# per build, its text cells rendered as prose, its printed output and matplotlib figures
+# under its code; an assert that fails (or any error) fails the build. This build is where CI
+# runs them (tests/test_teaching_examples.py checks their form, not their numbers).
+sphinx_gallery_conf = {
+    "examples_dirs": [str(ROOT / "examples" / "teaching")],
+    "gallery_dirs": [str(GENERATED / "examples")],
+    "filename_pattern": r"\.py$",  # run every script, not only plot_*.py
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "min_reported_time": 60,  # no per-example timing table
+    "write_computation_times": False,
+    "show_memory": False,
+    "reset_modules": ("matplotlib",),
+}
 
 
 def _write(path, text):
