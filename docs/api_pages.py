@@ -35,7 +35,9 @@ PUBLIC = {
 #: the public modules whose names (and the methods their pages document) numpydoc's
 #: validation checks for PR01/PR02 under -W; the others are not validated yet
 VALIDATED = ["npoptim", "npoptim.checkpoint", "npoptim.sparse", "npoptim.lr_scheduler",
-             "npoptim.explainer", "npoptim.torch_compat"]
+             "npoptim.explainer", "npoptim.torch_compat", "npoptim.storage", "npoptim.golden",
+             "npoptim.teaching", "npoptim.theory.momentum", "npoptim.plotting",
+             "npoptim.plotting.figures"]
 
 #: names of validated modules left out of the validation, each with the reason
 NOT_VALIDATED = {
@@ -88,17 +90,24 @@ def entries():
     return rows
 
 
-def validated_names():
-    """The full names numpydoc validates: each object described on a validated module's page,
-    and the methods its page documents."""
-    names = []
+def validated():
+    """``(full name, object)`` of what numpydoc validates: each object described on a validated
+    module's page, and the methods its page documents. (The object, not only its name:
+    ``npoptim.teaching.compare`` names a function that a module of the same name holds.)"""
+    pairs = []
     for module, name, obj, kind, documented_as in entries():
         if (module in VALIDATED and documented_as is None and kind != "data"
                 and f"{module}.{name}" not in NOT_VALIDATED):
-            names.append(f"{module}.{name}")
+            pairs.append((f"{module}.{name}", obj))
             if kind in ("class", "exception"):
-                names += [f"{module}.{name}.{member}" for member in _members(obj)]
-    return names
+                pairs += [(f"{module}.{name}.{member}", getattr(obj, member))
+                          for member in _members(obj)]
+    return pairs
+
+
+def validated_names():
+    """The full names of :func:`validated`, which docs/conf.py's validation matches."""
+    return [name for name, _ in validated()]
 
 
 _ROLE = {"module": "mod", "class": "class", "exception": "exc", "function": "func",

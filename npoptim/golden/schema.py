@@ -164,6 +164,22 @@ class ResultStep:
 
 @dataclass
 class ResultCase:
+    """One case of a results file: what an implementation computed for a golden case.
+
+    Parameters
+    ----------
+    id : str
+        the golden case's id.
+    steps : list
+        per step, the parameters (and state) the implementation computed.
+    source : str, default: ''
+        the file it was read from.
+    skipped : str, optional
+        the implementation's reason for not running the case.
+    raw : dict
+        the case as the JSON file holds it.
+    """
+
     id: str
     steps: list
     source: str = ""
@@ -661,7 +677,15 @@ def _parse_result(raw, path, version=SCHEMA_VERSION):
 
 
 def load(path, kind=None):
-    """Load and check one golden file (``kind``: require ``"cases"`` or ``"results"``)."""
+    """Load and check one golden file (``kind``: require ``"cases"`` or ``"results"``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        the golden file.
+    kind : str, optional
+        ``"cases"`` or ``"results"`` to require that kind; None takes either.
+    """
     return parse(read_json(path), path, kind)
 
 
@@ -694,7 +718,18 @@ def load_all(path, kind=None, unavailable=None):
 
     With a list ``unavailable``, a file whose arrays need a library that is not installed
     (bfloat16 needs ``ml_dtypes``, the extra ``npoptim[bf16]``) is left out and
-    ``(path, message)`` appended to the list; without one, its ``ImportError`` is raised."""
+    ``(path, message)`` appended to the list; without one, its ``ImportError`` is raised.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        a golden file or a directory of them.
+    kind : str, optional
+        ``"cases"`` or ``"results"`` to require that kind; None takes either.
+    unavailable : list, optional
+        where to append ``(path, message)`` for each file left out for a missing
+        library.
+    """
     out, where = [], {}
     for p in golden_files(path):
         try:
