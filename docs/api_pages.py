@@ -37,7 +37,8 @@ PUBLIC = {
 VALIDATED = ["npoptim", "npoptim.checkpoint", "npoptim.sparse", "npoptim.lr_scheduler",
              "npoptim.explainer", "npoptim.torch_compat", "npoptim.storage", "npoptim.golden",
              "npoptim.teaching", "npoptim.theory.momentum", "npoptim.plotting",
-             "npoptim.plotting.figures"]
+             "npoptim.plotting.figures", "npoptim.testing", "npoptim.flavors",
+             "npoptim.distributed"]
 
 #: names of validated modules left out of the validation, each with the reason
 NOT_VALIDATED = {
