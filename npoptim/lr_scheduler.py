@@ -778,8 +778,10 @@ class CyclicLR(LRScheduler):
 
     .. math::
         h = \begin{cases} x / r & x \le r \\ (x - 1)/(r - 1) & x > r \end{cases},
-        \qquad r = S_{up}/S, \\
-        \eta_t = \eta_{base} + (\eta_{max} - \eta_{base})\, h \, s, \qquad
+        \qquad r = S_{up}/S,
+
+        \eta_t = \eta_{base} + (\eta_{max} - \eta_{base})\, h \, s,
+
         m_t = m_{max} - (m_{max} - m_{base})\, h \, s,
 
     where the amplitude scale :math:`s` is ``scale_fn(c)`` (``scale_mode="cycle"``) or

@@ -17,7 +17,8 @@ So the state :math:`(x_k, b_k)` evolves by a fixed matrix,
     \begin{pmatrix} x_{k+1} \\ b_{k+1} \end{pmatrix} = M
     \begin{pmatrix} x_k \\ b_k \end{pmatrix}, \qquad
     M = \begin{pmatrix} 1 - \alpha\lambda & -\alpha\beta \\ \lambda & \beta \end{pmatrix},
-    \qquad \begin{pmatrix} x_k \\ b_k \end{pmatrix} = M^k \begin{pmatrix} x_0 \\ 0
+
+    \begin{pmatrix} x_k \\ b_k \end{pmatrix} = M^k \begin{pmatrix} x_0 \\ 0
     \end{pmatrix}.
 
 Its eigenvalues solve :math:`\mu^2 - (1 - \alpha\lambda + \beta)\mu + \beta = 0`; the rate of
@@ -39,7 +40,8 @@ For eigenvalues in :math:`[\mu_{min}, \lambda_{max}]` with condition number
 .. math::
 
     \alpha^* = \Bigl(\frac{2}{\sqrt{\lambda_{max}} + \sqrt{\mu_{min}}}\Bigr)^2, \qquad
-    \beta^* = \Bigl(\frac{\sqrt\kappa - 1}{\sqrt\kappa + 1}\Bigr)^2, \qquad
+    \beta^* = \Bigl(\frac{\sqrt\kappa - 1}{\sqrt\kappa + 1}\Bigr)^2,
+
     \rho = \sqrt{\beta^*} = \frac{\sqrt\kappa - 1}{\sqrt\kappa + 1},
 
 against :math:`(\kappa - 1)/(\kappa + 1)` for gradient descent at its best :math:`\alpha`.
