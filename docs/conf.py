@@ -118,7 +118,7 @@ def _api_pages():
     """One page per public module (docs/api_pages.py), and the API index."""
     for module in api_pages.PUBLIC:
         _write(GENERATED / "api" / f"{module}.rst", api_pages.page(module))
-    _write(GENERATED / "api.rst", api_pages.index())
+    _write(GENERATED / "api_index.txt", api_pages.index())  # docs/api.rst includes it
 
 
 def _cli_page():
