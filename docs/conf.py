@@ -4,7 +4,8 @@ Pages generated here at build time, into ``docs/_generated`` (not committed): on
 optimizer (its module docstring, the math, the class with its numpydoc Parameters section,
 then the sections of ``docs/optimizer_pages.py``: sparse kind, flavors, an example, golden
 cases), one API page per public module (``docs/api_pages.py``), the CLI's ``--help`` texts,
-and the figures of the worked examples (with matplotlib).
+the figures of the learning page (with matplotlib), and the gallery of the worked examples
+(sphinx-gallery runs each script of ``examples/teaching``).
 MathJax is served from the build itself (``sphinx-mathjax-offline``), so the pages render
 without internet access.
 """
@@ -136,7 +137,7 @@ def _cli_page():
 
 
 def _figures():
-    """The worked examples' figures (needs matplotlib, the docs extra installs it)."""
+    """The learning page's figures (needs matplotlib, the docs extra installs it)."""
     from npoptim.plotting import figures
     from npoptim.teaching import compare, get_problem
     out = GENERATED / "figures"
