@@ -3,7 +3,9 @@
 Pages generated here at build time, into ``docs/_generated`` (not committed): one page per
 optimizer (its module docstring, the math, the class with its numpydoc Parameters section,
 then the sections of ``docs/optimizer_pages.py``: sparse kind, flavors, an example, golden
-cases), the CLI's ``--help`` texts, and the figures of the worked examples (with matplotlib).
+cases), one API page per public module (``docs/api_pages.py``), the CLI's ``--help`` texts,
+the figures of the learning page (with matplotlib), and the gallery of the worked examples
+(sphinx-gallery runs each script of ``examples/teaching``).
 MathJax is served from the build itself (``sphinx-mathjax-offline``), so the pages render
 without internet access.
 """
@@ -18,6 +20,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # npoptim, and docs/optimizer_pages.py
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import api_pages  # noqa: E402  (docs/api_pages.py)
 import npoptim  # noqa: E402
 import optimizer_pages  # noqa: E402  (docs/optimizer_pages.py)
 from npoptim import registry  # noqa: E402
@@ -27,7 +30,7 @@ author = "the npoptim developers"
 copyright = "2026, the npoptim developers"  # as LICENSE says
 release = version = npoptim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
-              "myst_parser", "numpydoc"]
+              "myst_parser", "numpydoc", "sphinx_gallery.gen_gallery"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 # The theme NumPy, SciPy and pandas use, so the pages read as theirs do.
@@ -47,17 +50,37 @@ nitpicky = False
 numpydoc_show_class_members = False
 numpydoc_xref_param_type = False
 # numpydoc's validation, under -W: every optimizer class and wrapper documents each parameter
-# of its constructor (PR01) and none it does not take (PR02). Scoped to those classes for now
-# (the rest of the API has no numpydoc sections yet): every other name is excluded.
+# of its constructor (PR01) and none it does not take (PR02), and so does every name of the
+# public modules that docs/api_pages.py lists as VALIDATED (with the methods their pages
+# document). Every other name is excluded.
 numpydoc_validation_checks = {"PR01", "PR02"}
 numpydoc_validation_exclude = {
-    r"^(?!(" + "|".join(rf"{module}\.{name}" for name, (module, _) in
-                        [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]) + r")$)"}
+    r"^(?!(" + "|".join([*(rf"{module}\.{name}" for name, (module, _) in
+                           [*registry.OPTIMIZERS.items(), *registry.WRAPPERS.items()]),
+                         *(name.replace(".", r"\.") for name in api_pages.validated_names())])
+    + r")$)"}
 # The golden-format page includes reference_results/README.md, whose links to files of the
 # repository are not documents of this site, and whose JSON sketches elide with "...".
 suppress_warnings = ["myst.xref_missing", "misc.highlighting_failure"]
 
 GENERATED = HERE / "_generated"
+
+# The worked examples as a gallery (sphinx-gallery): each script of examples/teaching runs once
+# per build, its text cells rendered as prose, its printed output and matplotlib figures
+# under its code; an assert that fails (or any error) fails the build. This build is where CI
+# runs them (tests/test_teaching_examples.py checks their form, not their numbers).
+sphinx_gallery_conf = {
+    "examples_dirs": [str(ROOT / "examples" / "teaching")],
+    "gallery_dirs": [str(GENERATED / "examples")],
+    "filename_pattern": r"\.py$",  # run every script, not only plot_*.py
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "min_reported_time": 60,  # no per-example timing table
+    "write_computation_times": False,
+    "show_memory": False,
+    "reset_modules": ("matplotlib",),
+}
 
 
 def _write(path, text):
@@ -92,6 +115,13 @@ def _optimizer_pages():
     _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")
 
 
+def _api_pages():
+    """One page per public module (docs/api_pages.py), and the API index."""
+    for module in api_pages.PUBLIC:
+        _write(GENERATED / "api" / f"{module}.rst", api_pages.page(module))
+    _write(GENERATED / "api_index.txt", api_pages.index())  # docs/api.rst includes it
+
+
 def _cli_page():
     from npoptim.cli import COMMANDS
     lines = ["Command line", "============", "",
@@ -107,7 +137,7 @@ def _cli_page():
 
 
 def _figures():
-    """The worked examples' figures (needs matplotlib, the docs extra installs it)."""
+    """The learning page's figures (needs matplotlib, the docs extra installs it)."""
     from npoptim.plotting import figures
     from npoptim.teaching import compare, get_problem
     out = GENERATED / "figures"
@@ -132,5 +162,6 @@ def _figures():
 
 
 _optimizer_pages()
+_api_pages()
 _cli_page()
 _figures()

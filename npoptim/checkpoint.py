@@ -80,6 +80,15 @@ def save(path, optimizer, scheduler=None):
     is either the previous file or the complete new one, whatever happens mid-write. Raises
     ``TypeError`` if a state holds a value that cannot be stored without pickle (a function,
     an arbitrary object); nothing is written then.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        the file to write, used exactly as given.
+    optimizer : Optimizer
+        the optimizer whose parameters and state are saved.
+    scheduler : LRScheduler, optional
+        a learning-rate scheduler saved with it.
     """
     path = os.fspath(path)
     manifest, arrays = _build(optimizer, scheduler)
@@ -281,6 +290,15 @@ def load(path, optimizer, scheduler=None):
     Everything is validated first (see the module docstring); on any error
     :class:`CheckpointError` is raised and nothing has changed. ``scheduler`` must be given
     exactly when the checkpoint holds one, and be of the same class.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        a checkpoint written by :func:`save`.
+    optimizer : Optimizer
+        the optimizer to restore, built as the saved one was.
+    scheduler : LRScheduler, optional
+        the scheduler to restore, exactly when the checkpoint holds one.
     """
     path = os.fspath(path)
     manifest, arrays = _read(path)

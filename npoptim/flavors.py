@@ -55,6 +55,17 @@ def from_framework(framework, optimizer, params, **framework_kwargs):
 
     Missing arguments take the framework's defaults (not torch's); the flavor's convention
     switches are set; a framework option that is not a convention is refused by name.
+
+    Parameters
+    ----------
+    framework : str
+        a flavor's name, e.g. ``"keras"``.
+    optimizer : str
+        the framework's name of the optimizer's constructor, e.g. ``"Adam"``.
+    params : list of numpy.ndarray
+        the parameters, as npoptim's optimizers take them.
+    **framework_kwargs
+        the call's keywords, in the framework's names.
     """
     flavor = get(framework)
     if optimizer not in flavor.constructors:

@@ -191,11 +191,14 @@ class LRScheduler:
     ``_get_closed_form_lr``, the rates as a function of ``last_epoch`` and ``base_lrs`` alone,
     which the deprecated ``step(epoch)`` uses.
 
-    Args:
-        optimizer (Optimizer): the optimizer whose learning rates are scheduled.
-        last_epoch (int): ``-1`` (default) to start afresh: each group's ``lr`` is recorded as
-            its ``initial_lr`` (unless it already has one). Otherwise the index of the last
-            epoch of a run being resumed; the groups must already hold ``initial_lr``.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        the optimizer whose learning rates are scheduled.
+    last_epoch : int
+        ``-1`` (default) to start afresh: each group's ``lr`` is recorded as
+        its ``initial_lr`` (unless it already has one). Otherwise the index of the last
+        epoch of a run being resumed; the groups must already hold ``initial_lr``.
     """
 
     # True while step() computes the rates / during the constructor's step; once set they are
@@ -239,7 +242,13 @@ class LRScheduler:
                 if key not in self._unsaved}
 
     def load_state_dict(self, state_dict):
-        """Restore attributes from :meth:`state_dict` (npoptim's or torch's)."""
+        """Restore attributes from :meth:`state_dict` (npoptim's or torch's).
+
+        Parameters
+        ----------
+        state_dict : dict
+            a scheduler's :meth:`state_dict`.
+        """
         self.__dict__.update(copy.deepcopy(state_dict))
 
     # ------------------------------------------------------------------------- rates
@@ -275,8 +284,11 @@ class LRScheduler:
     def step(self, epoch=None):
         """Advance ``last_epoch`` by one and set the new rates.
 
-        ``epoch`` (deprecated) sets ``last_epoch`` to it and uses the closed form where the
-        scheduler has one.
+        Parameters
+        ----------
+        epoch : int, optional
+            deprecated: sets ``last_epoch`` to it and uses the closed form where the
+            scheduler has one.
         """
         self._step_count += 1
         if epoch is not None:
@@ -340,10 +352,14 @@ class LambdaLR(_LambdaScheduler):
 
     .. math:: \eta_t = \eta_0 \, f(t)
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        lr_lambda (callable or list): ``f(epoch)``, or one per param group.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    lr_lambda : callable or list
+        ``f(epoch)``, or one per param group.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def get_lr(self):
@@ -357,10 +373,14 @@ class MultiplicativeLR(_LambdaScheduler):
 
     .. math:: \eta_t = \eta_{t-1} \, f(t) \quad (t \ge 1), \qquad \eta_0 = \eta_0
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        lr_lambda (callable or list): ``f(epoch)``, or one per param group.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    lr_lambda : callable or list
+        ``f(epoch)``, or one per param group.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def get_lr(self):
@@ -379,11 +399,16 @@ class StepLR(LRScheduler):
     Chainable: at each non-zero multiple of ``step_size`` the current rate is multiplied by
     :math:`\gamma`.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        step_size (int): period of the decay.
-        gamma (float): multiplicative factor. Default: 0.1.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    step_size : int
+        period of the decay.
+    gamma : float
+        multiplicative factor. Default: 0.1.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
@@ -410,11 +435,16 @@ class MultiStepLR(LRScheduler):
     A milestone listed ``k`` times decays by :math:`\gamma^k` (milestones are kept as a
     ``Counter``).
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        milestones (iterable of int): epoch indices, increasing.
-        gamma (float): multiplicative factor. Default: 0.1.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    milestones : iterable of int
+        epoch indices, increasing.
+    gamma : float
+        multiplicative factor. Default: 0.1.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
@@ -442,11 +472,16 @@ class ConstantLR(LRScheduler):
     Chainable: the rate is multiplied by :math:`k` at epoch 0 and by :math:`1/k` at epoch
     :math:`T`.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        factor (float): :math:`k`, in [0, 1]. Default: 1/3.
-        total_iters (int): :math:`T`. Default: 5.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    factor : float
+        :math:`k`, in [0, 1]. Default: 1/3.
+    total_iters : int
+        :math:`T`. Default: 5.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
@@ -479,12 +514,18 @@ class LinearLR(LRScheduler):
     rate by :math:`1 + \Delta / (T k_s + (t-1)\Delta)`, the ratio of consecutive factors.
     (Typical use: a warm-up, ``LinearLR(opt, start_factor=0.01, total_iters=warmup)``.)
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        start_factor (float): :math:`k_s`, in (0, 1]. Default: 1/3.
-        end_factor (float): :math:`k_e`, in [0, 1]. Default: 1.0.
-        total_iters (int): :math:`T`. Default: 5.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    start_factor : float
+        :math:`k_s`, in (0, 1]. Default: 1/3.
+    end_factor : float
+        :math:`k_e`, in [0, 1]. Default: 1.0.
+    total_iters : int
+        :math:`T`. Default: 5.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
@@ -520,10 +561,14 @@ class ExponentialLR(LRScheduler):
 
     .. math:: \eta_t = \eta_0 \, \gamma^t
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        gamma (float): multiplicative factor.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    gamma : float
+        multiplicative factor.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, gamma, last_epoch=-1):
@@ -548,11 +593,16 @@ class PolynomialLR(LRScheduler):
     Chainable: step :math:`t \le T` multiplies the current rate by
     :math:`\left(\frac{1 - t/T}{1 - (t-1)/T}\right)^p`.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        total_iters (int): :math:`T`. Default: 5.
-        power (float): :math:`p`. Default: 1.0.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    total_iters : int
+        :math:`T`. Default: 5.
+    power : float
+        :math:`p`. Default: 1.0.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
@@ -594,11 +644,16 @@ class CosineAnnealingLR(LRScheduler):
     :math:`2T_{max}`. The recursion's rounding differs from the closed form's (by ~1e-16
     relative per step); this follows torch's recursion exactly.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        T_max (int): half period, in epochs.
-        eta_min (float): minimum rate. Default: 0.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    T_max : int
+        half period, in epochs.
+    eta_min : float
+        minimum rate. Default: 0.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
@@ -643,12 +698,18 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     within an epoch: ``sched.step(epoch + i / iters_per_epoch)``. It then finds the period
     containing ``epoch`` in closed form.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        T_0 (int): epochs until the first restart.
-        T_mult (int): factor by which the period grows after each restart. Default: 1.
-        eta_min (float): minimum rate. Default: 0.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    T_0 : int
+        epochs until the first restart.
+    T_mult : int
+        factor by which the period grows after each restart. Default: 1.
+    eta_min : float
+        minimum rate. Default: 0.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
@@ -672,7 +733,13 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 for base_lr in self.base_lrs]
 
     def step(self, epoch=None):
-        """Advance one epoch, or (``epoch`` given, possibly fractional) jump to ``epoch``."""
+        """Advance one epoch, or (``epoch`` given) jump to ``epoch``.
+
+        Parameters
+        ----------
+        epoch : float, optional
+            the epoch to jump to, possibly fractional; None advances by one.
+        """
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:
@@ -711,8 +778,10 @@ class CyclicLR(LRScheduler):
 
     .. math::
         h = \begin{cases} x / r & x \le r \\ (x - 1)/(r - 1) & x > r \end{cases},
-        \qquad r = S_{up}/S, \\
-        \eta_t = \eta_{base} + (\eta_{max} - \eta_{base})\, h \, s, \qquad
+        \qquad r = S_{up}/S,
+
+        \eta_t = \eta_{base} + (\eta_{max} - \eta_{base})\, h \, s,
+
         m_t = m_{max} - (m_{max} - m_{base})\, h \, s,
 
     where the amplitude scale :math:`s` is ``scale_fn(c)`` (``scale_mode="cycle"``) or
@@ -722,22 +791,36 @@ class CyclicLR(LRScheduler):
     :math:`\beta_1`) :math:`m` moves inversely to the rate. Not chainable: the rate depends
     on :math:`t` only. Call :meth:`step` after every batch.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        base_lr (float or list): lower bound of the cycle, per group.
-        max_lr (float or list): upper bound (reached only when :math:`s = 1`).
-        step_size_up (int): :math:`S_{up}`, batches in the rising half. Default: 2000.
-        step_size_down (int): :math:`S_{down}`; ``None`` means :math:`S_{up}`.
-        mode (str): ``"triangular"``, ``"triangular2"`` or ``"exp_range"``; ignored when
-            ``scale_fn`` is given. Default: ``"triangular"``.
-        gamma (float): :math:`\gamma` of ``"exp_range"``. Default: 1.0.
-        scale_fn (callable): custom :math:`s(\cdot)` with values in [0, 1]. Default: None.
-        scale_mode (str): ``"cycle"`` or ``"iterations"``, the argument of a custom
-            ``scale_fn`` (the modes fix their own). Default: ``"cycle"``.
-        cycle_momentum (bool): cycle the momentum / :math:`\beta_1` too. Default: True.
-        base_momentum (float or list): momentum at the rate's peak. Default: 0.8.
-        max_momentum (float or list): momentum at the cycle's start. Default: 0.9.
-        last_epoch (int): the index of the last batch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    base_lr : float or list
+        lower bound of the cycle, per group.
+    max_lr : float or list
+        upper bound (reached only when :math:`s = 1`).
+    step_size_up : int
+        :math:`S_{up}`, batches in the rising half. Default: 2000.
+    step_size_down : int
+        :math:`S_{down}`; ``None`` means :math:`S_{up}`.
+    mode : str
+        ``"triangular"``, ``"triangular2"`` or ``"exp_range"``; ignored when
+        ``scale_fn`` is given. Default: ``"triangular"``.
+    gamma : float
+        :math:`\gamma` of ``"exp_range"``. Default: 1.0.
+    scale_fn : callable
+        custom :math:`s(\cdot)` with values in [0, 1]. Default: None.
+    scale_mode : str
+        ``"cycle"`` or ``"iterations"``, the argument of a custom
+        ``scale_fn`` (the modes fix their own). Default: ``"cycle"``.
+    cycle_momentum : bool
+        cycle the momentum / :math:`\beta_1` too. Default: True.
+    base_momentum : float or list
+        momentum at the rate's peak. Default: 0.8.
+    max_momentum : float or list
+        momentum at the cycle's start. Default: 0.9.
+    last_epoch : int
+        the index of the last batch. Default: -1.
     """
 
     _unsaved = ("optimizer", "_scale_fn_custom")
@@ -780,7 +863,13 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
 
     def scale_fn(self, x):
-        """The amplitude scale :math:`s(x)` (see the class docstring)."""
+        """The amplitude scale :math:`s(x)` (see the class docstring).
+
+        Parameters
+        ----------
+        x : float
+            the cycle number (``scale_mode="cycle"``) or the step (``"iterations"``).
+        """
         if self._scale_fn_custom is not None:
             return self._scale_fn_custom(x)
         if self.mode == "triangular":
@@ -843,21 +932,36 @@ class OneCycleLR(LRScheduler):
     ``max_lr``, ``min_lr`` (and ``max_momentum``, ``base_momentum``). Not chainable. Call
     :meth:`step` after every batch; stepping past ``total_steps`` raises ``ValueError``.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        max_lr (float or list): peak rate, per group.
-        total_steps (int): steps in the cycle; or give ``epochs`` and ``steps_per_epoch``.
-        epochs (int): with ``steps_per_epoch``, ``total_steps = epochs * steps_per_epoch``.
-        steps_per_epoch (int): see ``epochs``.
-        pct_start (float): fraction of the cycle spent increasing the rate. Default: 0.3.
-        anneal_strategy (str): ``"cos"`` or ``"linear"``. Default: ``"cos"``.
-        cycle_momentum (bool): cycle momentum / :math:`\beta_1` too. Default: True.
-        base_momentum (float or list): momentum at the peak rate. Default: 0.85.
-        max_momentum (float or list): momentum at the start and end. Default: 0.95.
-        div_factor (float): :math:`d`, ``initial_lr = max_lr / d``. Default: 25.
-        final_div_factor (float): :math:`d_f`, ``min_lr = initial_lr / d_f``. Default: 1e4.
-        three_phase (bool): use the three-phase schedule. Default: False.
-        last_epoch (int): the index of the last batch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    max_lr : float or list
+        peak rate, per group.
+    total_steps : int
+        steps in the cycle; or give ``epochs`` and ``steps_per_epoch``.
+    epochs : int
+        with ``steps_per_epoch``, ``total_steps = epochs * steps_per_epoch``.
+    steps_per_epoch : int
+        see ``epochs``.
+    pct_start : float
+        fraction of the cycle spent increasing the rate. Default: 0.3.
+    anneal_strategy : str
+        ``"cos"`` or ``"linear"``. Default: ``"cos"``.
+    cycle_momentum : bool
+        cycle momentum / :math:`\beta_1` too. Default: True.
+    base_momentum : float or list
+        momentum at the peak rate. Default: 0.85.
+    max_momentum : float or list
+        momentum at the start and end. Default: 0.95.
+    div_factor : float
+        :math:`d`, ``initial_lr = max_lr / d``. Default: 25.
+    final_div_factor : float
+        :math:`d_f`, ``min_lr = initial_lr / d_f``. Default: 1e4.
+    three_phase : bool
+        use the three-phase schedule. Default: False.
+    last_epoch : int
+        the index of the last batch. Default: -1.
     """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
@@ -1018,11 +1122,16 @@ class SequentialLR(_SchedulerContainer):
     Construction resets every group's ``lr`` to ``initial_lr`` and undoes the constructor
     steps of the wrapped schedulers, then takes the first one's initial step.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        schedulers (list): the schedulers, all of ``optimizer``.
-        milestones (list of int): ``len(schedulers) - 1`` increasing epochs.
-        last_epoch (int): the index of the last epoch. Default: -1.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    schedulers : list
+        the schedulers, all of ``optimizer``.
+    milestones : list of int
+        ``len(schedulers) - 1`` increasing epochs.
+    last_epoch : int
+        the index of the last epoch. Default: -1.
     """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
@@ -1049,7 +1158,13 @@ class SequentialLR(_SchedulerContainer):
         self._last_lr = first.get_last_lr()
 
     def recursive_undo(self, sched=None):
-        """Undo the constructor step of every wrapped scheduler (nested ones included)."""
+        """Undo the constructor step of every wrapped scheduler (nested ones included).
+
+        Parameters
+        ----------
+        sched : LRScheduler, optional
+            the scheduler to undo (with its children); None means this one.
+        """
         scheduler = self if sched is None else sched
         if hasattr(scheduler, "_schedulers"):
             for child in scheduler._schedulers:
@@ -1077,9 +1192,12 @@ class ChainedScheduler(_SchedulerContainer):
     ExponentialLR(opt, gamma=0.9)])`` gives :math:`\eta_0 \cdot 0.9^t`, times 0.1 for
     :math:`t < 2`.
 
-    Args:
-        schedulers (sequence): the schedulers, all of the same optimizer.
-        optimizer (Optimizer): the optimizer; default: the first scheduler's.
+    Parameters
+    ----------
+    schedulers : sequence
+        the schedulers, all of the same optimizer.
+    optimizer : Optimizer
+        the optimizer; default: the first scheduler's.
     """
 
     def __init__(self, schedulers, optimizer=None):
@@ -1121,17 +1239,27 @@ class ReduceLROnPlateau(LRScheduler):
     unless that changes it by no more than ``eps``; then the count restarts and the cooldown
     begins.
 
-    Args:
-        optimizer (Optimizer): wrapped optimizer.
-        mode (str): ``"min"`` (the metric should decrease) or ``"max"``. Default: ``"min"``.
-        factor (float): :math:`f < 1`. Default: 0.1.
-        patience (int): bad epochs tolerated before a reduction. Default: 10.
-        threshold (float): :math:`\theta`, the improvement that counts. Default: 1e-4.
-        threshold_mode (str): ``"rel"`` or ``"abs"``. Default: ``"rel"``.
-        cooldown (int): epochs after a reduction during which bad epochs are ignored.
-            Default: 0.
-        min_lr (float or list): :math:`\eta_{min}`, for all groups or per group. Default: 0.
-        eps (float): smallest change of rate applied. Default: 1e-8.
+    Parameters
+    ----------
+    optimizer : Optimizer
+        wrapped optimizer.
+    mode : str
+        ``"min"`` (the metric should decrease) or ``"max"``. Default: ``"min"``.
+    factor : float
+        :math:`f < 1`. Default: 0.1.
+    patience : int
+        bad epochs tolerated before a reduction. Default: 10.
+    threshold : float
+        :math:`\theta`, the improvement that counts. Default: 1e-4.
+    threshold_mode : str
+        ``"rel"`` or ``"abs"``. Default: ``"rel"``.
+    cooldown : int
+        epochs after a reduction during which bad epochs are ignored.
+        Default: 0.
+    min_lr : float or list
+        :math:`\eta_{min}`, for all groups or per group. Default: 0.
+    eps : float
+        smallest change of rate applied. Default: 1e-8.
     """
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
@@ -1169,7 +1297,12 @@ class ReduceLROnPlateau(LRScheduler):
     def step(self, metrics, epoch=None):
         """Record the epoch's metric, and reduce the rates if it has plateaued.
 
-        ``epoch`` (deprecated) sets ``last_epoch``; it does not affect the rates.
+        Parameters
+        ----------
+        metrics : float
+            the epoch's value of the monitored metric.
+        epoch : int, optional
+            deprecated: sets ``last_epoch``; it does not affect the rates.
         """
         current = float(metrics)
         if epoch is None:

@@ -97,7 +97,16 @@ class MemmapStore:
     """A directory of memory-mapped parameters and state with an undo journal (see the module
     docstring). Opening it recovers from a step that a killed process left unfinished;
     :attr:`recovered` says whether one was rolled back. One process uses a store at a time
-    (opening it removes the temporary files of writes that were cut short)."""
+    (opening it removes the temporary files of writes that were cut short).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        the store's directory, created if missing.
+    sync : bool, default: False
+        ``fsync`` the journal, tables and metadata at each step, so a power loss, not only a
+        killed process, leaves them recoverable.
+    """
 
     def __init__(self, directory, sync=False):
         self.directory = os.path.abspath(os.fspath(directory))
@@ -138,7 +147,20 @@ class MemmapStore:
     def param(self, name, shape, dtype=np.float32, init=None):
         """The parameter ``name`` as an ``np.memmap``: reopened if its file exists (then
         ``init`` is ignored), else created holding ``init`` (a scalar, default 0, or an array
-        of the shape, copied in chunks)."""
+        of the shape, copied in chunks).
+
+        Parameters
+        ----------
+        name : str
+            the parameter's name, also its file's.
+        shape : tuple of int
+            its shape.
+        dtype : numpy.dtype, default: numpy.float32
+            its dtype.
+        init : float or array_like, optional
+            the initial value of a new parameter: a scalar (None means 0) or an
+            array of the shape.
+        """
         if not name.isidentifier():
             raise ValueError(f"parameter name must be an identifier, got {name!r}")
         filename = f"param.{name}.npy"
@@ -196,7 +218,14 @@ class MemmapStore:
     def restore(self, optimizer):
         """Give ``optimizer`` (built over this store's parameters with ``state_arrays=self``)
         the committed step counts, state, hyperparameters and settings. A new store changes
-        nothing."""
+        nothing.
+
+        Parameters
+        ----------
+        optimizer : Optimizer
+            an optimizer built over this store's parameters with
+            ``state_arrays=self``.
+        """
         if self.meta["param_groups"] is None:
             return
         if len(self.meta["param_groups"]) != len(optimizer.param_groups):
@@ -256,7 +285,15 @@ class MemmapStore:
 
     def step(self, optimizer, grads):
         """``optimizer.step(grads)``, journaled: a kill at any moment leaves the directory
-        recoverable to the last completed step. Costs O(touched rows) more than the step."""
+        recoverable to the last completed step. Costs O(touched rows) more than the step.
+
+        Parameters
+        ----------
+        optimizer : Optimizer
+            the optimizer restored from this store.
+        grads : list
+            the gradients, as ``optimizer.step`` takes them.
+        """
         from npoptim.sparse.rowgrad import RowGradient
 
         prepared = optimizer._prepare(grads)  # raises, before the journal, on bad input

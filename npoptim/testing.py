@@ -61,7 +61,28 @@ def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags
     versions 1 to 4), filtered by optimizer name(s), id glob pattern(s), required flag(s),
     dtype, capability tag(s) required and excluded, and flavor(s) (``"torch"``, ``"keras"``,
     ...; see :mod:`npoptim.flavors`). A file whose arrays need a library that is not installed
-    (bfloat16: ``npoptim[bf16]``) is left out with a warning that names it."""
+    (bfloat16: ``npoptim[bf16]``) is left out with a warning that names it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        a golden file or directory; None means :func:`default_suite`.
+    optimizer : str or list of str, optional
+        keep the cases of these optimizers.
+    ids : str or list of str, optional
+        keep the cases whose id matches one of these glob patterns.
+    flags : str or list of str, optional
+        keep the cases that have every one of these flags.
+    dtype : str, optional
+        keep the cases of this dtype.
+    tags : str or list of str, optional
+        keep the cases that have every one of these capability tags.
+    exclude_tags : str or list of str, optional
+        leave out the cases with these tags.
+    flavor : str or list of str, optional
+        the flavors whose cases to keep (``"all"`` for every one); None keeps the torch
+        cases where there are any.
+    """
     def as_list(x):
         return None if x is None else ([x] if isinstance(x, str) else list(x))
     unavailable = []
@@ -82,12 +103,34 @@ def load_cases(path=None, optimizer=None, ids=None, flags=None, dtype=None, tags
 
 def run_case(case, make_step, grad_format="csr"):
     """Run ``case`` through ``make_step``; return its results (the schema's ``"results"``
-    form, ready for :func:`results_file` and ``npoptim verify``)."""
+    form, ready for :func:`results_file` and ``npoptim verify``).
+
+    Parameters
+    ----------
+    case : Case
+        a golden case, as :func:`load_cases` returns it.
+    make_step : callable
+        ``make_step(params, hyperparameters) -> step``, the implementation under test
+        (see the module docstring).
+    grad_format : str, default: 'csr'
+        how CSR gradients reach ``step``: ``"csr"``, ``"dense"`` or ``"raw"``.
+    """
     return replay(case, make_step, grad_format)
 
 
 def check_case(case, make_step, grad_format="csr"):
-    """Run and compare one case; returns the :class:`~npoptim.golden.compare.CaseReport`."""
+    """Run and compare one case; returns the :class:`~npoptim.golden.compare.CaseReport`.
+
+    Parameters
+    ----------
+    case : Case
+        a golden case, as :func:`load_cases` returns it.
+    make_step : callable
+        ``make_step(params, hyperparameters) -> step``, the implementation under test
+        (see the module docstring).
+    grad_format : str, default: 'csr'
+        how CSR gradients reach ``step``: ``"csr"``, ``"dense"`` or ``"raw"``.
+    """
     result = parse(results_file([run_case(case, make_step, grad_format)], "npoptim.testing"),
                    "<step function>", "results").cases[0]
     return compare_case(case, result, "<step function>")
@@ -95,7 +138,20 @@ def check_case(case, make_step, grad_format="csr"):
 
 def assert_case(case, make_step, grad_format="csr", summary=False):
     """:func:`check_case`, raising ``AssertionError`` with the ``npoptim verify`` report
-    (first divergence: step, array, element) when the case does not pass."""
+    (first divergence: step, array, element) when the case does not pass.
+
+    Parameters
+    ----------
+    case : Case
+        a golden case, as :func:`load_cases` returns it.
+    make_step : callable
+        ``make_step(params, hyperparameters) -> step``, the implementation under test
+        (see the module docstring).
+    grad_format : str, default: 'csr'
+        how CSR gradients reach ``step``: ``"csr"``, ``"dense"`` or ``"raw"``.
+    summary : bool, default: False
+        a one-line report instead of the full one.
+    """
     report = check_case(case, make_step, grad_format)
     if not report.passed:
         raise AssertionError(f"{case.id} does not match the golden case "
@@ -104,5 +160,11 @@ def assert_case(case, make_step, grad_format="csr", summary=False):
 
 
 def npoptim_step(case):
-    """npoptim's own ``make_step`` for ``case`` (a reference for the expected protocol)."""
+    """npoptim's own ``make_step`` for ``case`` (a reference for the expected protocol).
+
+    Parameters
+    ----------
+    case : Case
+        a golden case, as :func:`load_cases` returns it.
+    """
     return npoptim_make_step(case.optimizer, case.precision, case.wrapped)

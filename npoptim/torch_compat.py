@@ -76,6 +76,11 @@ def from_torch_state_dict(state_dict):
     (e.g. after a JSON round trip) become ints; 0-d arrays and NumPy scalars among the
     hyperparameters become Python numbers. The input is not modified. Shapes, names and values
     are validated by ``load_state_dict`` itself.
+
+    Parameters
+    ----------
+    state_dict : dict
+        a torch optimizer's ``state_dict()``, with tensors or NumPy arrays as its state.
     """
     state_dict = _check_layout(state_dict)
     state = {}
@@ -102,6 +107,13 @@ def to_torch_state_dict(state_dict, as_tensor=None):
     ``torch.as_tensor``); NumPy scalars and 0-d arrays among the hyperparameters become Python
     numbers; ``step`` keeps the form torch uses for that optimizer (a 0-d float32 array, i.e.
     a scalar tensor, or an int). Returns a new dict; the input is not modified.
+
+    Parameters
+    ----------
+    state_dict : dict
+        an npoptim optimizer's ``state_dict()``.
+    as_tensor : callable, optional
+        applied to every array, e.g. ``torch.from_numpy``; None leaves NumPy arrays.
     """
     state_dict = _check_layout(state_dict)
     convert = (lambda a: a) if as_tensor is None else as_tensor

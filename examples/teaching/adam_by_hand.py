@@ -1,12 +1,14 @@
-# %% [markdown]
-# # Adam by hand
-#
-# Adam written out in plain NumPy, line by line from Kingma & Ba's Algorithm 1, next to
-# `npoptim.Adam` on a small logistic regression. They agree to the last bits: the same
-# formula, the same order of operations.
-#
-#     m ← β1 m + (1-β1) g          v ← β2 v + (1-β2) g²
-#     θ ← θ - (γ / (1-β1^t)) · m / (√v / √(1-β2^t) + ε)
+"""
+Adam by hand
+============
+
+Adam written out in plain NumPy, line by line from Kingma & Ba's Algorithm 1, next to
+``npoptim.Adam`` on a small logistic regression. They agree to the last bits: the same
+formula, the same order of operations::
+
+    m ← β1 m + (1-β1) g          v ← β2 v + (1-β2) g²
+    θ ← θ - (γ / (1-β1^t)) · m / (√v / √(1-β2^t) + ε)
+"""
 
 # %%
 import math

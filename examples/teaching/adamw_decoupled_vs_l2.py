@@ -1,14 +1,16 @@
-# %% [markdown]
-# # AdamW's decoupled decay vs Adam's L2 decay
-#
-# `npoptim.Adam(weight_decay=λ)` adds λθ to the gradient (L2 regularization), which then goes
-# through Adam's normalization m/√v. `npoptim.AdamW(weight_decay=λ)` shrinks the weights
-# directly, θ ← θ(1 - γλ), outside the normalization (Loshchilov & Hutter). With a zero loss
-# gradient the difference is stark:
-#
-# * AdamW: m = v = 0, so θ_k = θ0 (1 - γλ)^k exactly: a slow exponential decay.
-# * Adam + L2: g = λθ, normalized by √v: each weight moves by at most about γ per step,
-#   whatever λ and θ are (less once θ, and so g, has shrunk below v's memory of it).
+"""
+AdamW's decoupled decay vs Adam's L2 decay
+==========================================
+
+``npoptim.Adam(weight_decay=λ)`` adds λθ to the gradient (L2 regularization), which then goes
+through Adam's normalization m/√v. ``npoptim.AdamW(weight_decay=λ)`` shrinks the weights
+directly, θ ← θ(1 - γλ), outside the normalization (Loshchilov & Hutter). With a zero loss
+gradient the difference is stark:
+
+* AdamW: m = v = 0, so θ_k = θ0 (1 - γλ)^k exactly: a slow exponential decay.
+* Adam + L2: g = λθ, normalized by √v: each weight moves by at most about γ per step,
+  whatever λ and θ are (less once θ, and so g, has shrunk below v's memory of it).
+"""
 
 # %%
 import numpy as np
@@ -41,7 +43,7 @@ moved = np.abs(theta0 - adam_theta)
 assert np.all(moved <= lr * steps * (1 + 1e-6)) and np.all(moved[:3] > 0.4)
 assert shrink_adam[0] > 0.5 and abs(shrink_adam[2]) < 0.01
 
-# %% [markdown]
+# %%
 # A tenfold λ: AdamW's decay is tenfold; Adam + L2 barely changes (the normalization cancels λ).
 
 # %%

@@ -1,15 +1,17 @@
-# %% [markdown]
-# # Where ε goes: Adam, SparseAdam and Keras' "ε-hat"
-#
-# Three placements of ε in the same Adam step:
-#
-# * `npoptim.Adam` (= torch.optim.Adam):  θ -= γ/b1 · m / (√v/√b2 + ε)
-# * `npoptim.SparseAdam` (= torch.optim.SparseAdam):  θ -= γ √b2/b1 · m / (√v + ε)
-# * Keras (and TF's raw `ApplyAdam`): the same as SparseAdam's, written as
-#   `lr_t = lr √b2/b1; θ -= lr_t m / (√v + ε̂)` — here in plain NumPy.
-#
-# with b1 = 1-β1^t, b2 = 1-β2^t. The two forms differ only where ε is not small against √v:
-# tiny gradients, the first steps (b2 is small, so √v/√b2 ≫ √v).
+"""
+Where ε goes: Adam, SparseAdam and Keras' "ε-hat"
+=================================================
+
+Three placements of ε in the same Adam step:
+
+* ``npoptim.Adam`` (= torch.optim.Adam):  θ -= γ/b1 · m / (√v/√b2 + ε)
+* ``npoptim.SparseAdam`` (= torch.optim.SparseAdam):  θ -= γ √b2/b1 · m / (√v + ε)
+* Keras (and TF's raw ``ApplyAdam``): the same as SparseAdam's, written as
+  ``lr_t = lr √b2/b1; θ -= lr_t m / (√v + ε̂)`` — here in plain NumPy.
+
+with b1 = 1-β1^t, b2 = 1-β2^t. The two forms differ only where ε is not small against √v:
+tiny gradients, the first steps (b2 is small, so √v/√b2 ≫ √v).
+"""
 
 # %%
 import math
@@ -55,7 +57,7 @@ print(f"SparseAdam / Adam step size after 10 steps: {ratio:.2f}")
 assert ratio < 0.3
 np.testing.assert_allclose(moved["Keras"], moved["SparseAdam"], rtol=1e-9)
 
-# %% [markdown]
+# %%
 # Keras reproduces torch's Adam only if ε̂ is rescaled every step: ε̂_t = ε √(1-β2^t)
 # (no constant ε̂ does it).
 
@@ -65,7 +67,7 @@ gap = np.max(np.abs((1 - rescaled) - moved["Adam"]) / np.abs(moved["Adam"]))
 print(f"Keras with per-step ε̂ vs Adam: relative gap {gap:.1e}")
 assert gap < 1e-15
 
-# %% [markdown]
+# %%
 # With gradients far above ε the three agree (ε no longer matters):
 
 # %%

@@ -1,11 +1,13 @@
-# %% [markdown]
-# # LAMB variants side by side, and which switch makes the gap
-#
-# "LAMB" is several algorithms: the paper's v5 (= optax, TF-Addons), NVIDIA apex/timm,
-# Keras 3, ALBERT (paper v3), kozistr's pytorch_optimizer, tutorials. `npoptim.LAMB` has one
-# switch per difference. Here every variant runs at equal settings (same lr, ε, weight decay)
-# on the same two-layer least-squares problem; then, for each variant, each of its switches
-# alone is applied to the paper's form, to see which one causes the gap.
+"""
+LAMB variants side by side, and which switch makes the gap
+==========================================================
+
+"LAMB" is several algorithms: the paper's v5 (= optax, TF-Addons), NVIDIA apex/timm,
+Keras 3, ALBERT (paper v3), kozistr's pytorch_optimizer, tutorials. ``npoptim.LAMB`` has one
+switch per difference. Here every variant runs at equal settings (same lr, ε, weight decay)
+on the same two-layer least-squares problem; then, for each variant, each of its switches
+alone is applied to the paper's form, to see which one causes the gap.
+"""
 
 # %%
 import numpy as np
@@ -52,10 +54,10 @@ for variant, switches in SWITCHES.items():
     shares[variant] = (top, alone[top] / gap)
     print(f"{variant:>10}  {gap:15.3e}  {top} ({alone[top] / gap:.1%})")
 
-# %% [markdown]
+# %%
 # What the numbers say: LAMB normalizes the gradient twice (Adam's m/√v, then the trust
 # ratio), so apex's global gradient clipping (max_grad_norm=1) changes almost nothing (only
-# through ε); kozistr's `bias_correction="step_size"` divides the step by 1-β1^t (0.1 at the
+# through ε); kozistr's ``bias_correction="step_size"`` divides the step by 1-β1^t (0.1 at the
 # first step: a 10x larger step), which dwarfs its other switches; the tutorial's ratio
 # ‖w‖/‖g‖ of the raw gradient is the next biggest difference.
 

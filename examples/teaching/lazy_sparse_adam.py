@@ -1,11 +1,13 @@
-# %% [markdown]
-# # Lazy SparseAdam vs dense Adam on embedding rows
-#
-# An embedding table gets a gradient only in the rows of the batch. `npoptim.SparseAdam` takes
-# it as a CSR row gradient and updates only those rows ("lazy"): a row not in the batch keeps
-# its value *and its moments*. Dense `npoptim.Adam` given the same gradient as a dense array
-# (zeros elsewhere) keeps moving every row it has seen, on momentum alone, and decays all
-# moments every step.
+"""
+Lazy SparseAdam vs dense Adam on embedding rows
+===============================================
+
+An embedding table gets a gradient only in the rows of the batch. ``npoptim.SparseAdam`` takes
+it as a CSR row gradient and updates only those rows ("lazy"): a row not in the batch keeps
+its value *and its moments*. Dense ``npoptim.Adam`` given the same gradient as a dense array
+(zeros elsewhere) keeps moving every row it has seen, on momentum alone, and decays all
+moments every step.
+"""
 
 # %%
 import numpy as np

@@ -1,11 +1,13 @@
-# %% [markdown]
-# # Momentum on an ill-conditioned quadratic
-#
-# d2l's f(x) = 0.1 x1² + 2 x2² (eigenvalues 0.2 and 4, condition number 20). Gradient descent
-# must keep αλ < 2 for the steep direction, so the flat one crawls. Heavy-ball momentum
-# (`npoptim.SGD(momentum=β)`) is a 2x2 linear iteration per direction
-# (`npoptim.theory.momentum`); its rate is the spectral radius of that matrix, and the real
-# optimizer's iterates equal the matrix powers applied to the start.
+"""
+Momentum on an ill-conditioned quadratic
+========================================
+
+d2l's f(x) = 0.1 x1² + 2 x2² (eigenvalues 0.2 and 4, condition number 20). Gradient descent
+must keep αλ < 2 for the steep direction, so the flat one crawls. Heavy-ball momentum
+(``npoptim.SGD(momentum=β)``) is a 2x2 linear iteration per direction
+(``npoptim.theory.momentum``); its rate is the spectral radius of that matrix, and the real
+optimizer's iterates equal the matrix powers applied to the start.
+"""
 
 # %%
 import numpy as np
@@ -46,6 +48,12 @@ assert abs(rates[best] - (np.sqrt(20) - 1) / (np.sqrt(20) + 1)) < 1e-6
 assert np.linalg.norm(results[best][0].xs[-1]) < 1e-4 < np.linalg.norm(
     results["GD, lr 0.4"][0].xs[-1])
 
-# %% [markdown]
-# Drawn (needs matplotlib): `npoptim plot d2l_quadratic --optimizers SGD --figure paths`, or
-# `npoptim.plotting.figures.paths(problem, [run for run, _ in results.values()])`.
+# %%
+# The four paths on the contours, drawn by ``npoptim.plotting.figures.paths`` (it needs
+# matplotlib, the ``plot`` extra; ``npoptim plot d2l_quadratic --optimizers SGD --figure paths``
+# draws the same from the command line).
+try:
+    from npoptim.plotting import figures
+    figures.paths(problem, [run for run, _ in results.values()])
+except ImportError as missing:  # no matplotlib: the numbers above are the example
+    print(missing)

@@ -1,13 +1,15 @@
-# %% [markdown]
-# # Linear warm-up, then cosine decay
-#
-# The usual recipe with `npoptim.lr_scheduler` (the same classes and numbers as
-# `torch.optim.lr_scheduler`): `LinearLR` from 1% of the rate for `w` steps, then
-# `CosineAnnealingLR` over the rest, chained by `SequentialLR`. The rates are checked against
-# the closed forms
-#
-#     warm-up  (t < w):  η0 (0.01 + 0.99 t / w)
-#     decay    (t ≥ w):  η0 (1 + cos(π (t - w) / (T - w))) / 2
+"""
+Linear warm-up, then cosine decay
+=================================
+
+The usual recipe with ``npoptim.lr_scheduler`` (the same classes and numbers as
+``torch.optim.lr_scheduler``): ``LinearLR`` from 1% of the rate for ``w`` steps, then
+``CosineAnnealingLR`` over the rest, chained by ``SequentialLR``. The rates are checked against
+the closed forms::
+
+    warm-up  (t < w):  η0 (0.01 + 0.99 t / w)
+    decay    (t ≥ w):  η0 (1 + cos(π (t - w) / (T - w))) / 2
+"""
 
 # %%
 import math
@@ -61,6 +63,12 @@ for name, move in last_move.items():
 assert last_move["AdamW warm-up + cosine"] < 1e-2 * last_move["AdamW constant"]
 assert run.losses[-1] - minimum < 0.05 * minimum
 
-# %% [markdown]
-# Drawn: `npoptim plot least_squares --optimizers AdamW,SGD --schedule warmup-cosine
-# --figure lr`.
+# %%
+# Both runs' learning rate per step, drawn by ``npoptim.plotting.figures.learning_rates`` (it
+# needs matplotlib, the ``plot`` extra; ``npoptim plot least_squares --optimizers AdamW,SGD
+# --schedule warmup-cosine --figure lr`` draws the same from the command line).
+try:
+    from npoptim.plotting import figures
+    figures.learning_rates([run, flat])
+except ImportError as missing:  # no matplotlib: the numbers above are the example
+    print(missing)

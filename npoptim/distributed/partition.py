@@ -28,7 +28,17 @@ def splitmix64(ids):
 
 
 class Partition:
-    """The layout of ``num_rows`` rows over ``num_shards`` shards (see the module docstring)."""
+    """The layout of ``num_rows`` rows over ``num_shards`` shards (see the module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        ``"mod"`` or ``"hash"``.
+    num_shards : int
+        the number of shards.
+    num_rows : int
+        the number of rows.
+    """
 
     def __init__(self, kind, num_shards, num_rows):
         if kind not in KINDS:
@@ -43,14 +53,26 @@ class Partition:
         return f"Partition({self.kind!r}, num_shards={self.num_shards}, num_rows={self.num_rows})"
 
     def shard_of(self, ids):
-        """The shard of each id (int64 array); ids must be in range."""
+        """The shard of each id (int64 array); ids must be in range.
+
+        Parameters
+        ----------
+        ids : array_like of int
+            global row ids, in range.
+        """
         ids = np.asarray(ids, np.int64)
         if self.kind == "mod":
             return ids % self.num_shards
         return (splitmix64(ids) % np.uint64(self.num_shards)).astype(np.int64)
 
     def owned_ids(self, shard):
-        """The global ids shard ``shard`` owns, increasing (its local rows in order)."""
+        """The global ids shard ``shard`` owns, increasing (its local rows in order).
+
+        Parameters
+        ----------
+        shard : int
+            a shard's index.
+        """
         if self.kind == "mod":
             return np.arange(shard, self.num_rows, self.num_shards, dtype=np.int64)
         parts = []
@@ -67,7 +89,13 @@ class Partition:
     def split(self, ids):
         """``(order, bounds)``: ``ids[order[bounds[k]:bounds[k+1]]]`` are shard k's ids, in
         their original order (a stable sort by shard, so sums over repeated ids keep the
-        lookup order)."""
+        lookup order).
+
+        Parameters
+        ----------
+        ids : array_like of int
+            global row ids, in range.
+        """
         shards = self.shard_of(ids)
         order = np.argsort(shards, kind="stable")
         counts = np.bincount(shards, minlength=self.num_shards)

@@ -42,6 +42,29 @@ class ShardedTable:
     :mod:`npoptim.distributed.partition`). ``initializer(global_ids) -> rows`` fills the table
     (zeros if None); it runs on the workers, so it must be a picklable function of the ids
     alone, which is what makes a sharded table equal to a single-process one.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        the Dask client.
+    num_rows : int
+        the table's rows.
+    dim : int
+        the width of a row.
+    optimizer : str, default: 'SparseAdam'
+        an npoptim optimizer that takes sparse gradients.
+    options : dict, optional
+        its keywords, the same on every shard.
+    dtype : numpy.dtype, default: numpy.float32
+        the table's dtype.
+    partition : str, default: 'mod'
+        ``"mod"`` or ``"hash"``: which shard owns which row.
+    initializer : callable, optional
+        ``initializer(global_ids) -> rows``, a picklable function of the ids alone; None
+        fills zeros.
+    workers : list of str, optional
+        the workers' addresses, one shard each; None means all of the client's, sorted
+        by address.
     """
 
     def __init__(self, client, num_rows, dim, optimizer="SparseAdam", options=None, *,
@@ -80,7 +103,13 @@ class ShardedTable:
 
     # ------------------------------------------------------------------------ the calls
     def lookup(self, ids):
-        """The rows of ``ids`` (any shape of integer ids in range), shape ``ids.shape + (dim,)``."""
+        """The rows of ``ids`` (any shape of integer ids in range), shape ``ids.shape + (dim,)``.
+
+        Parameters
+        ----------
+        ids : array_like of int
+            row ids in range, of any shape.
+        """
         self._check_usable()
         ids = self._check_ids(ids)
         flat = ids.reshape(-1)
@@ -107,6 +136,12 @@ class ShardedTable:
         per-tensor step counts advance as in one process. All shards validate their part
         first; only then does any shard change. If a worker fails meanwhile,
         :class:`ShardLostError` is raised and the table must be restored with :meth:`load`.
+
+        Parameters
+        ----------
+        grad : tuple, RowSparseGrad or scipy.sparse CSR
+            ``(row_ids, row_values)``, a row-sparse gradient or a CSR gradient of
+            shape ``(num_rows, dim)``.
         """
         self._check_usable()
         payloads = self._split_grad(grad)
@@ -129,7 +164,13 @@ class ShardedTable:
         """Write every shard's npoptim checkpoint (atomic each, written by its own worker
         to ``directory``, which every worker must see) and then ``manifest.json``, the last
         file written: a directory whose manifest is missing or older than a shard's file
-        holds no complete checkpoint."""
+        holds no complete checkpoint.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            where the checkpoint goes; every worker must see it.
+        """
         self._check_usable()
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
@@ -153,7 +194,20 @@ class ShardedTable:
         """A table restored from :meth:`save`'s ``directory`` onto ``workers`` (default: all
         of the client's). With the same number of workers and partition, each shard loads
         its own file; otherwise the rows are re-sharded: every new shard reads the old
-        shards' files one at a time and keeps the rows it owns, state included."""
+        shards' files one at a time and keeps the rows it owns, state included.
+
+        Parameters
+        ----------
+        client : distributed.Client
+            the Dask client.
+        directory : str or os.PathLike
+            a directory :meth:`save` wrote.
+        workers : list of str, optional
+            the workers' addresses, one shard each; None means all of the client's,
+            sorted by address.
+        partition : str, optional
+            ``"mod"`` or ``"hash"``; None keeps the saved table's.
+        """
         directory = os.fspath(directory)
         with open(os.path.join(directory, MANIFEST)) as f:
             manifest = json.load(f)

@@ -47,7 +47,13 @@ _LATEX = [(r"\leftarrow", "←"), (r"\beta", "β"), (r"\gamma", "γ"), (r"\lambd
 
 def formula(optimizer):
     """The ``.. math::`` block of the optimizer's module docstring, LaTeX made readable
-    (Greek letters and arrows in Unicode); '' where the docstring has none."""
+    (Greek letters and arrows in Unicode); '' where the docstring has none.
+
+    Parameters
+    ----------
+    optimizer : str or type
+        an optimizer's name or class.
+    """
     cls = registry.get(optimizer) if isinstance(optimizer, str) else optimizer
     doc = inspect.getdoc(sys.modules[cls.__module__]) or ""
     match = re.search(r"\.\. math::\n\n((?:[ \t]+.*\n?|\n)+)", doc)
@@ -101,6 +107,30 @@ class StepExplanation:
     columns); ``listings``: per parameter, ``(function, name, value)`` the optimizer's Python
     code assigned (norms, factors, iterations); ``trust_ratios`` (LAMB/LARS, per parameter);
     ``record``: the raw :class:`~npoptim.explainer.trace.Call` tree.
+
+    Parameters
+    ----------
+    step : int
+        the step's number, from 1.
+    lr : list of float
+        the learning rate of each param group.
+    params_before : list of numpy.ndarray
+        the parameters before the step.
+    grads : list of numpy.ndarray
+        the gradients of the step.
+    params_after : list of numpy.ndarray
+        the parameters after it.
+    tables : list of dict
+        one per (parameter, element-wise kernel), as described above.
+    listings : list
+        per parameter, the ``(function, name, value)`` the optimizer's Python code
+        assigned.
+    trust_ratios : list
+        LAMB's and LARS's trust ratio per parameter.
+    loss : float, optional
+        the loss, where the gradient comes from f = Σθ².
+    record : object, optional
+        the raw call tree of the step.
     """
 
     step: int
@@ -120,7 +150,21 @@ class Explanation:
     """What :func:`explain` returns: ``optimizer`` (name), ``hyper`` (its settings),
     ``formula`` (text), ``steps`` (:class:`StepExplanation` each) and ``final`` (the
     parameters after the last step). ``str()`` is the terminal table, :meth:`to_dict` the
-    same as JSON-ready data."""
+    same as JSON-ready data.
+
+    Parameters
+    ----------
+    optimizer : str
+        the optimizer's name.
+    hyper : dict
+        its settings.
+    formula : str
+        its update rule as text (:func:`formula`).
+    steps : list of StepExplanation
+        one per step.
+    final : list of numpy.ndarray
+        the parameters after the last step.
+    """
 
     optimizer: str
     hyper: dict
@@ -190,6 +234,25 @@ def explain(optimizer, params=2.0, grad=None, steps=1, *, dtype=np.float64, sche
     ``hyper``: the optimizer's keywords; ``scheduler``: the name of a
     :mod:`npoptim.lr_scheduler` class, built with ``scheduler_args`` and stepped after each
     step. Returns an :class:`Explanation`.
+
+    Parameters
+    ----------
+    optimizer : str
+        an optimizer's name, e.g. ``"Adam"``.
+    params : float, list or numpy.ndarray, default: 2.0
+        a number, a list of numbers, an array or a list of arrays (one per parameter).
+    grad : float, numpy.ndarray or callable, optional
+        None for f = Σθ², a constant gradient, or ``grad(theta) -> gradient``.
+    steps : int, default: 1
+        how many steps to run and record.
+    dtype : numpy.dtype, default: numpy.float64
+        the parameters' dtype.
+    scheduler : str, optional
+        the name of a :mod:`npoptim.lr_scheduler` class, stepped after each step.
+    scheduler_args : dict, optional
+        the scheduler's keywords.
+    **hyper
+        the optimizer's keywords.
     """
     name = optimizer if isinstance(optimizer, str) else optimizer.__name__
     cls = registry.get(name)

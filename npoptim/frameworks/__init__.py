@@ -40,7 +40,13 @@ FLAVORS = {f.name: f for f in (TORCH, KERAS, OPTAX, TF, TFJS, ONNX)}
 
 
 def get(name):
-    """The :class:`Flavor` called ``name``."""
+    """The :class:`Flavor` called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        a flavor's name, a key of :data:`FLAVORS`.
+    """
     if not isinstance(name, str) or name not in FLAVORS:
         raise ValueError(f"unknown flavor {name!r}; the flavors are {', '.join(FLAVORS)}")
     return FLAVORS[name]
@@ -49,6 +55,16 @@ def get(name):
 def framework_names(flavor_name, optimizer, hyper):
     """The framework's own keywords for npoptim ``hyper`` (npoptim names): how a user of that
     framework writes the same constructor (the golden files store it beside npoptim's), for the
-    constructor that can write them (:meth:`Flavor.constructor_name_for`)."""
+    constructor that can write them (:meth:`Flavor.constructor_name_for`).
+
+    Parameters
+    ----------
+    flavor_name : str
+        the flavor's name.
+    optimizer : str
+        an npoptim optimizer's name.
+    hyper : dict
+        npoptim hyperparameters, in npoptim's names.
+    """
     entry = get(flavor_name).constructor_for(optimizer, hyper)
     return None if entry is None else framework_call(entry, hyper)

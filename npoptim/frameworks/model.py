@@ -11,29 +11,41 @@ from npoptim.frameworks.translation import translate
 class FrameworkOptimizer:
     """One constructor of a framework, as an npoptim optimizer.
 
-    * ``npoptim``: the npoptim optimizer it is.
-    * ``names``: the framework's keyword -> npoptim's keyword, or ``(keyword, index)`` for one
-      element of a pair (Keras ``beta_1`` is ``betas[0]``).
-    * ``defaults``: the framework's defaults, in the framework's names; a name missing here
-      and from the call keeps npoptim's default; ``REQUIRED`` marks one the framework requires.
-    * ``fixed``: npoptim keywords the constructor implies (optax ``amsgrad`` is Adam with
-      ``amsgrad=True``).
-    * ``unsupported``: framework keyword -> (the values npoptim implements, why not others).
-    * ``elsewhere``: framework keywords that do not reach this npoptim optimizer's math ->
-      where they go instead (accepted with any value and not used; Keras Muon's AdamW
-      keywords configure its AdamW part, :func:`npoptim.optim.muon.keras_adamw_part`).
-    * ``aliases``: a deprecated framework keyword -> the keyword it stands for (optax
-      noisy_sgd's ``seed`` is its ``key``): given (not None) it is that keyword; both given is
-      refused, as the framework refuses it.
-    * ``derived``: a framework keyword that sets several npoptim keywords -> a function of the
-      call's keywords (with the framework's defaults) returning them; applied after the
-      one-to-one names, over them (optax Adam's ``eps_root``:
-      :func:`npoptim.frameworks.optax._optax_eps_root`).
-    * ``call``: how the framework's user calls it, where that is not the flavor's
-      :attr:`Flavor.call_prefix` and the table's name (onnxruntime-training's AdamW).
-    * ``notes``: what the call needs beyond its keywords (a choice that changes the numbers,
-      an argument's type, the order of positional arguments): written into each flavor case's
-      comment (:meth:`Flavor.call_statement`), so the case can be run from the file alone.
+    Parameters
+    ----------
+    npoptim : str
+        the npoptim optimizer it is.
+    names : dict
+        the framework's keyword -> npoptim's keyword, or ``(keyword, index)`` for one element
+        of a pair (Keras ``beta_1`` is ``betas[0]``).
+    defaults : dict
+        the framework's defaults, in the framework's names; a name missing here and from the
+        call keeps npoptim's default; ``REQUIRED`` marks one the framework requires.
+    fixed : dict
+        npoptim keywords the constructor implies (optax ``amsgrad`` is Adam with
+        ``amsgrad=True``).
+    unsupported : dict
+        framework keyword -> (the values npoptim implements, why not others).
+    elsewhere : dict
+        framework keywords that do not reach this npoptim optimizer's math -> where they go
+        instead (accepted with any value and not used; Keras Muon's AdamW keywords configure
+        its AdamW part, :func:`npoptim.optim.muon.keras_adamw_part`).
+    aliases : dict
+        a deprecated framework keyword -> the keyword it stands for (optax noisy_sgd's
+        ``seed`` is its ``key``): given (not None) it is that keyword; both given is refused,
+        as the framework refuses it.
+    derived : dict
+        a framework keyword that sets several npoptim keywords -> a function of the call's
+        keywords (with the framework's defaults) returning them; applied after the one-to-one
+        names, over them (optax Adam's ``eps_root``:
+        :func:`npoptim.frameworks.optax._optax_eps_root`).
+    call : str, default: ''
+        how the framework's user calls it, where that is not the flavor's
+        :attr:`Flavor.call_prefix` and the table's name (onnxruntime-training's AdamW).
+    notes : tuple, default: ()
+        what the call needs beyond its keywords (a choice that changes the numbers, an
+        argument's type, the order of positional arguments): written into each flavor case's
+        comment (:meth:`Flavor.call_statement`), so the case can be run from the file alone.
     """
 
     npoptim: str
@@ -55,11 +67,42 @@ REQUIRED = object()
 class Flavor:
     """A framework: its convention switches per npoptim optimizer and its constructors.
 
-    ``switches[opt]``: npoptim keywords the framework's conventions set (defaults of the
-    flavor); ``constructors``: framework name -> :class:`FrameworkOptimizer`; the first
-    constructor of an optimizer gives ``Opt(params, flavor=...)`` its defaults.
-    ``zero_only[opt]``: npoptim keywords that must stay 0 (a convention npoptim does not
-    implement yet) -> why; ``verified``: how this flavor is checked against the framework.
+    Parameters
+    ----------
+    name : str
+        the flavor's name, as ``Opt(params, flavor=name)`` takes it.
+    framework : str
+        the framework, as its users name it.
+    switches : dict
+        ``switches[opt]``: the npoptim keywords the framework's conventions set (defaults of
+        the flavor).
+    constructors : dict
+        framework name -> :class:`FrameworkOptimizer`; the first constructor of an optimizer
+        gives ``Opt(params, flavor=...)`` its defaults.
+    differs : dict
+        ``differs[opt]``: how the framework's optimizer differs from torch's, in words.
+    zero_only : dict
+        ``zero_only[opt]``: npoptim keywords that must stay 0 (a convention npoptim does not
+        implement yet) -> why.
+    verified : str, default: ''
+        how this flavor is checked against the framework.
+    float32_hyperparameters : tuple, default: ()
+        npoptim hyperparameters the framework holds as float32 (ONNX attributes): its float64
+        cases are generated only where these are exact in float32.
+    dtypes : tuple, default: ('float32', 'float64')
+        the dtypes the framework computes in (its cases are generated in these only).
+    optimizer_dtypes : dict
+        optimizer -> its dtypes, where they are fewer than ``dtypes`` (see :meth:`dtypes_of`).
+    step_scope : str or None, default: 'per_param'
+        how a missing gradient counts (:attr:`npoptim.Optimizer.step_scope`): ``"per_param"``
+        (torch), ``"global"`` (Keras's ``iterations``, TF.js's beta powers: a skipped variable
+        still ages), or None where the framework has no missing gradient (optax: its users
+        pass zeros, which is a step; ONNX and the TF kernels: the caller passes the step
+        count), so its ``none-grad`` cases are not generated.
+    call_prefix : str, default: ''
+        what a constructor's table name is prefixed with in the framework's call
+        (``"optax."``: ``optax.nadamw``), unless its :attr:`FrameworkOptimizer.call` says
+        otherwise.
     """
 
     name: str
@@ -69,29 +112,33 @@ class Flavor:
     differs: dict
     zero_only: dict = field(default_factory=dict)
     verified: str = ""
-    #: npoptim hyperparameters the framework holds as float32 (ONNX attributes): its float64
-    #: cases are generated only where these are exact in float32
     float32_hyperparameters: tuple = ()
-    #: the dtypes the framework computes in (its cases are generated in these only)
     dtypes: tuple = ("float32", "float64")
-    #: optimizer -> its dtypes, where they are fewer than :attr:`dtypes` (see :meth:`dtypes_of`)
     optimizer_dtypes: dict = field(default_factory=dict)
-    #: how a missing gradient counts (:attr:`npoptim.Optimizer.step_scope`): ``"per_param"``
-    #: (torch), ``"global"`` (Keras's ``iterations``, TF.js's beta powers: a skipped variable
-    #: still ages), or None where the framework has no missing gradient (optax: its users pass
-    #: zeros, which is a step; ONNX and the TF kernels: the caller passes the step count), so
-    #: its ``none-grad`` cases are not generated
     step_scope: object = "per_param"
-    #: what a constructor's table name is prefixed with in the framework's call
-    #: (``"optax."``: ``optax.nadamw``), unless its :attr:`FrameworkOptimizer.call` says
     call_prefix: str = ""
 
     def dtypes_of(self, optimizer):
-        """The dtypes the framework computes ``optimizer`` in."""
+        """The dtypes the framework computes ``optimizer`` in.
+
+        Parameters
+        ----------
+        optimizer : str
+            an npoptim optimizer's name.
+        """
         return self.optimizer_dtypes.get(optimizer, self.dtypes)
 
     def constructor_for(self, optimizer, hyper=None):
-        """The constructor of ``optimizer`` (:meth:`constructor_name_for`), or None."""
+        """The constructor of ``optimizer`` (:meth:`constructor_name_for`), or None.
+
+        Parameters
+        ----------
+        optimizer : str
+            an npoptim optimizer's name.
+        hyper : dict, optional
+            npoptim hyperparameters, in npoptim's names; None takes the first
+            constructor.
+        """
         name = self.constructor_name_for(optimizer, hyper)
         return None if name is None else self.constructors[name]
 
@@ -100,7 +147,16 @@ class Flavor:
         hyperparameters ``hyper`` (the first one without ``hyper``): its ``fixed`` keywords
         hold ``hyper``'s values, and ``hyper`` does not hold a value another constructor fixes
         that this one does not name (optax's ``amsgrad=True`` is ``optax.amsgrad``, its
-        decoupled decay ``optax.nadamw``). None if the framework has no such optimizer."""
+        decoupled decay ``optax.nadamw``). None if the framework has no such optimizer.
+
+        Parameters
+        ----------
+        optimizer : str
+            an npoptim optimizer's name.
+        hyper : dict, optional
+            npoptim hyperparameters, in npoptim's names; None takes the first
+            constructor.
+        """
         names = [n for n, e in self.constructors.items() if e.npoptim == optimizer]
         if not names or hyper is None:
             return names[0] if names else None
@@ -119,7 +175,15 @@ class Flavor:
     def call_statement(self, optimizer, hyper):
         """The sentence a flavor case's comment ends with: the framework call that computes
         npoptim hyperparameters ``hyper`` (its keywords are the case's
-        ``framework_hyperparameters``) and what it needs beyond them (its ``notes``)."""
+        ``framework_hyperparameters``) and what it needs beyond them (its ``notes``).
+
+        Parameters
+        ----------
+        optimizer : str
+            an npoptim optimizer's name.
+        hyper : dict
+            npoptim hyperparameters, in npoptim's names.
+        """
         name = self.constructor_name_for(optimizer, hyper)
         if name is None:
             return ""
@@ -130,7 +194,13 @@ class Flavor:
 
     def defaults(self, optimizer):
         """npoptim keywords for ``Opt(params, flavor=self.name)``: switches, then the
-        framework's defaults translated to npoptim's names."""
+        framework's defaults translated to npoptim's names.
+
+        Parameters
+        ----------
+        optimizer : str
+            an npoptim optimizer's name.
+        """
         if optimizer not in self.switches:
             raise ValueError(f"flavor {self.name!r} ({self.framework}) has no {optimizer}; it "
                              f"has {', '.join(self.switches)}")

@@ -29,7 +29,19 @@ NOT_CONVENTIONS = {
 def translate(entry, framework_kwargs, flavor_name, optional=False):
     """npoptim keywords from a framework constructor's keywords (``entry``: a
     :class:`~npoptim.frameworks.model.FrameworkOptimizer`). ``None`` for a Keras
-    ``weight_decay``/optax ``momentum`` means 0."""
+    ``weight_decay``/optax ``momentum`` means 0.
+
+    Parameters
+    ----------
+    entry : FrameworkOptimizer
+        the framework constructor.
+    framework_kwargs : dict
+        the call's keywords, in the framework's names.
+    flavor_name : str
+        the flavor's name, for error messages.
+    optional : bool, default: False
+        skip keywords the constructor does not name instead of refusing them.
+    """
     out, pairs = {}, {}
     for key, value in _without_aliases(entry, framework_kwargs, flavor_name).items():
         if key in NOT_CONVENTIONS:
@@ -209,7 +221,15 @@ def _no_warmup(steps):
 def framework_call(entry, hyper):
     """The keywords of the framework constructor ``entry`` (a
     :class:`~npoptim.frameworks.model.FrameworkOptimizer`) for npoptim hyperparameters
-    ``hyper`` (npoptim's names)."""
+    ``hyper`` (npoptim's names).
+
+    Parameters
+    ----------
+    entry : FrameworkOptimizer
+        the framework constructor.
+    hyper : dict
+        npoptim hyperparameters, in npoptim's names.
+    """
     out = {}
     for key, target in entry.names.items():
         name, index = target if isinstance(target, tuple) else (target, None)

@@ -39,7 +39,19 @@ NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 class CsrGrad(NamedTuple):
-    """A CSR gradient exactly as stored in a case (duplicates, order and zeros kept)."""
+    """A CSR gradient exactly as stored in a case (duplicates, order and zeros kept).
+
+    Parameters
+    ----------
+    shape : tuple
+        the gradient's ``(rows, columns)``.
+    indptr : numpy.ndarray
+        the CSR row pointers.
+    indices : numpy.ndarray
+        the column of each stored entry.
+    data : numpy.ndarray
+        the stored values.
+    """
 
     shape: tuple
     indptr: np.ndarray
@@ -58,7 +70,13 @@ class CsrGrad(NamedTuple):
         return grad
 
     def to_dense(self, param_shape=None):
-        """The dense gradient: duplicates summed in stored order, missing entries zero."""
+        """The dense gradient: duplicates summed in stored order, missing entries zero.
+
+        Parameters
+        ----------
+        param_shape : tuple, optional
+            the shape to return, the parameter's; None means ``shape``.
+        """
         out = np.zeros(self.shape, self.data.dtype)
         for row in range(self.shape[0]):
             for k in range(self.indptr[row], self.indptr[row + 1]):

@@ -77,6 +77,24 @@ class StepReport:
 
 @dataclass
 class CaseReport:
+    """The comparison of one case's results with its golden case.
+
+    Parameters
+    ----------
+    case_id : str
+        the case's id.
+    tolerance : object
+        the tolerance it was compared to.
+    status : str, default: 'pass'
+        ``"pass"``, ``"fail"``, ``"missing"``, ``"error"`` or ``"skipped"``.
+    steps : list
+        the comparison of each step.
+    message : str, default: ''
+        what went wrong, where something did.
+    state_compared : bool, default: False
+        whether the optimizer state was compared too.
+    """
+
     case_id: str
     tolerance: object
     status: str = "pass"      # pass | fail | missing | error | skipped

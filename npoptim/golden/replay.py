@@ -207,7 +207,15 @@ def _grad_as(g, grad_format, shape):
 
 
 def results_file(results, implementation="npoptim"):
-    """A ``"results"`` golden file from :func:`replay` entries."""
+    """A ``"results"`` golden file from :func:`replay` entries.
+
+    Parameters
+    ----------
+    results : list of dict
+        the entries :func:`replay` returned, one per case.
+    implementation : str, default: 'npoptim'
+        the name the file gives the implementation.
+    """
     half = any(p.get("dtype") in codec.HALF_DTYPES for r in results
                for s in r.get("steps", ()) for p in s["params"])
     wrapper = any(s.get("wrapper_state") for r in results for s in r.get("steps", ()))

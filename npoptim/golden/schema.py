@@ -87,7 +87,19 @@ def version_needed(cases):
 
 
 class GoldenFileError(ValueError):
-    """A malformed or mismatched golden/results file: names the file, the case and the field."""
+    """A malformed or mismatched golden/results file: names the file, the case and the field.
+
+    Parameters
+    ----------
+    file : str
+        the file.
+    case : str or None
+        the case's id, or None for the file as a whole.
+    field_ : str
+        the field at fault ('' for none).
+    message : str
+        what is wrong.
+    """
 
     def __init__(self, file, case, field_, message):
         self.file, self.case, self.field, self.message = file, case, field_, message
@@ -129,6 +141,54 @@ class Step:
 
 @dataclass
 class Case:
+    """One golden case: an optimizer's settings, its inputs and the expected trajectory.
+
+    Parameters
+    ----------
+    id : str
+        ``"{optimizer}/{name}/{dtype}"``, unique across the suite.
+    optimizer : str
+        npoptim's name of the optimizer (or wrapper).
+    dtype : str
+        the dtype of every parameter, gradient and float state.
+    hyperparameters : dict
+        every constructor hyperparameter, with torch's names.
+    params : list of numpy.ndarray
+        the initial parameters.
+    steps : list
+        per step: its lr, gradients and expected parameters and state.
+    flags : list of str
+        the edge cases the case exercises.
+    tolerance : Tolerance
+        the recommended tolerance.
+    comment : str, default: ''
+        what the case is about.
+    torch_name : str, optional
+        the ``torch.optim`` class it agrees with.
+    variant : str, optional
+        the named variant (LAMB, LARS).
+    flavor : str, default: 'torch'
+        the flavor whose conventions it follows (:mod:`npoptim.flavors`).
+    framework_hyperparameters : dict, optional
+        the same settings in the flavor's framework's names.
+    tags : list of str
+        its capability tags.
+    matches : list
+        the published implementations the case reproduces.
+    lr_schedule : dict, optional
+        how the per-step lr was made (informational).
+    objective : dict, optional
+        the loss a closure-driven optimizer (L-BFGS) minimises.
+    source : str, default: ''
+        the file it was read from.
+    precision : dict, optional
+        schema version 3: the low-precision mode.
+    wrapped : dict, optional
+        schema version 4: the optimizer a wrapper's case wraps.
+    raw : dict
+        the case as the JSON file holds it.
+    """
+
     id: str
     optimizer: str
     dtype: str
@@ -164,6 +224,22 @@ class ResultStep:
 
 @dataclass
 class ResultCase:
+    """One case of a results file: what an implementation computed for a golden case.
+
+    Parameters
+    ----------
+    id : str
+        the golden case's id.
+    steps : list
+        per step, the parameters (and state) the implementation computed.
+    source : str, default: ''
+        the file it was read from.
+    skipped : str, optional
+        the implementation's reason for not running the case.
+    raw : dict
+        the case as the JSON file holds it.
+    """
+
     id: str
     steps: list
     source: str = ""
@@ -661,7 +737,15 @@ def _parse_result(raw, path, version=SCHEMA_VERSION):
 
 
 def load(path, kind=None):
-    """Load and check one golden file (``kind``: require ``"cases"`` or ``"results"``)."""
+    """Load and check one golden file (``kind``: require ``"cases"`` or ``"results"``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        the golden file.
+    kind : str, optional
+        ``"cases"`` or ``"results"`` to require that kind; None takes either.
+    """
     return parse(read_json(path), path, kind)
 
 
@@ -694,7 +778,18 @@ def load_all(path, kind=None, unavailable=None):
 
     With a list ``unavailable``, a file whose arrays need a library that is not installed
     (bfloat16 needs ``ml_dtypes``, the extra ``npoptim[bf16]``) is left out and
-    ``(path, message)`` appended to the list; without one, its ``ImportError`` is raised."""
+    ``(path, message)`` appended to the list; without one, its ``ImportError`` is raised.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        a golden file or a directory of them.
+    kind : str, optional
+        ``"cases"`` or ``"results"`` to require that kind; None takes either.
+    unavailable : list, optional
+        where to append ``(path, message)`` for each file left out for a missing
+        library.
+    """
     out, where = [], {}
     for p in golden_files(path):
         try:

@@ -69,6 +69,12 @@ def set_parallel_threshold(elements):
     ``0`` parallelises every update, ``None`` or a huge number none; returns the previous value.
     The number of threads is Numba's (``numba.set_num_threads``, ``NUMBA_NUM_THREADS``).
     Results are bit-identical whatever the threshold and the thread count.
+
+    Parameters
+    ----------
+    elements : int or None
+        the smallest update run on several threads; 0 parallelises every update, None
+        none.
     """
     previous = get_parallel_threshold()
     if elements is None:

@@ -8,6 +8,8 @@ not import matplotlib.
 """
 import importlib
 
+__all__ = ["MISSING_MATPLOTLIB", "pyplot"]  # the figures: npoptim.plotting.figures
+
 MISSING_MATPLOTLIB = ("npoptim's plots need matplotlib, which is not installed: "
                       "pip install 'npoptim[plot]' (or pip install matplotlib)")
 

@@ -61,7 +61,15 @@ def _spans_decades(values):
 
 
 def caption(runs, problem=None):
-    """The settings line of a figure: problem, steps, lr (its range when it changes), start."""
+    """The settings line of a figure: problem, steps, lr (its range when it changes), start.
+
+    Parameters
+    ----------
+    runs : list of Trajectory
+        the runs to draw.
+    problem : Problem, optional
+        the problem the runs ran on.
+    """
     if not runs:
         return f"{problem.name}: no runs" if problem is not None else "no runs"
     lrs = np.asarray(runs[0].lrs[:, 0])
@@ -79,7 +87,21 @@ def _caption(ax, runs, problem=None, own_figure=False):
 
 
 def paths(problem, runs, ax=None, grid=200, levels=30):
-    """Contours of a 2-D ``problem`` and each run's path (start, path, end, known minima)."""
+    """Contours of a 2-D ``problem`` and each run's path (start, path, end, known minima).
+
+    Parameters
+    ----------
+    problem : Problem
+        a 2-D problem with bounds.
+    runs : list of Trajectory
+        the runs to draw.
+    ax : matplotlib.axes.Axes, optional
+        where to draw; None makes a new figure.
+    grid : int, default: 200
+        the contour mesh's points per axis.
+    levels : int, default: 30
+        the number of contour levels.
+    """
     if problem.dim != 2 or problem.bounds is None:
         raise ValueError(f"paths need a 2-D problem with bounds; {problem.name} has "
                          f"{problem.dim} dimensions")
@@ -159,7 +181,15 @@ def _per_step_axes(ax, ylabel, title, legend=True):
 
 
 def losses(runs, ax=None):
-    """Loss per step (log scale when every loss is positive)."""
+    """Loss per step (log scale when every loss is positive).
+
+    Parameters
+    ----------
+    runs : list of Trajectory
+        the runs to draw.
+    ax : matplotlib.axes.Axes, optional
+        where to draw; None makes a new figure.
+    """
     own = ax is None
     ax = _axes(ax)
     for i, run in enumerate(runs):
@@ -174,7 +204,15 @@ def losses(runs, ax=None):
 
 
 def learning_rates(runs, ax=None):
-    """The learning rate each step used (param group 0)."""
+    """The learning rate each step used (param group 0).
+
+    Parameters
+    ----------
+    runs : list of Trajectory
+        the runs to draw.
+    ax : matplotlib.axes.Axes, optional
+        where to draw; None makes a new figure.
+    """
     own = ax is None
     ax = _axes(ax)
     for i, run in enumerate(runs):  # equal schedules overlap: styles tell them apart
@@ -189,7 +227,15 @@ def learning_rates(runs, ax=None):
 
 def trust_ratios(runs, ax=None):
     """The trust ratio of each layer per step, for the runs that have one (LAMB, LARS); a log
-    axis when the ratios span more than :data:`LOG_SPAN` (a spike near 1e5 hides the rest)."""
+    axis when the ratios span more than :data:`LOG_SPAN` (a spike near 1e5 hides the rest).
+
+    Parameters
+    ----------
+    runs : list of Trajectory
+        the runs to draw.
+    ax : matplotlib.axes.Axes, optional
+        where to draw; None makes a new figure.
+    """
     own = ax is None
     ax = _axes(ax)
     with_ratios = [r for r in runs if r.trust_ratios is not None]
@@ -213,7 +259,17 @@ def trust_ratios(runs, ax=None):
 
 def phase_diagram(ax=None, step_sizes=None, momenta=None):
     """Goh's phase diagram of heavy-ball momentum: the rate ρ over (αλ, β), with the regime
-    boundaries (see :mod:`npoptim.theory.momentum`)."""
+    boundaries (see :mod:`npoptim.theory.momentum`).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes, optional
+        where to draw; None makes a new figure.
+    step_sizes : array_like, optional
+        values of αλ; None means 241 values from 0 to 4.
+    momenta : array_like, optional
+        values of β; None means 100 values from 0 to 0.99.
+    """
     from npoptim.theory import momentum
     own = ax is None
     ax = _axes(ax)
@@ -241,7 +297,15 @@ def phase_diagram(ax=None, step_sizes=None, momenta=None):
 
 def overview(problem, runs):
     """Paths (2-D problems), loss, lr (when it changes) and, with LAMB/LARS runs, trust
-    ratios, in one figure with the settings as its caption."""
+    ratios, in one figure with the settings as its caption.
+
+    Parameters
+    ----------
+    problem : Problem
+        the problem the runs ran on.
+    runs : list of Trajectory
+        the runs to draw.
+    """
     panels = ([paths] if problem.dim == 2 and problem.bounds is not None else [])
     panels.append(losses)
     if any(np.any(r.lrs != r.lrs[0, 0]) for r in runs):
@@ -259,7 +323,15 @@ def overview(problem, runs):
 
 
 def save(figure_or_axes, path):
-    """Write a figure (or an Axes' figure) to ``path``, PNG or SVG by its suffix."""
+    """Write a figure (or an Axes' figure) to ``path``, PNG or SVG by its suffix.
+
+    Parameters
+    ----------
+    figure_or_axes : matplotlib.figure.Figure or matplotlib.axes.Axes
+        what to write.
+    path : str or os.PathLike
+        the file; its suffix (``.png`` or ``.svg``) is the format.
+    """
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"output must end in .png or .svg, got {path.name!r}")

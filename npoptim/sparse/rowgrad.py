@@ -36,6 +36,22 @@ class RowGradient(NamedTuple):
     O(touched rows) whatever the number of rows: ``rows`` are the rows with stored entries,
     increasing, and the entries of ``rows[j]`` are ``row_ptr[j]:row_ptr[j + 1]`` of
     ``indices`` and ``data`` (``row_ptr[0] == 0``).
+
+    Parameters
+    ----------
+    indptr : numpy.ndarray
+        the CSR row pointers (None for a row-sparse gradient, which has no O(rows)
+        array).
+    indices : numpy.ndarray
+        the column index of each stored entry, sorted and unique within a row.
+    data : numpy.ndarray
+        the stored values.
+    shape : tuple
+        ``(rows, columns)`` of the parameter the gradient is for.
+    rows : numpy.ndarray
+        the rows with stored entries, increasing.
+    row_ptr : numpy.ndarray
+        where each of ``rows`` starts in ``indices`` and ``data``, and one past the end.
     """
 
     indptr: np.ndarray  # None for a row-sparse gradient (npoptim.sparse.rowsparse)
@@ -186,6 +202,20 @@ def as_row_gradient(grad, param_shape, dtype, where="grad", coalesce=None):
     are never modified; a copy is made only when entries must be sorted or summed, by
     ``coalesce(indptr, indices, data) -> (indptr, indices, data)`` of the checked arrays
     (default: sums in ``dtype``'s arithmetic; 16-bit formats pass their own).
+
+    Parameters
+    ----------
+    grad : scipy.sparse.csr_array or csr_matrix
+        the CSR gradient to check.
+    param_shape : tuple
+        the shape of the parameter (2-D) it is the gradient of.
+    dtype : numpy.dtype
+        the parameter's dtype, the arithmetic of the sums of duplicates.
+    where : str, default: 'grad'
+        how error messages name the gradient.
+    coalesce : callable, optional
+        ``coalesce(indptr, indices, data) -> (indptr, indices, data)``, sorting and
+        summing duplicates; None sums in ``dtype``'s arithmetic.
     """
     if not is_csr(grad):
         kind = getattr(grad, "format", type(grad).__name__)
@@ -399,6 +429,15 @@ def embedding_row_grad(row_ids, row_values, num_rows):
     base is read-only"): apply them to ``grad.copy()``, whose arrays are writeable. The index
     arrays are int32 when every index and the entry count fit, as scipy itself chooses, else
     int64.
+
+    Parameters
+    ----------
+    row_ids : array_like
+        the looked-up rows, length n, repeats allowed.
+    row_values : array_like
+        the gradient of each lookup, shape ``(n, *row_shape)``.
+    num_rows : int
+        the number of rows of the table.
     """
     ids, values, num_rows, width = check_lookups(row_ids, row_values, num_rows)
     values = np.ascontiguousarray(values).reshape(-1)

@@ -40,6 +40,15 @@ class RowSparseGrad:
     """A row-sparse gradient ``(rows, values, num_rows)`` (see the module docstring).
 
     The arrays are kept as given (no copy); a step checks them each time it reads them.
+
+    Parameters
+    ----------
+    rows : array_like
+        the touched rows' ids, unique and increasing.
+    values : array_like
+        the gradient rows, shape ``(len(rows), *row_shape)``.
+    num_rows : int
+        the number of rows of the table.
     """
 
     __slots__ = ("rows", "values", "num_rows")
@@ -87,6 +96,13 @@ class RowSparseGrad:
 
         Validates the CSR as a step does (duplicates summed, columns sorted). A CSR with a
         touched row that lacks some column has no row-sparse form: ``ValueError``.
+
+        Parameters
+        ----------
+        grad : scipy.sparse.csr_array or csr_matrix
+            a CSR gradient whose touched rows store every column.
+        row_shape : tuple, optional
+            the shape of one row of ``values``; None means ``(ncols,)``.
         """
         shape = tuple(grad.shape)
         data = getattr(grad, "data", None)
@@ -188,6 +204,15 @@ def row_sparse_grad(row_ids, row_values, num_rows):
     lookup order, bit-identically to :func:`npoptim.embedding_row_grad`. The cost is O(n),
     independent of ``num_rows`` (a radix sort with a fixed number of passes). Returns a
     :class:`RowSparseGrad`.
+
+    Parameters
+    ----------
+    row_ids : array_like
+        the looked-up rows, length n, repeats allowed.
+    row_values : array_like
+        the gradient of each lookup, shape ``(n, *row_shape)``.
+    num_rows : int
+        the number of rows of the table.
     """
     ids, values, num_rows, width = check_lookups(row_ids, row_values, num_rows)
     flat = np.ascontiguousarray(values).reshape(-1)
@@ -219,7 +244,17 @@ def _check_rows(rows, num_rows):
 def as_rows_gradient(grad, param, where="grad"):
     """Check a :class:`RowSparseGrad` for ``param`` in O(touched rows) and return it as the
     :class:`~npoptim.sparse.rowgrad.RowGradient` the kernels walk (``indptr`` is None: no
-    O(rows) array exists). Raises ``TypeError``/``ValueError`` naming ``where``."""
+    O(rows) array exists). Raises ``TypeError``/``ValueError`` naming ``where``.
+
+    Parameters
+    ----------
+    grad : RowSparseGrad
+        the row-sparse gradient to check.
+    param : numpy.ndarray
+        the parameter it is the gradient of.
+    where : str, default: 'grad'
+        how error messages name the gradient.
+    """
     expected = row_shape(param.shape)
     rows, values = grad.rows, grad.values
     if not isinstance(rows, np.ndarray) or rows.ndim != 1 or rows.dtype.kind not in "iu":

@@ -29,6 +29,27 @@ def compare(problem, optimizers, lr=None, steps=None, *, x0=None, schedule="cons
     to extra keywords for that optimizer. ``progress`` is a callable ``(done, total)`` over
     all optimizers' steps (e.g. :class:`npoptim.cli.progress.ProgressLine`). Returns a list
     of trajectories.
+
+    Parameters
+    ----------
+    problem : Problem
+        the problem every optimizer runs on.
+    optimizers : list of str
+        optimizer names, e.g. ``["SGD", "Adam"]``.
+    lr : float, optional
+        the learning rate of all; None means ``problem.lr``.
+    steps : int, optional
+        the steps of each run; None means ``problem.steps``.
+    x0 : array_like, optional
+        the start; None means ``problem.x0``.
+    schedule : str, default: 'constant'
+        a key of :data:`SCHEDULES`.
+    warmup : int, optional
+        the schedule's warm-up steps; None means a tenth of the run.
+    hyperparameters : dict, optional
+        an optimizer's name to extra keywords for it.
+    progress : callable, optional
+        called as ``progress(done, total)`` over all optimizers' steps.
     """
     lr = problem.lr if lr is None else float(lr)
     steps = problem.steps if steps is None else int(steps)

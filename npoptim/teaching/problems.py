@@ -39,6 +39,31 @@ class Problem:
     ``((xmin, xmax), (ymin, ymax))`` for 2-D problems (None otherwise); ``minima`` is a tuple
     of known minimizers; ``lr`` and ``steps`` are defaults that show the optimizers moving
     without diverging for most of them; ``layers`` the sizes of the parameter arrays.
+
+    Parameters
+    ----------
+    name : str
+        the problem's name, as :func:`get_problem` takes it.
+    loss : callable
+        ``loss(x)``, a float.
+    grad : callable
+        ``grad(x)``, an array of ``x``'s shape.
+    x0 : tuple
+        the start.
+    bounds : tuple, optional
+        ``((xmin, xmax), (ymin, ymax))`` for a 2-D problem.
+    minima : tuple, default: ()
+        known minimizers.
+    lr : float, default: 0.01
+        a learning rate that shows most optimizers moving without diverging.
+    steps : int, default: 200
+        a number of steps to run, likewise.
+    layers : tuple, optional
+        the sizes of the parameter arrays ``x`` is split into; None means one array.
+    description : str, default: ''
+        one line on what the problem shows.
+    hessian : numpy.ndarray, optional
+        the constant Hessian of a quadratic.
     """
 
     name: str
@@ -63,14 +88,28 @@ class Problem:
         return tuple(self.layers) if self.layers is not None else (self.dim,)
 
     def with_layers(self, layers):
-        """The same problem with ``x`` split into parameter arrays of these sizes."""
+        """The same problem with ``x`` split into parameter arrays of these sizes.
+
+        Parameters
+        ----------
+        layers : tuple of int
+            the sizes of the parameter arrays, summing to the dimension.
+        """
         layers = tuple(int(n) for n in layers)
         if sum(layers) != self.dim or min(layers) < 1:
             raise ValueError(f"layers {layers} must be positive sizes summing to {self.dim}")
         return replace(self, layers=layers)
 
     def loss_grid(self, x, y):
-        """The loss on a mesh (``x``, ``y`` from ``np.meshgrid``), for contour plots."""
+        """The loss on a mesh (``x``, ``y`` from ``np.meshgrid``), for contour plots.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            the mesh's first coordinates.
+        y : numpy.ndarray
+            its second coordinates.
+        """
         points = np.stack([np.ravel(x), np.ravel(y)], axis=1)
         return np.array([self.loss(p) for p in points]).reshape(np.shape(x))
 
@@ -248,7 +287,13 @@ PROBLEMS = {
 
 
 def get_problem(name):
-    """The problem called ``name`` (parametrized ones with their default parameters)."""
+    """The problem called ``name`` (parametrized ones with their default parameters).
+
+    Parameters
+    ----------
+    name : str
+        a name of :data:`PROBLEMS`.
+    """
     if name not in PROBLEMS:
         raise KeyError(f"unknown problem {name!r}; choose from {', '.join(PROBLEMS)}")
     return PROBLEMS[name]()

@@ -51,6 +51,13 @@ class StepRecorder:
     (the parameter's index is the loop index of the ``Optimizer._apply`` that made the call).
     Nothing of the optimizer is patched; recording holds a lock and traces the calling thread
     only (see :mod:`npoptim.explainer.trace`).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        the optimizer whose steps are recorded.
+    callbacks : sequence of callable, default: ()
+        each called as ``fn(record)`` after every step.
     """
 
     def __init__(self, optimizer, callbacks=()):
@@ -61,7 +68,15 @@ class StepRecorder:
         self._has_trust_ratios = callable(getattr(module, "trust_ratio", None))
 
     def step(self, grads=None, closure=None):
-        """``optimizer.step(grads, closure)``, recorded."""
+        """``optimizer.step(grads, closure)``, recorded.
+
+        Parameters
+        ----------
+        grads : list, optional
+            the gradients, as ``optimizer.step`` takes them.
+        closure : callable, optional
+            the closure, for optimizers that take one.
+        """
         opt = self.optimizer
         lr = tuple(float(group["lr"]) for group in opt.param_groups)
         if self._has_trust_ratios:
@@ -103,7 +118,23 @@ class Trajectory:
     """An optimizer's run on a problem: ``xs`` ``(steps+1, dim)`` iterates (``xs[0]`` is the
     start), ``losses`` ``(steps+1,)``, ``lrs`` ``(steps, groups)``, ``trust_ratios``
     ``(steps, layers)`` or None. After a divergence (a non-finite iterate or loss at step
-    ``diverged_at``) the run stops and later rows are NaN."""
+    ``diverged_at``) the run stops and later rows are NaN.
+
+    Parameters
+    ----------
+    name : str
+        the run's label.
+    xs : numpy.ndarray
+        the iterates, ``(steps+1, dim)``.
+    losses : numpy.ndarray
+        the loss at each iterate, ``(steps+1,)``.
+    lrs : numpy.ndarray
+        the learning rate of each step and param group, ``(steps, groups)``.
+    trust_ratios : numpy.ndarray, optional
+        LAMB's and LARS's trust ratio per step and layer, ``(steps, layers)``.
+    diverged_at : int, optional
+        the step of a divergence, None if there was none.
+    """
 
     name: str
     xs: np.ndarray
@@ -128,6 +159,29 @@ def trajectory(optimizer_factory, problem, x0=None, steps=None, *, scheduler_fac
     default ``problem.x0``); ``scheduler_factory(optimizer)``, if given, builds an lr scheduler
     stepped after every optimizer step. ``callbacks`` get each :class:`StepRecord`;
     ``progress(step, steps)`` is called after every step. Returns a :class:`Trajectory`.
+
+    Parameters
+    ----------
+    optimizer_factory : callable
+        ``optimizer_factory(params)`` builds the optimizer on the list of parameter
+        arrays.
+    problem : Problem
+        the problem to run on.
+    x0 : array_like, optional
+        the start; None means ``problem.x0``.
+    steps : int, optional
+        the number of steps; None means ``problem.steps``.
+    scheduler_factory : callable, optional
+        ``scheduler_factory(optimizer)`` builds an lr scheduler stepped after every
+        optimizer step.
+    callbacks : sequence of callable, default: ()
+        each called with every :class:`StepRecord`.
+    progress : callable, optional
+        called as ``progress(step, steps)`` after every step.
+    name : str, optional
+        the run's label; None names it after the optimizer.
+    dtype : numpy.dtype, default: numpy.float64
+        the parameters' dtype.
     """
     steps = problem.steps if steps is None else int(steps)
     start = np.array(problem.x0 if x0 is None else x0, dtype)

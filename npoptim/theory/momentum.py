@@ -17,7 +17,8 @@ So the state :math:`(x_k, b_k)` evolves by a fixed matrix,
     \begin{pmatrix} x_{k+1} \\ b_{k+1} \end{pmatrix} = M
     \begin{pmatrix} x_k \\ b_k \end{pmatrix}, \qquad
     M = \begin{pmatrix} 1 - \alpha\lambda & -\alpha\beta \\ \lambda & \beta \end{pmatrix},
-    \qquad \begin{pmatrix} x_k \\ b_k \end{pmatrix} = M^k \begin{pmatrix} x_0 \\ 0
+
+    \begin{pmatrix} x_k \\ b_k \end{pmatrix} = M^k \begin{pmatrix} x_0 \\ 0
     \end{pmatrix}.
 
 Its eigenvalues solve :math:`\mu^2 - (1 - \alpha\lambda + \beta)\mu + \beta = 0`; the rate of
@@ -39,7 +40,8 @@ For eigenvalues in :math:`[\mu_{min}, \lambda_{max}]` with condition number
 .. math::
 
     \alpha^* = \Bigl(\frac{2}{\sqrt{\lambda_{max}} + \sqrt{\mu_{min}}}\Bigr)^2, \qquad
-    \beta^* = \Bigl(\frac{\sqrt\kappa - 1}{\sqrt\kappa + 1}\Bigr)^2, \qquad
+    \beta^* = \Bigl(\frac{\sqrt\kappa - 1}{\sqrt\kappa + 1}\Bigr)^2,
+
     \rho = \sqrt{\beta^*} = \frac{\sqrt\kappa - 1}{\sqrt\kappa + 1},
 
 against :math:`(\kappa - 1)/(\kappa + 1)` for gradient descent at its best :math:`\alpha`.
@@ -53,40 +55,100 @@ import math
 
 import numpy as np
 
+__all__ = ["REGIMES", "iteration_matrix", "eigenvalues", "spectral_radius", "rate",
+           "divergence_boundary", "regime", "optimal_parameters", "iterates", "fitted_rate",
+           "phase_diagram"]
+
 #: Goh's regimes, in order of growing αλ
 REGIMES = ("monotonic", "ripple", "oscillating", "divergent")
 
 
 def iteration_matrix(lr, momentum, eigenvalue):
-    """The 2x2 matrix :math:`M` acting on ``(x_k, b_k)`` (see the module docstring)."""
+    """The 2x2 matrix :math:`M` acting on ``(x_k, b_k)`` (see the module docstring).
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    eigenvalue : float
+        λ, the curvature of the eigen-direction.
+    """
     a, b, lam = float(lr), float(momentum), float(eigenvalue)
     return np.array([[1.0 - a * lam, -a * b], [lam, b]])
 
 
 def eigenvalues(lr, momentum, eigenvalue):
-    """The two (possibly complex) eigenvalues of :func:`iteration_matrix`."""
+    """The two (possibly complex) eigenvalues of :func:`iteration_matrix`.
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    eigenvalue : float
+        λ, the curvature of the eigen-direction.
+    """
     trace = 1.0 - lr * eigenvalue + momentum
     root = np.sqrt(complex(trace * trace - 4.0 * momentum))
     return np.array([(trace + root) / 2, (trace - root) / 2])
 
 
 def spectral_radius(lr, momentum, eigenvalue):
-    """:math:`\\rho(M)`, the rate of convergence in one eigen-direction (> 1: divergence)."""
+    """:math:`\\rho(M)`, the rate of convergence in one eigen-direction (> 1: divergence).
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    eigenvalue : float
+        λ, the curvature of the eigen-direction.
+    """
     return float(np.max(np.abs(eigenvalues(lr, momentum, eigenvalue))))
 
 
 def rate(lr, momentum, hessian_eigenvalues):
-    """The rate on a quadratic: the largest spectral radius over its eigenvalues."""
+    """The rate on a quadratic: the largest spectral radius over its eigenvalues.
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    hessian_eigenvalues : array_like
+        the eigenvalues λ_i of the quadratic's Hessian.
+    """
     return max(spectral_radius(lr, momentum, lam) for lam in np.ravel(hessian_eigenvalues))
 
 
 def divergence_boundary(momentum):
-    """The :math:`\\alpha\\lambda` above which momentum ``β`` diverges: :math:`2 + 2\\beta`."""
+    """The :math:`\\alpha\\lambda` above which momentum ``β`` diverges: :math:`2 + 2\\beta`.
+
+    Parameters
+    ----------
+    momentum : float
+        the momentum β.
+    """
     return 2.0 + 2.0 * momentum
 
 
 def regime(lr, momentum, eigenvalue):
-    """Goh's regime of ``(αλ, β)``: one of :data:`REGIMES`."""
+    """Goh's regime of ``(αλ, β)``: one of :data:`REGIMES`.
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    eigenvalue : float
+        λ, the curvature of the eigen-direction.
+    """
     step, root = lr * eigenvalue, math.sqrt(momentum)
     if step > divergence_boundary(momentum) or momentum >= 1:
         return "divergent"
@@ -98,7 +160,15 @@ def regime(lr, momentum, eigenvalue):
 
 
 def optimal_parameters(mu, L):
-    """``(α*, β*)`` for eigenvalues in ``[mu, L]`` (see the module docstring)."""
+    """``(α*, β*)`` for eigenvalues in ``[mu, L]`` (see the module docstring).
+
+    Parameters
+    ----------
+    mu : float
+        the smallest eigenvalue μ.
+    L : float
+        the largest eigenvalue L.
+    """
     if not 0 < mu <= L:
         raise ValueError(f"need 0 < mu <= L, got mu={mu!r}, L={L!r}")
     kappa = L / mu
@@ -109,7 +179,21 @@ def optimal_parameters(mu, L):
 def iterates(lr, momentum, hessian_eigenvalues, x0, steps):
     """``(steps+1, d)`` array of :math:`x_k` on :math:`\\tfrac12 \\sum_i \\lambda_i x_i^2`
     from ``x0`` (buffer 0): row ``k`` is the first component of :math:`M_i^k (x_{0,i}, 0)` per
-    coordinate, each matrix power computed afresh (``np.linalg.matrix_power``)."""
+    coordinate, each matrix power computed afresh (``np.linalg.matrix_power``).
+
+    Parameters
+    ----------
+    lr : float
+        the step size α.
+    momentum : float
+        the momentum β.
+    hessian_eigenvalues : array_like
+        the eigenvalues λ_i of the quadratic's Hessian.
+    x0 : array_like
+        the start, one coordinate per eigenvalue.
+    steps : int
+        the number of steps.
+    """
     lams = np.ravel(np.asarray(hessian_eigenvalues, np.float64))
     start = np.ravel(np.asarray(x0, np.float64))
     if lams.shape != start.shape:
@@ -123,7 +207,17 @@ def iterates(lr, momentum, hessian_eigenvalues, x0, steps):
 
 
 def fitted_rate(xs, first=0, last=None):
-    """The geometric rate fitted to ``‖x_k‖`` between two steps (what a plot suggests)."""
+    """The geometric rate fitted to ``‖x_k‖`` between two steps (what a plot suggests).
+
+    Parameters
+    ----------
+    xs : numpy.ndarray
+        iterates, one row per step (as :func:`iterates` returns).
+    first : int, default: 0
+        the first step of the fit.
+    last : int, optional
+        the last step of the fit; None means the last row.
+    """
     norms = np.linalg.norm(np.atleast_2d(np.asarray(xs).T).T, axis=-1)
     last = len(norms) - 1 if last is None else last
     return float((norms[last] / norms[first]) ** (1.0 / (last - first)))
@@ -132,7 +226,15 @@ def fitted_rate(xs, first=0, last=None):
 def phase_diagram(step_sizes, momenta):
     """Spectral radius and regime on a grid: ``step_sizes`` are values of :math:`\\alpha\\lambda`
     (columns), ``momenta`` values of β (rows). Returns ``(rho, regimes)``, both of shape
-    ``(len(momenta), len(step_sizes))``, ``regimes`` holding indices into :data:`REGIMES`."""
+    ``(len(momenta), len(step_sizes))``, ``regimes`` holding indices into :data:`REGIMES`.
+
+    Parameters
+    ----------
+    step_sizes : array_like
+        values of αλ (the columns).
+    momenta : array_like
+        values of β (the rows).
+    """
     rho = np.empty((len(momenta), len(step_sizes)))
     kinds = np.empty(rho.shape, np.int64)
     for r, beta in enumerate(momenta):
