@@ -2,9 +2,10 @@
 
 Pages generated here at build time, into ``docs/_generated`` (not committed): one page per
 optimizer (its module docstring, the math, the class with its numpydoc Parameters section,
-then the sections of ``docs/optimizer_pages.py``: sparse kind, flavors, an example, golden
-cases), one API page per public module (``docs/api_pages.py``), the CLI's ``--help`` texts,
-the figures of the learning page (with matplotlib), and the gallery of the worked examples
+then the sections of ``docs/optimizer_pages.py``: the algorithm box, references, sparse kind,
+flavors, an example, golden cases), one API page per public module (``docs/api_pages.py``), the CLI's ``--help`` texts,
+the figures of the learning page (with matplotlib), the measured tables of the performance
+page from the committed ``bench --json`` results (``docs/measurement_pages.py``), and the gallery of the worked examples
 (sphinx-gallery runs each script of ``examples/teaching``).
 MathJax is served from the build itself (``sphinx-mathjax-offline``), so the pages render
 without internet access.
@@ -21,6 +22,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]  # npoptim, and docs/optimizer_pages.py
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import api_pages  # noqa: E402  (docs/api_pages.py)
+import measurement_pages  # noqa: E402  (docs/measurement_pages.py)
 import npoptim  # noqa: E402
 import optimizer_pages  # noqa: E402  (docs/optimizer_pages.py)
 from npoptim import registry  # noqa: E402
@@ -32,7 +34,7 @@ release = version = npoptim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
               "myst_parser", "numpydoc", "sphinx_gallery.gen_gallery"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated/measurements"]  # included by performance.md
 # The theme NumPy, SciPy and pandas use, so the pages read as theirs do.
 html_theme = "pydata_sphinx_theme"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
@@ -108,8 +110,8 @@ def _optimizer_pages():
         names.append(name)
     toc = ["Optimizers", "==========", "",
            "One page per optimizer: the algorithm as its module documents it, the class and its",
-           "parameters, its sparse kind, its flavors, an example, its golden cases; the",
-           "wrappers (built around an optimizer) last.",
+           "parameters, the algorithm box, its references, its sparse kind, its flavors, an",
+           "example, its golden cases; the wrappers (built around an optimizer) last.",
            "", ".. toctree::", "   :maxdepth: 1", ""]
     toc += [f"   optimizers/{n}" for n in names]
     _write(GENERATED / "optimizers.rst", "\n".join(toc) + "\n")
@@ -165,3 +167,4 @@ _optimizer_pages()
 _api_pages()
 _cli_page()
 _figures()
+measurement_pages.write(GENERATED)
