@@ -300,6 +300,7 @@ _allow(DEMO_BENCH, "npoptim/cli/demo.py", "Problem.batch", "loss_and_row_grads",
        what=("numpy.einsum",))
 _allow(DEMO_BENCH, "npoptim/cli/demo.py", "train", what=("numpy.random.default_rng",))
 for _file, _function in (("npoptim/bench/sparse16.py", "gradients"),
+                         ("npoptim/bench/precision16.py", "_arrays"),
                          ("npoptim/bench/scale.py", "batches"),
                          ("npoptim/bench/workloads.py", "sparse"),
                          ("npoptim/bench/workloads.py", "dense"),
