@@ -322,7 +322,13 @@ class AdamW(Adam):
                          decoupled_weight_decay=True, **torch_options)
 
     def load_state_dict(self, state_dict):
-        """As :meth:`Adam.load_state_dict`; every group stays decoupled (torch's AdamW)."""
+        """As :meth:`Adam.load_state_dict`; every group stays decoupled (torch's AdamW).
+
+        Parameters
+        ----------
+        state_dict : dict
+            As :meth:`npoptim.Optimizer.load_state_dict` takes.
+        """
         super().load_state_dict(state_dict)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True
