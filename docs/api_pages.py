@@ -1,6 +1,6 @@
-"""The API reference: which modules are public, one page per public module, and which names
-numpydoc's validation checks (``docs/conf.py`` writes the pages and sets the validation;
-``tests/test_docs.py`` checks the same lists).
+"""The API reference: which modules are public, one page per public module, and the names
+numpydoc's validation checks: every one those pages describe (``docs/conf.py`` writes the pages
+and sets the validation; ``tests/test_docs.py`` checks the same names).
 
 A public module is one whose ``__all__`` is npoptim's promise to its users; every name in it is
 documented on the module's page. An object exported by several public modules (``npoptim.save``
@@ -30,19 +30,6 @@ PUBLIC = {
     "npoptim.theory.momentum": "heavy-ball momentum on a quadratic, in closed form",
     "npoptim.plotting": "figures of optimizer runs: loading matplotlib",
     "npoptim.plotting.figures": "the figures themselves",
-}
-
-#: the public modules whose names (and the methods their pages document) numpydoc's
-#: validation checks for PR01/PR02 under -W; the others are not validated yet
-VALIDATED = ["npoptim", "npoptim.checkpoint", "npoptim.sparse", "npoptim.lr_scheduler",
-             "npoptim.explainer", "npoptim.torch_compat", "npoptim.storage", "npoptim.golden",
-             "npoptim.teaching", "npoptim.theory.momentum", "npoptim.plotting",
-             "npoptim.plotting.figures", "npoptim.testing", "npoptim.flavors",
-             "npoptim.distributed"]
-
-#: names of validated modules left out of the validation, each with the reason
-NOT_VALIDATED = {
-    "npoptim.Optimizer": "its docstrings have no Parameters sections yet (npoptim/optim/optimizer.py)",
 }
 
 
@@ -92,13 +79,13 @@ def entries():
 
 
 def validated():
-    """``(full name, object)`` of what numpydoc validates: each object described on a validated
-    module's page, and the methods its page documents. (The object, not only its name:
+    """``(full name, object)`` of what numpydoc validates (PR01/PR02 under -W): each object
+    described on a public module's page, and the methods its page documents. (The object, not
+    only its name:
     ``npoptim.teaching.compare`` names a function that a module of the same name holds.)"""
     pairs = []
     for module, name, obj, kind, documented_as in entries():
-        if (module in VALIDATED and documented_as is None and kind != "data"
-                and f"{module}.{name}" not in NOT_VALIDATED):
+        if documented_as is None and kind != "data":
             pairs.append((f"{module}.{name}", obj))
             if kind in ("class", "exception"):
                 pairs += [(f"{module}.{name}.{member}", getattr(obj, member))
@@ -153,10 +140,8 @@ def index():
              "Every name in the ``__all__`` of npoptim's public modules, from its docstring. These",
              "modules are public; every other module of the package is internal and may change",
              "without notice. numpydoc's validation (parameters documented, none unknown) runs",
-             "under ``-W`` on the optimizer classes and on the names of "
-             + ", ".join(f"``{m}``" for m in VALIDATED) + " (but not "
-             + ", ".join(f"``{n}``" for n in NOT_VALIDATED) + "); not yet on the names of "
-             + ", ".join(f"``{m}``" for m in PUBLIC if m not in VALIDATED) + ".", "",
+             "under ``-W`` on the optimizer classes and on every name of these modules, with the",
+             "methods their pages document.", "",
              ".. list-table::", "   :header-rows: 1", "", "   * - module", "     - for"]
     for module, what in PUBLIC.items():
         lines += [f"   * - :doc:`{module} <_generated/api/{module}>`", f"     - {what}"]

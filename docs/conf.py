@@ -52,9 +52,9 @@ nitpicky = False
 numpydoc_show_class_members = False
 numpydoc_xref_param_type = False
 # numpydoc's validation, under -W: every optimizer class and wrapper documents each parameter
-# of its constructor (PR01) and none it does not take (PR02), and so does every name of the
-# public modules that docs/api_pages.py lists as VALIDATED (with the methods their pages
-# document). Every other name is excluded.
+# of its constructor (PR01) and none it does not take (PR02), and so does every name the
+# public modules' pages describe (docs/api_pages.py's PUBLIC, with the methods their pages
+# document). Every other name (internal modules) is excluded.
 numpydoc_validation_checks = {"PR01", "PR02"}
 numpydoc_validation_exclude = {
     r"^(?!(" + "|".join([*(rf"{module}\.{name}" for name, (module, _) in

@@ -58,6 +58,30 @@ class Optimizer:
 
     :attr:`step_scope` (a convention of the step bookkeeping, not a group option): whether a
     parameter without a gradient this step ages its step count.
+
+    Parameters
+    ----------
+    params : iterable of ndarray or of dict
+        The arrays to optimize (updated in place), or param groups
+        ``{"params": [...], **overrides}``; not empty.
+    defaults : dict
+        The hyperparameters of every group, where a group does not override them.
+    state_arrays : callable, optional
+        Where state arrays are created: called as ``state_arrays(index, name, shape, dtype,
+        fill)``, it returns a writeable C-contiguous array holding ``fill`` (e.g. a
+        :class:`npoptim.storage.MemmapStore`); None (the default): in RAM.
+
+    Attributes
+    ----------
+    param_groups : list of dict
+        One dict per param group: its ``"params"`` list and its hyperparameters (mutable: a new
+        ``lr`` applies from the next step).
+    state : dict
+        From a parameter's index (its position in param-group order) to its state dict, with
+        torch's state names.
+    defaults : dict
+        The constructor's hyperparameters, which :meth:`add_param_group` fills missing options
+        from.
     """
 
     sparse_kind = "dense-only"
@@ -104,7 +128,14 @@ class Optimizer:
 
     # ----------------------------------------------------------------- parameters and groups
     def add_param_group(self, param_group):
-        """Add a group ``{"params": [...], **overrides}``; missing options take the defaults."""
+        """Add a group ``{"params": [...], **overrides}``; missing options take the defaults.
+
+        Parameters
+        ----------
+        param_group : dict
+            ``"params"``: an array or an ordered collection of arrays (not a set), none already
+            in the optimizer; every other key overrides a default.
+        """
         if not isinstance(param_group, dict):
             raise TypeError(f"param group must be a dict, got {type(param_group).__name__}")
         params = param_group.get("params")
@@ -137,9 +168,20 @@ class Optimizer:
     def step(self, grads=None, closure=None):
         """Update every parameter that has a gradient; atomic (see the module docstring).
 
-        ``grads`` is a sequence aligned with :attr:`params`; with a closure (``step(closure)``
-        or ``step(closure=closure)``), ``closure()`` returns ``(loss, grads)`` and the loss is
-        returned.
+        Parameters
+        ----------
+        grads : sequence, optional
+            One gradient per parameter, aligned with :attr:`params`: a dense array of the
+            parameter's shape and dtype, a sparse gradient (optimizers that accept one), or None
+            (that parameter and its state are left alone). A callable here is the closure
+            (``step(closure)``, as in torch).
+        closure : callable, optional
+            Called with no arguments, returns ``(loss, grads)``; given instead of ``grads``.
+
+        Returns
+        -------
+        loss
+            The closure's loss, or None without a closure.
         """
         loss = None
         grads, closure = step_arguments(grads, closure)
@@ -206,7 +248,13 @@ class Optimizer:
         self._step_scope = scope
 
     def zero_grad(self, set_to_none=True):
-        """Gradients are passed to ``step``, so there is nothing to clear (kept for torch code)."""
+        """Gradients are passed to ``step``, so there is nothing to clear (kept for torch code).
+
+        Parameters
+        ----------
+        set_to_none : bool, default True
+            Accepted, as torch's, and ignored.
+        """
 
     def _prepare(self, grads):
         """Check everything the step will read; return ``[(group, index, param, grad)]``."""
@@ -405,6 +453,11 @@ class Optimizer:
         stores it. A
         convention switch at torch's value (``torch_conventions``) is left out, so the groups
         have exactly torch's keys; loading fills it back from the defaults.
+
+        Returns
+        -------
+        dict
+            ``{"state": {index: {name: value}}, "param_groups": [{..., "params": [indices]}]}``.
         """
         groups, index = [], 0
         conventions = getattr(type(self), "torch_conventions", {})
@@ -435,6 +488,12 @@ class Optimizer:
         Everything is checked before anything changes: the group structure, each
         hyperparameter, each state's names, shapes and values. Arrays are copied and cast to
         the parameter's dtype, as torch does.
+
+        Parameters
+        ----------
+        state_dict : dict
+            Exactly the keys ``"state"`` and ``"param_groups"``, in :meth:`state_dict`'s layout,
+            with as many groups, each with as many parameters, as this optimizer has.
         """
         if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
             raise ValueError("state_dict must be a dict with exactly the keys 'state' and "

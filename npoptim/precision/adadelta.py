@@ -61,7 +61,37 @@ def _adadelta_dense(param, grad, states, hyper):
 
 class Adadelta(LowPrecision, adadelta.Adadelta):
     """``torch.optim.Adadelta`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 1.0
+        Coefficient γ that scales the step Δ.
+    rho : float, default: 0.9
+        Decay ρ of the running averages of g² and Δ².
+    eps : float, default: 1e-06
+        Term ε inside both square roots.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.adadelta.Adadelta` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

@@ -104,7 +104,40 @@ def _column_norms(g, out):
 
 class Adafactor(LowPrecision, adafactor.Adafactor):
     """``torch.optim.Adafactor`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ (the cap of the relative step size).
+    beta2_decay : float, default: -0.8
+        Decay exponent τ: β̂_t = 1 - t^τ.
+    eps : tuple (float or None, float), default: (None, 0.001)
+        (ε1, ε2): ε1 regularizes the second moment (None: the machine epsilon of the parameter's
+        dtype), ε2 is the floor of RMS(θ) in the relative step size.
+    d : float, default: 1.0
+        Clipping threshold of RMS(U) (inf: no clipping).
+    weight_decay : float, default: 0.0
+        Decoupled weight decay λ: θ(1 - γλ) (torch's ``weight_decay_mode``).
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.adafactor.Adafactor` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

@@ -109,7 +109,40 @@ KERNELS = {"per-op": _per_op_dense, "fused": _fused_dense}
 class Adagrad(LowPrecision, adagrad.Adagrad):
     """``torch.optim.Adagrad`` on bfloat16/float16 arrays, ``rounding="per-op"`` (torch's
     default on CPU) or ``"fused"`` (``fused=True``); see the module docstring. Dense gradients
-    only."""
+    only.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    lr_decay : float, default: 0
+        Learning-rate decay η: the step is γ/(1 + (t-1)η).
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    initial_accumulator_value : float, default: 0
+        Start value of the accumulator ``sum``.
+    eps : float, default: 1e-10
+        Term ε added to the denominator for numerical stability.
+    rounding : {'per-op', 'fused'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring):
+        ``"per-op"``, ``"fused"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.adagrad.Adagrad` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op", "fused")
 

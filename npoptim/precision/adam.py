@@ -203,7 +203,46 @@ class Adam(LowPrecision, adam.Adam):
     ``rounding="per-op"`` (torch's default on CPU: ``fused=None``) or ``"fused"``
     (``fused=True``), or ``"stochastic"`` (the fused step with the new parameter
     rounded stochastically, draws from ``seed``, see :mod:`npoptim.precision.stochastic`; the
-    moments are rounded to nearest). ``format`` names the format of raw ``uint16`` arrays."""
+    moments are rounded to nearest). ``format`` names the format of raw ``uint16`` arrays.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: L2 (λθ added to the gradient), or decoupled with
+        ``decoupled_weight_decay``.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad).
+    rounding : {'per-op', 'fused', 'stochastic'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring):
+        ``"per-op"``, ``"fused"``, ``"stochastic"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (``rounding="stochastic"``;
+        see :mod:`npoptim.precision.stochastic`); a non-negative int.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ) before the moments: AdamW.
+    **torch_options
+        The other options of :class:`npoptim.optim.adam.Adam` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op", "fused", "stochastic")
 
@@ -236,7 +275,43 @@ class Adam(LowPrecision, adam.Adam):
 
 
 class AdamW(Adam):
-    """``torch.optim.AdamW`` on bfloat16/float16 arrays: :class:`Adam` with decoupled decay."""
+    """``torch.optim.AdamW`` on bfloat16/float16 arrays: :class:`Adam` with decoupled decay.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ) before the moments.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad).
+    rounding : {'per-op', 'fused', 'stochastic'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring):
+        ``"per-op"``, ``"fused"``, ``"stochastic"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (``rounding="stochastic"``;
+        see :mod:`npoptim.precision.stochastic`); a non-negative int.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.adam.Adam` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, rounding="per-op", format=None, torch_cpu_lanes=None,
@@ -247,7 +322,13 @@ class AdamW(Adam):
                          decoupled_weight_decay=True, **torch_options)
 
     def load_state_dict(self, state_dict):
-        """As :meth:`Adam.load_state_dict`; every group stays decoupled (torch's AdamW)."""
+        """As :meth:`Adam.load_state_dict`; every group stays decoupled (torch's AdamW).
+
+        Parameters
+        ----------
+        state_dict : dict
+            As :meth:`npoptim.Optimizer.load_state_dict` takes.
+        """
         super().load_state_dict(state_dict)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True

@@ -56,7 +56,37 @@ def _adamax_dense(param, grad, states, hyper):
 
 class Adamax(LowPrecision, adamax.Adamax):
     """``torch.optim.Adamax`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.002
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first moment and of the infinity norm.
+    eps : float, default: 1e-08
+        Term ε, inside the maximum (or added after it with ``eps_mode="added"``).
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.adamax.Adamax` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

@@ -68,7 +68,39 @@ def _asgd_dense(param, grad, states, hyper):
 
 class ASGD(LowPrecision, asgd.ASGD):
     """``torch.optim.ASGD`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    lambd : float, default: 0.0001
+        Decay term λ of the step size η_t.
+    alpha : float, default: 0.75
+        Power α of the step size decay η_t = γ/(1 + λγt)^α.
+    t0 : float, default: 1000000.0
+        Step after which the average of the iterates starts.
+    weight_decay : float, default: 0
+        L2 weight decay w: w θ added to the gradient.
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.asgd.ASGD` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
     scalar_states = ("eta", "mu")

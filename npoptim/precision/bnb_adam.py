@@ -127,7 +127,29 @@ _STATES = (("state1", "qmap1", "absmax1", True), ("state2", "qmap2", "absmax2", 
 class BnbAdam8bit(BlockwiseStateOptimizer):
     """bitsandbytes' ``Adam8bit`` on CPU (see the module docstring), float32 or bfloat16
     parameters. ``amsgrad``, ``optim_bits != 8``, ``percentile_clipping`` and paging are
-    refused."""
+    refused.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Decoupled weight decay λ: θ(1 - γλ), applied only when λ > 0.
+    amsgrad : bool, default: False
+        Accepted as bitsandbytes' signature has it; True is refused.
+    optim_bits, args, percentile_clipping, block_wise, is_paged
+        bitsandbytes' options, accepted at their defaults only (8, None, 100, True, False);
+        any other value is refused.
+    min_8bit_size : int, default: 4096
+        Parameters with fewer elements keep float32 state and the 32-bit update.
+    """
 
     step_in_state_dict = "int"
 
@@ -153,7 +175,13 @@ class BnbAdam8bit(BlockwiseStateOptimizer):
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
 
     def quantized(self, param):
-        """Whether ``param`` gets 8-bit state (``param.size >= min_8bit_size``)."""
+        """Whether ``param`` gets 8-bit state (``param.size >= min_8bit_size``).
+
+        Parameters
+        ----------
+        param : ndarray
+            One of the optimizer's parameters (its size is what counts).
+        """
         return param.size >= self.min_8bit_size
 
     def _layout(self, param, group):
@@ -224,7 +252,29 @@ def _lut(qmap):
 
 
 class BnbAdamW8bit(BnbAdam8bit):
-    """bitsandbytes' ``AdamW8bit``: :class:`BnbAdam8bit` with ``weight_decay=1e-2``."""
+    """bitsandbytes' ``AdamW8bit``: :class:`BnbAdam8bit` with ``weight_decay=1e-2``.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ), applied only when λ > 0.
+    amsgrad : bool, default: False
+        Accepted as bitsandbytes' signature has it; True is refused.
+    optim_bits, args, percentile_clipping, block_wise, is_paged
+        bitsandbytes' options, accepted at their defaults only (8, None, 100, True, False);
+        any other value is refused.
+    min_8bit_size : int, default: 4096
+        Parameters with fewer elements keep float32 state and the 32-bit update.
+    """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, optim_bits=8, args=None, min_8bit_size=4096,

@@ -191,7 +191,29 @@ class _Kahan(LowPrecision, Optimizer):
 
 
 class KahanAdamW(_Kahan):
-    """``optimi.AdamW(..., kahan_sum=True)`` on bfloat16/float16 arrays (module docstring)."""
+    """``optimi.AdamW(..., kahan_sum=True)`` on bfloat16/float16 arrays (module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float
+        Learning rate γ (no default, as optimi's).
+    betas : tuple of float, default: (0.9, 0.99)
+        Decay rates (β1, β2) of the moments, debiased as optimi does.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ).
+    eps : float, default: 1e-06
+        Term ε added to the denominator for numerical stability.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    """
 
     def __init__(self, params, lr, betas=(0.9, 0.99), weight_decay=1e-2, eps=1e-6, *,
                  format=None, torch_cpu_lanes=None):
@@ -221,7 +243,27 @@ class KahanAdamW(_Kahan):
 
 class KahanSGD(_Kahan):
     """``optimi.SGD(..., kahan_sum=True)`` on bfloat16/float16 arrays: L2 weight decay,
-    momentum without dampening from a zero buffer (module docstring)."""
+    momentum without dampening from a zero buffer (module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float
+        Learning rate γ (no default, as optimi's).
+    momentum : float, default: 0
+        Momentum factor μ (0: no momentum buffer).
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    """
 
     def __init__(self, params, lr, momentum=0, weight_decay=0, *, format=None,
                  torch_cpu_lanes=None):
@@ -249,7 +291,29 @@ class KahanSGD(_Kahan):
 
 class KahanLion(_Kahan):
     """``optimi.Lion(..., kahan_sum=True)`` on bfloat16/float16 arrays (module docstring);
-    ``kahan_sum=False`` is optimi's plain 16-bit Lion (every op rounded, no compensation)."""
+    ``kahan_sum=False`` is optimi's plain 16-bit Lion (every op rounded, no compensation).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float
+        Learning rate γ (no default, as optimi's).
+    betas : tuple of float, default: (0.9, 0.99)
+        (β1, β2): β1 of the interpolation the sign is taken of, β2 of the momentum.
+    weight_decay : float, default: 0
+        Decoupled weight decay λ: θ(1 - γλ).
+    kahan_sum : bool, default: True
+        Kahan-compensated parameter updates; False: optimi's plain 16-bit Lion.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    """
 
     def __init__(self, params, lr, betas=(0.9, 0.99), weight_decay=0, *, kahan_sum=True,
                  format=None, torch_cpu_lanes=None):

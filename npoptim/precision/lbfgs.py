@@ -255,7 +255,41 @@ def _scaled16(x, scale, code, out):
 class LBFGS(LowPrecision, lbfgs.LBFGS):
     """``torch.optim.LBFGS`` on bfloat16/float16 arrays, ``rounding="per-op"`` (the module
     docstring); ``format`` names the format of raw ``uint16`` arrays, ``torch_cpu_lanes``
-    torch's 16-bit vector width (its scalar tail rounds ``add``'s product first)."""
+    torch's 16-bit vector width (its scalar tail rounds ``add``'s product first).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 1
+        Step length of an iteration (the line search's first trial).
+    max_iter : int, default: 20
+        Iterations per ``step``.
+    max_eval : int or None, default: None
+        Closure evaluations per ``step`` (None: max_iter * 5 // 4).
+    tolerance_grad : float, default: 1e-07
+        Stop when the gradient's largest entry is within this.
+    tolerance_change : float, default: 1e-09
+        Stop when the step or the change of loss is within this.
+    history_size : int, default: 100
+        Number of (s, y) pairs kept.
+    line_search_fn : str or None, default: None
+        None (fixed step) or ``"strong_wolfe"`` (torch's); ``"zoom"`` is refused here.
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    **torch_options
+        The other options of :class:`npoptim.optim.lbfgs.LBFGS` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

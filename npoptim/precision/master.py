@@ -25,8 +25,17 @@ from npoptim.precision.formats import bits_of, format_of, from_float32_array, to
 class MasterWeights:
     """A float optimizer on master copies of 16-bit model params (see the module docstring).
 
-    ``make_optimizer(master_params)`` builds the float optimizer; ``dtype`` is the master
-    dtype (float32 or float64); ``format`` names the format of raw ``uint16`` model arrays.
+    Parameters
+    ----------
+    model_params : iterable of arrays
+        The model's bfloat16, float16 or uint16 (raw bits) arrays, written after every step.
+    make_optimizer : callable
+        ``make_optimizer(master_params)`` builds the float optimizer on the master params.
+    dtype : {float32, float64}, default: np.float32
+        The dtype of the master params and of the float optimizer's state.
+    format : {'bfloat16', 'float16'} or None, default: None
+        The format of raw ``uint16`` model arrays; ``ml_dtypes.bfloat16`` and NumPy
+        ``float16`` arrays carry their own.
     """
 
     def __init__(self, model_params, make_optimizer, dtype=np.float32, format=None):
@@ -47,9 +56,15 @@ class MasterWeights:
         self.optimizer = make_optimizer(self.params)
 
     def step(self, grads):
-        """Widen ``grads`` (16-bit arrays of the model params' dtype, or arrays of the master
-        dtype, or None), step the float optimizer, write the rounded copy. Atomic: a bad
-        gradient raises before anything changes."""
+        """Widen ``grads``, step the float optimizer, write the rounded copy. Atomic: a bad
+        gradient raises before anything changes.
+
+        Parameters
+        ----------
+        grads : sequence
+            One gradient per model param: an array of the model param's dtype (16-bit), or of
+            the master dtype, or None (no gradient this step).
+        """
         grads = list(grads)
         if len(grads) != len(self.model_params):
             raise ValueError(f"step() got {len(grads)} gradients for "

@@ -117,7 +117,44 @@ def _param16(param, ortho, hyper):
 
 class Muon(LowPrecision, muon.Muon):
     """``torch.optim.Muon`` on bfloat16/float16 2-D arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    weight_decay : float, default: 0.1
+        Decoupled weight decay λ: θ(1 - γλ).
+    momentum : float, default: 0.95
+        Momentum μ of the buffer.
+    nesterov : bool, default: True
+        Orthogonalize the Nesterov direction lerp(G, M, μ) instead of M.
+    ns_coefficients : tuple of float, default: (3.4445, -4.775, 2.0315)
+        Coefficients (a, b, c) of each Newton–Schulz iteration.
+    eps : float, default: 1e-07
+        Floor ε of the Frobenius norm the matrix is scaled by.
+    ns_steps : int, default: 5
+        Number k of Newton–Schulz iterations.
+    adjust_lr_fn : str or None, default: None
+        None or ``"original"`` (γ sqrt(max(1, A/B))) or ``"match_rms_adamw"`` (rms_rate γ
+        sqrt(max(A, B))).
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    **torch_options
+        The other options of :class:`npoptim.optim.muon.Muon` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

@@ -70,7 +70,41 @@ def _nadam_dense(param, grad, states, hyper):
 
 class NAdam(LowPrecision, nadam.NAdam):
     """``torch.optim.NAdam`` on bfloat16/float16 arrays, ``rounding="per-op"`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.002
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: L2, or decoupled with ``decoupled_weight_decay``.
+    momentum_decay : float, default: 0.004
+        Momentum decay ψ of the schedule μ_t = β1(1 - 0.96^(tψ)/2).
+    decoupled_weight_decay : bool, default: False
+        Decoupled decay θ(1 - γλ) (NAdamW).
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.nadam.NAdam` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
     scalar_states = ("mu_product",)

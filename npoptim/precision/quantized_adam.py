@@ -377,21 +377,99 @@ class QuantizedAdam(BlockwiseStateOptimizer):
 
 
 class AdamW8bit(QuantizedAdam):
-    """torchao's ``AdamW8bit``: 8-bit dynamic-map moments, blocks of 256."""
+    """torchao's ``AdamW8bit``: 8-bit dynamic-map moments, blocks of 256.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ) before the moments.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 256, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """
 
     codec = "qmap8"
 
 
 class AdamW4bit(QuantizedAdam):
     """torchao's ``AdamW4bit``: 4-bit moments (signed dynamic map, unsigned linear map),
-    blocks of 128."""
+    blocks of 128.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ) before the moments.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 128, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """
 
     codec = "qmap4"
     default_block_size = 128
 
 
 class AdamWFp8(QuantizedAdam):
-    """torchao's ``AdamWFp8``: float8 e4m3fn moments with a scale per block of 256."""
+    """torchao's ``AdamWFp8``: float8 e4m3fn moments with a scale per block of 256.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0.01
+        Decoupled weight decay λ: θ(1 - γλ) before the moments.
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 256, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """
 
     codec = "fp8"
 
@@ -407,12 +485,90 @@ class _CoupledDecay:
 
 
 class Adam8bit(_CoupledDecay, AdamW8bit):
-    """torchao's ``Adam8bit``: :class:`AdamW8bit` with L2 decay (``g + weight_decay * p``)."""
+    """torchao's ``Adam8bit``: :class:`AdamW8bit` with L2 decay (``g + weight_decay * p``).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 256, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """
 
 
 class Adam4bit(_CoupledDecay, AdamW4bit):
-    """torchao's ``Adam4bit``: :class:`AdamW4bit` with L2 decay."""
+    """torchao's ``Adam4bit``: :class:`AdamW4bit` with L2 decay.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 128, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """
 
 
 class AdamFp8(_CoupledDecay, AdamWFp8):
-    """torchao's ``AdamFp8``: :class:`AdamWFp8` with L2 decay."""
+    """torchao's ``AdamFp8``: :class:`AdamWFp8` with L2 decay.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The float32 or bfloat16 (``ml_dtypes``) arrays to optimize (updated in place), or param
+        groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to the denominator for numerical stability.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    amsgrad : bool, default: False
+        Divide by the running maximum of the second moment (AMSGrad), quantized as it is.
+    block_size : int or None, default: None
+        Elements per block of the quantized state (an even int; None: 256, torchao's); the
+        optimizer's, not a group's.
+    bf16_stochastic_round : bool, default: False
+        Round a new bfloat16 parameter stochastically instead of to nearest (float32 parameters
+        ignore it).
+    seed : int, default: 0
+        The key of the stochastic rounding's draws (npoptim's; see
+        :mod:`npoptim.precision.stochastic`); a non-negative int.
+    """

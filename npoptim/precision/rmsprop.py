@@ -145,7 +145,41 @@ KERNELS = {(False, False): _plain_dense, (False, True): _centered_dense,
 
 class RMSprop(LowPrecision, rmsprop.RMSprop):
     """``torch.optim.RMSprop`` on bfloat16/float16 arrays, ``rounding="per-op"`` (see the module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.01
+        Learning rate γ.
+    alpha : float, default: 0.99
+        Smoothing constant α of the average of g².
+    eps : float, default: 1e-08
+        Term ε added outside the square root.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    momentum : float, default: 0
+        Momentum factor μ (0: none).
+    centered : bool, default: False
+        Centered RMSprop: divide by the estimated variance, v - ḡ².
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.rmsprop.RMSprop` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

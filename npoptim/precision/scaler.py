@@ -22,7 +22,22 @@ from npoptim.precision.formats import format_of, from_float32_array, to_float32_
 
 
 class GradScaler:
-    """``torch.amp.GradScaler`` for npoptim optimizers (see the module docstring)."""
+    """``torch.amp.GradScaler`` for npoptim optimizers (see the module docstring).
+
+    Parameters
+    ----------
+    init_scale : float, default: 65536.0
+        The first scale (stored as a float32).
+    growth_factor : float, default: 2.0
+        What the scale is multiplied by after ``growth_interval`` clean steps; above 1.
+    backoff_factor : float, default: 0.5
+        What the scale is multiplied by after a skipped step; below 1.
+    growth_interval : int, default: 2000
+        The number of clean steps in a row after which the scale grows.
+    enabled : bool, default: True
+        False: no scaling (a scale of 1), :meth:`step` always steps and :meth:`update` does
+        nothing.
+    """
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
@@ -42,14 +57,28 @@ class GradScaler:
         return float(self.scale_value) if self.enabled else 1.0
 
     def scale(self, loss):
-        """``loss * scale`` (float32 arithmetic for a float32 loss, as torch)."""
+        """``loss * scale`` (float32 arithmetic for a float32 loss, as torch).
+
+        Parameters
+        ----------
+        loss : float or ndarray
+            The loss; returned as is when the scaler is disabled.
+        """
         if not self.enabled:
             return loss
         return np.asarray(loss) * self.scale_value.astype(np.asarray(loss).dtype)
 
     def unscale(self, grads, format=None):
         """``(unscaled grads, found_inf)``: new arrays (None stays None); ``found_inf`` is true
-        if a gradient, as given (scaled), has an inf or NaN."""
+        if a gradient, as given (scaled), has an inf or NaN.
+
+        Parameters
+        ----------
+        grads : sequence
+            float32, float64 or 16-bit arrays (or None), as scaled by :meth:`scale`.
+        format : {'bfloat16', 'float16'} or None, default: None
+            The format of raw ``uint16`` gradients.
+        """
         inv_scale = np.float32(1.0 / np.float64(self.scale_value))
         unscaled, found_inf = [], False
         for g in grads:
@@ -68,7 +97,17 @@ class GradScaler:
 
     def step(self, optimizer, grads, format=None):
         """Unscale ``grads`` and step ``optimizer`` unless one holds an inf or NaN; returns
-        True when the optimizer stepped."""
+        True when the optimizer stepped.
+
+        Parameters
+        ----------
+        optimizer : Optimizer
+            The npoptim optimizer to step (``optimizer.step(unscaled grads)``).
+        grads : sequence
+            Its gradients, as scaled by :meth:`scale` (see :meth:`unscale`).
+        format : {'bfloat16', 'float16'} or None, default: None
+            The format of raw ``uint16`` gradients.
+        """
         if not self.enabled:
             optimizer.step(grads)
             return True
@@ -79,7 +118,13 @@ class GradScaler:
         return True
 
     def update(self, new_scale=None):
-        """Back off after a skipped step, grow after ``growth_interval`` clean ones."""
+        """Back off after a skipped step, grow after ``growth_interval`` clean ones.
+
+        Parameters
+        ----------
+        new_scale : float, optional
+            Set the scale to this instead (as torch's ``update(new_scale)``).
+        """
         if not self.enabled:
             return
         if new_scale is not None:

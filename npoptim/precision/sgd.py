@@ -93,7 +93,39 @@ def _momentum_per_op_dense(param, grad, states, hyper):
 
 class SGD(LowPrecision, sgd.SGD):
     """``torch.optim.SGD`` on bfloat16/float16 arrays, ``rounding="per-op"`` (see the module
-    docstring); dense gradients only."""
+    docstring); dense gradients only.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    momentum : float, default: 0
+        Momentum factor μ (0: no momentum buffer).
+    dampening : float, default: 0
+        Dampening τ of the momentum: b ← μb + (1 - τ)g.
+    weight_decay : float, default: 0
+        Weight decay λ: λθ added to the gradient (L2).
+    nesterov : bool, default: False
+        Nesterov momentum: step along g + μb.
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    torch_cpu_lanes : int or None, default: None
+        None: no scalar remainder loop (as on a GPU); or the number of 16-bit lanes of
+        torch's CPU vectors (32 with AVX-512 and with AVX2), to round the last
+        ``n % lanes`` elements of each tensor as torch's scalar loop does.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    **torch_options
+        The other options of :class:`npoptim.optim.sgd.SGD` (torch's
+        ``foreach``, ``differentiable``, ``fused``, ...); its convention switches only at
+        torch's values.
+    """
 
     roundings = ("per-op",)
 

@@ -99,7 +99,27 @@ def _as_bits(gradient):
 
 class SparseAdam(LowPrecision, sparse_adam.SparseAdam):
     """``torch.optim.SparseAdam`` on bfloat16/float16 arrays, ``rounding="per-op"`` (the module
-    docstring); ``format`` names the format of raw ``uint16`` arrays."""
+    docstring); ``format`` names the format of raw ``uint16`` arrays.
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The bfloat16, float16 or uint16 (raw bits) arrays to optimize (updated in place),
+        or param groups (dicts with ``"params"``).
+    lr : float, default: 0.001
+        Learning rate γ.
+    betas : tuple of float, default: (0.9, 0.999)
+        Decay rates (β1, β2) of the first and second moments.
+    eps : float, default: 1e-08
+        Term ε added to sqrt(v), before the bias correction.
+    maximize : bool, default: False
+        Maximize the objective: the gradient is negated.
+    rounding : {'per-op'}, default: 'per-op'
+        Where results are rounded to the 16-bit format (see the module docstring): ``"per-op"``.
+    format : {'bfloat16', 'float16'} or None, default: None
+        ``"bfloat16"`` or ``"float16"``: the format of raw ``uint16`` arrays (the bits);
+        ``ml_dtypes.bfloat16`` and NumPy ``float16`` arrays carry their own.
+    """
 
     sparse_kind = "lazy"
     roundings = ("per-op",)
