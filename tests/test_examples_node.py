@@ -40,10 +40,10 @@ def test_consumer_results_verify_case_by_case(tmp_path):
     subprocess.run(["node", str(EXAMPLE / "golden_consumer.mjs"), "-o", str(results),
                     str(cases)], check=True, capture_output=True, timeout=300)
     out = subprocess.run([sys.executable, "-m", "npoptim", "verify", str(cases), str(results),
-                          "--case", "SparseAdam/csr-empty/*"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+                          "--case", "SparseAdam/csr-empty/*", "--steps"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count("SparseAdam/csr-empty/float32 ") == 12
+    assert out.stdout.count("SparseAdam/csr-empty/float32 ") == 12  # a row per step
 
 
 def test_consumer_declares_the_wrapper_cases_skipped(tmp_path):

@@ -253,8 +253,8 @@ def test_framework_fails_the_torch_cases_its_flavor_overrides(flavor, tmp_path):
         pytest.skip(f"{flavor} is not installed")
     every = load_all(SUITE, kind="cases")
     by_id = {c.id: c for c in every}
-    overridden = [by_id[compare._torch_id(c)] for c in every if c.flavor == flavor
-                  and "/defaults/" not in c.id and compare._torch_id(c) in by_id
+    overridden = [by_id[verification._torch_id(c)] for c in every if c.flavor == flavor
+                  and "/defaults/" not in c.id and verification._torch_id(c) in by_id
                   and not (flavor == "onnx" and c.optimizer in ORT_ONLY)]
     assert overridden
     results = {r.id: r for r in replay_flavor(flavor, overridden, use_switches=False,
