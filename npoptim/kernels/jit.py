@@ -13,7 +13,7 @@ not cached themselves: they are compiled into the cached kernel that binds them 
 A rule that LLVM's own inliner leaves as a call (the 16-bit per-op rules, large with their
 roundings) keeps the loop around it from vectorizing: :func:`inlined` compiles such a function
 into its callers at the Numba IR level. It changes where the code runs, never what it
-computes (1.4 ms against 14 ms for a bfloat16 SGD step on 1M elements, the same bits).
+computes (a bfloat16 SGD step on 1M elements: 1.8 ms against 14 ms, the same bits).
 
 A driver may contain a ``prange`` loop (run above a size threshold, see
 :mod:`npoptim.kernels.parallel`); a kernel that calls such a driver is compiled with

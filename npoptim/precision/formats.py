@@ -27,10 +27,10 @@ float16 (code 1): IEEE binary16, 1 sign, 5 exponent, 10 mantissa bits.
 Where the CPU converts float16 itself (x86's F16C, on every x86-64 since 2012; every 64-bit ARM
 core) and Numba compiles for it, :data:`HARDWARE_FLOAT16` is true and the float16 conversions
 are the instructions (LLVM's ``fpext``/``fptrunc`` of ``half``), which vectorize where the
-integer forms did not: the same bits (the instruction is IEEE's rounding, as above), with NaN
-taken from the integer form (the instruction quiets a signaling NaN on the way to float32,
-which the integer form, NumPy and torch keep). ``tests/test_precision.py`` holds the two forms
-to each other on every pattern.
+integer forms did not: the same bits (the instruction is IEEE's rounding, as above, and keeps a
+NaN's sign and payload top, quiet), except that on the way to float32 the instruction quiets a
+signaling NaN, which the integer form, NumPy and torch keep: that bit is put back.
+``tests/test_precision.py`` holds the two forms to each other on every pattern.
 
 Arrays: a bfloat16 array is an ``ml_dtypes.bfloat16`` array (the optional extra
 ``npoptim[bf16]``), a float16 array a NumPy ``float16`` one; a raw ``uint16`` array holds either
@@ -38,7 +38,6 @@ format's bits, and the format is then named by the caller (``format="bfloat16"``
 """
 import platform
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
