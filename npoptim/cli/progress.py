@@ -1,4 +1,4 @@
-"""The progress line the commands print on long runs (``plot``, ``verify``)."""
+"""The progress line the commands print on long runs (``check``, ``plot``, ``verify``)."""
 import sys
 import time
 

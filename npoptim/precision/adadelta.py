@@ -23,7 +23,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma
 from npoptim.optim import adadelta
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
                                         record16, rounded_scalar)
@@ -51,7 +51,7 @@ def adadelta_per_op_rule(p, g, s, h, i):
     delta = round_to(np.sqrt(round_to(acc + h.eps, h.code)), h.code)
     delta = round_to(round_to(delta / std, h.code) * g, h.code)
     acc = round_to(fma(h.one_minus_rho * delta, delta, round_to(acc * h.rho, h.code)), h.code)
-    return add_alpha(p, h.neg_lr_alpha, delta, h.code, tail), states(v, acc)
+    return add_alpha(p, h.neg_lr_alpha, delta, h.code, tail), new_states(v, acc)
 
 
 @kernel

@@ -50,7 +50,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
 from npoptim.optim import adam
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 from npoptim.precision.stochastic import random16, stochastic_round, stream_key
@@ -114,7 +114,7 @@ def adam_per_op_rule(p, g, s, h, i):
     tail = i >= h.tail_start
     exp_avg, exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
-    return _per_op_param(p, m, v, h), states(m, v)
+    return _per_op_param(p, m, v, h), new_states(m, v)
 
 
 @inlined
@@ -124,7 +124,7 @@ def amsgrad_per_op_rule(p, g, s, h, i):
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     v_hat = maximum(max_exp_avg_sq, v)
-    return _per_op_param(p, m, v_hat, h), states(m, v, v_hat)
+    return _per_op_param(p, m, v_hat, h), new_states(m, v, v_hat)
 
 
 # -------------------------------------------------------------------------------- fused
@@ -153,13 +153,13 @@ def adam_stochastic_rule(p, g, s, h, i):
     """Fused Adam/AdamW with the new parameter rounded stochastically (the moments to
     nearest, by the driver)."""
     p, (m, v) = adam_fused_rule(p, g, s, h, i)
-    return _stochastic(p, h, i), states(m, v)
+    return _stochastic(p, h, i), new_states(m, v)
 
 
 @inlined
 def amsgrad_stochastic_rule(p, g, s, h, i):
     p, (m, v, v_hat) = amsgrad_fused_rule(p, g, s, h, i)
-    return _stochastic(p, h, i), states(m, v, v_hat)
+    return _stochastic(p, h, i), new_states(m, v, v_hat)
 
 
 @kernel

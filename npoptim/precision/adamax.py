@@ -22,7 +22,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import lerp, maximum
 from npoptim.optim import adamax
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import (LowPrecision, per_op_decayed_grad, record16,
                                         rounded_scalar)
@@ -46,7 +46,7 @@ def adamax_per_op_rule(p, g, s, h, i):
     g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
     m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
     u = maximum(round_to(u * h.beta2, h.code), round_to(abs(g) + h.eps, h.code))
-    return round_to(p + h.neg_clr * m / u, h.code), states(m, u)
+    return round_to(p + h.neg_clr * m / u, h.code), new_states(m, u)
 
 
 @kernel

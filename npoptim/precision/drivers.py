@@ -13,7 +13,7 @@ when it writes it back; a rule that rounds every operation (``rounding="per-op"`
 values already in the format, so that last rounding is exact for it.
 
 The 16-bit rules are compiled into the drivers' loops (:func:`npoptim.kernels.jit.inlined`),
-which then vectorize. A rule with two or more states returns them as ``states(m, v)``, not as
+which then vectorize. A rule with two or more states returns them as ``new_states(m, v)``, not as
 the literal ``(m, v)``: Numba's array analysis of a parallel kernel (the drivers have a
 ``prange`` loop) takes an inlined tuple literal nested in the returned pair for a shape and
 refuses to compile; the call keeps the tuple opaque to it and costs nothing once compiled.
@@ -34,9 +34,9 @@ from npoptim.precision.quantized import decode, encode_state_block
 
 
 @kernel
-def states(*values):
+def new_states(*values):
     """The tuple of a 16-bit rule's new states (see the module docstring for why a rule
-    returns ``states(m, v)`` rather than ``(m, v)``)."""
+    returns ``new_states(m, v)`` rather than ``(m, v)``)."""
     return values
 
 

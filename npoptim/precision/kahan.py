@@ -41,7 +41,7 @@ from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim.optimizer import Optimizer
 from npoptim.optim.options import check_betas, check_nonnegative
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import LowPrecision, add_alpha, record16, rounded_scalar
 
@@ -82,7 +82,7 @@ def kahan_adamw_rule(p, g, s, h, i):
     denom = round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
     c = round_to(c + h.neg_lr * m / denom, h.code)  # c.addcdiv_(m, denom, value=-lr)
     p, c = kahan_add(p, c, h.code)
-    return p, states(m, v, c)
+    return p, new_states(m, v, c)
 
 
 @inlined
@@ -112,7 +112,7 @@ def kahan_momentum_rule(p, g, s, h, i):
     b = round_to(round_to(b * h.momentum, h.code) + g, h.code)
     c = add_alpha(c, h.neg_lr_alpha, b, h.code, tail)
     p, c = kahan_add(p, c, h.code)
-    return p, states(b, c)
+    return p, new_states(b, c)
 
 
 @inlined
@@ -131,7 +131,7 @@ def kahan_lion_rule(p, g, s, h, i):
     p, u, m = _lion_direction(p, g, m, h)
     c = add_alpha(c, h.neg_lr_alpha, u, h.code, tail)
     p, c = kahan_add(p, c, h.code)
-    return p, states(m, c)
+    return p, new_states(m, c)
 
 
 @inlined

@@ -27,7 +27,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.optim import nadam
 from npoptim.precision.adam import per_op_moment_hyper, per_op_moments
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import format_of, round_to
 from npoptim.precision.optimizer import (LowPrecision, record16, rounded_scalar, scalar_state,
                                         set_scalar_state)
@@ -60,7 +60,7 @@ def nadam_per_op_rule(p, g, s, h, i):
     denom = round_to(np.sqrt(round_to(v / h.bias_correction2, h.code)), h.code)
     denom = round_to(denom + h.eps, h.code)
     p = round_to(p + h.grad_coef * g / denom, h.code)
-    return round_to(p + h.avg_coef * m / denom, h.code), states(m, v)
+    return round_to(p + h.avg_coef * m / denom, h.code), new_states(m, v)
 
 
 @kernel

@@ -27,7 +27,7 @@ from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim import radam
 from npoptim.precision.adam import per_op_moment_hyper, per_op_moments
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import LowPrecision, record16, rounded_scalar
 
@@ -62,7 +62,7 @@ def radam_per_op_rule(p, g, s, h, i):
     adaptive_lr = round_to(round_to(constant(1.0, denom) / denom, h.code) * h.bias_correction2_sqrt,
                            h.code)
     update = round_to(round_to(update * adaptive_lr, h.code) * h.rect, h.code)
-    return round_to(p - update, h.code), states(m, v)
+    return round_to(p - update, h.code), new_states(m, v)
 
 
 @inlined
@@ -71,7 +71,7 @@ def unrectified_per_op_rule(p, g, s, h, i):
     exp_avg, exp_avg_sq = s
     p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, i >= h.tail_start)
     update = round_to(round_to(m / h.bias_correction1, h.code) * h.lr, h.code)
-    return round_to(p - update, h.code), states(m, v)
+    return round_to(p - update, h.code), new_states(m, v)
 
 
 @kernel

@@ -28,7 +28,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim import rmsprop
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to
 from npoptim.precision.optimizer import (LowPrecision, add_alpha, per_op_decayed_grad,
                                         record16, rounded_scalar)
@@ -94,7 +94,7 @@ def centered_per_op_rule(p, g, s, h, i):
     v, grad_avg = s
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)
-    return _param_step(p, g, _centered_denom(v, grad_avg, h), h), states(v, grad_avg)
+    return _param_step(p, g, _centered_denom(v, grad_avg, h), h), new_states(v, grad_avg)
 
 
 @inlined
@@ -104,7 +104,7 @@ def momentum_per_op_rule(p, g, s, h, i):
     v, buf = s
     g, v = _square_avg(p, g, v, h, tail)
     p, buf = _momentum_step(p, g, _plain_denom(v, h), buf, h, tail)
-    return p, states(v, buf)
+    return p, new_states(v, buf)
 
 
 @inlined
@@ -115,7 +115,7 @@ def centered_momentum_per_op_rule(p, g, s, h, i):
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)
     p, buf = _momentum_step(p, g, _centered_denom(v, grad_avg, h), buf, h, tail)
-    return p, states(v, buf, grad_avg)
+    return p, new_states(v, buf, grad_avg)
 
 
 @kernel

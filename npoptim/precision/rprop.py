@@ -29,7 +29,7 @@ import numpy as np
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import constant
 from npoptim.optim import rprop
-from npoptim.precision.drivers import apply_dense16, states
+from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import (MAX_FINITE, bits_of, format_of, from_float32_array,
                                        round_to)
 from npoptim.precision.optimizer import LowPrecision, record16, rounded_scalar
@@ -77,7 +77,7 @@ def rprop_per_op_rule(p, g, s, h, i):
         step_size = h.step_size_max
     if factor == h.etaminus:
         g = constant(0.0, p)
-    return round_to(p - _sign(g) * step_size, h.code), states(g, step_size)
+    return round_to(p - _sign(g) * step_size, h.code), new_states(g, step_size)
 
 
 @kernel

@@ -37,7 +37,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.optim import sparse_adam
-from npoptim.precision.drivers import apply_rows16, states
+from npoptim.precision.drivers import apply_rows16, new_states
 from npoptim.precision.formats import FORMATS, format_of, from_float32, round_to, to_float32
 from npoptim.precision.optimizer import LowPrecision, record16, rounded_scalar
 from npoptim.sparse.rowgrad import as_row_gradient, coalesce_order, is_sparse, sum_by_slot
@@ -69,7 +69,7 @@ def sparse_adam_per_op_rule(p, g, s, h, i):
     v = round_to(v + v_update, h.code)
     denom = round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
     step = round_to(h.neg_step_size * round_to(m / denom, h.code), h.code)
-    return round_to(p + step, h.code), states(m, v)
+    return round_to(p + step, h.code), new_states(m, v)
 
 
 @kernel
