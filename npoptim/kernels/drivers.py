@@ -365,7 +365,12 @@ def _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_sta
                    first, last):
     """``row_rule`` on the touched rows ``rows[first:last]``; a row whose columns are not all
     stored is spread into a zeroed row first (its missing columns are zero gradients)."""
-    scratch = np.zeros(ncols, data.dtype)
+    # np.empty and a loop, not np.zeros: inlined into a parallel kernel, np.zeros becomes a
+    # parallel region of its own, which woke the thread pool on every step (8 ms a step
+    # with the other core busy, measured)
+    scratch = np.empty(ncols, data.dtype)
+    for c in range(ncols):
+        scratch[c] = 0
     for j in range(first, min(last, first + PREFETCH_ROWS)):
         prefetch_span(param, rows[j] * ncols, ncols)
     for j in range(first, last):
