@@ -102,6 +102,27 @@ def test_builder_cost_does_not_allocate_per_table_row():
     np.testing.assert_array_equal(g.rows, [7, 10**12 - 1])
 
 
+@pytest.mark.parametrize("num_rows, lookups", [
+    (1_000_003, 5_000),   # id and position packed into one int64 (20 + 13 bits)
+    (2**61, 64),          # 61 + 6 bits do not fit in 63: ids and positions sorted apart
+])
+def test_builder_sorts_like_a_stable_sort_whichever_way_it_packs(num_rows, lookups):
+    rng = np.random.default_rng(7)
+    hot = rng.integers(0, num_rows, lookups // 4, dtype=np.int64)
+    ids = hot[rng.integers(0, hot.size, lookups)]  # repeats in every row
+    values = rng.standard_normal((lookups, 3)).astype(np.float32)
+    g = row_sparse_grad(ids, values, num_rows)
+    order = np.argsort(ids, kind="stable")
+    rows, first = np.unique(ids[order], return_index=True)
+    expected = np.zeros((rows.size, 3), np.float32)
+    for slot, lookup in zip(np.repeat(np.arange(rows.size), np.diff(np.append(first,
+                                                                               lookups))),
+                            order):
+        expected[slot] += values[lookup]  # onto zeros, in lookup order
+    np.testing.assert_array_equal(g.rows, rows)
+    np.testing.assert_array_equal(g.values, expected)
+
+
 def test_empty_batch_advances_the_step_and_changes_nothing():
     p = np.ones((4, 2))
     opt = npoptim.SparseAdam([p], lr=0.1)

@@ -124,11 +124,35 @@ _RADIX_PASSES = 3
 
 
 @kernel
+def _radix_pass(keys, next_keys, order, next_order, shift, mask, counts):
+    """One stable counting pass of the digit ``(key >> shift) & mask``: ``keys`` (and, when it
+    is not empty, ``order`` with them) into ``next_keys`` (``next_order``)."""
+    n = keys.size
+    carry = order.size != 0
+    counts[:] = 0
+    for i in range(n):
+        counts[((keys[i] >> shift) & mask) + 1] += 1
+    for d in range(mask + 1):
+        counts[d + 1] += counts[d]
+    for i in range(n):
+        d = (keys[i] >> shift) & mask
+        at = counts[d]
+        next_keys[at] = keys[i]
+        if carry:
+            next_order[at] = order[i]
+        counts[d] = at + 1
+
+
+@kernel
 def _lookup_order(ids, num_rows):
     """The lookups sorted by id, repeats of one id in lookup order: a stable LSD radix sort.
+    Returns ``(order, sorted_ids)``.
 
     Branch-free, unlike a comparison sort, whose mispredicted branches make it 4x slower on
-    fresh lookups than on the same lookups again (measured). Ids lie in ``[0, num_rows)``."""
+    fresh lookups than on the same lookups again (measured). Ids lie in ``[0, num_rows)``.
+    While an id and its lookup's position fit in 63 bits together, they travel packed into
+    one int64 (id above, position below), so that a pass moves one array, not two (the sort
+    took 0.73 ms for 65,536 lookups with two arrays, 0.43 ms packed, measured)."""
     n = ids.size
     bits = 1
     while bits < 63 and (1 << bits) < num_rows:
@@ -136,27 +160,30 @@ def _lookup_order(ids, num_rows):
     passes = max(_RADIX_PASSES, (bits + 10) // 11)
     digit = (bits + passes - 1) // passes
     mask = (1 << digit) - 1
-    order = np.arange(n)
-    keys = ids.copy()
-    next_order = np.empty(n, np.int64)
+    position_bits = 1
+    while (1 << position_bits) < n:
+        position_bits += 1
+    packed = bits + position_bits <= 63
+    below = position_bits if packed else 0
+    keys = np.empty(n, np.int64)
+    for i in range(n):
+        keys[i] = (ids[i] << below) | i if packed else ids[i]
+    order = np.empty(0 if packed else n, np.int64)
+    for i in range(order.size):
+        order[i] = i
     next_keys = np.empty(n, np.int64)
+    next_order = np.empty(order.size, np.int64)
     counts = np.empty(mask + 2, np.int64)
     for p in range(passes):
-        shift = p * digit
-        counts[:] = 0
-        for i in range(n):
-            counts[((keys[i] >> shift) & mask) + 1] += 1
-        for d in range(mask + 1):
-            counts[d + 1] += counts[d]
-        for i in range(n):
-            d = (keys[i] >> shift) & mask
-            at = counts[d]
-            next_order[at] = order[i]
-            next_keys[at] = keys[i]
-            counts[d] = at + 1
-        order, next_order = next_order, order
+        _radix_pass(keys, next_keys, order, next_order, p * digit + below, mask, counts)
         keys, next_keys = next_keys, keys
-    return order
+        order, next_order = next_order, order
+    if packed:
+        order = np.empty(n, np.int64)
+        for i in range(n):
+            order[i] = keys[i] & ((1 << below) - 1)
+            keys[i] = keys[i] >> below
+    return order, keys
 
 
 @kernel
@@ -167,30 +194,34 @@ def _coalesce_sorted(ids, values, width, num_rows):
     -1, ``rows`` the distinct ids in increasing order, ``data`` their summed rows (flat). The
     lookups of one id are added onto zeros in lookup order (as
     :func:`npoptim.sparse.rowgrad.embedding_row_grad` adds them).
+
+    The sort gives each lookup the slot of its id among the distinct ids; the values are then
+    added in lookup order, read once from start to end (reading them in the sorted order
+    instead jumps through memory and took twice as long at 65,536 lookups, measured), into
+    ``data``, which holds the distinct rows only and stays in cache.
     """
     n = ids.size
     for k in range(n):
         if ids[k] < 0 or ids[k] >= num_rows:
             return k, np.zeros(0, np.int64), np.zeros(0, values.dtype)
-    order = _lookup_order(ids, num_rows)
+    order, sorted_ids = _lookup_order(ids, num_rows)
+    slot = np.empty(n, np.int64)
+    distinct = np.empty(n, np.int64)
     count = 0
     previous = -1
     for k in range(n):
-        if ids[order[k]] != previous:
-            previous = ids[order[k]]
+        if sorted_ids[k] != previous:
+            previous = sorted_ids[k]
+            distinct[count] = previous
             count += 1
-    rows = np.empty(count, np.int64)
+        slot[order[k]] = count - 1
+    rows = distinct[:count].copy()
     data = np.zeros(count * width, values.dtype)
-    j = -1
-    previous = -1
     for k in range(n):
-        lookup = order[k]
-        if ids[lookup] != previous:
-            previous = ids[lookup]
-            j += 1
-            rows[j] = previous
-        target = data[j * width:(j + 1) * width]
-        source = values[lookup * width:(lookup + 1) * width]
+        start = slot[k] * width
+        # slices, not 2-D indexing: LLVM vectorizes this form
+        target = data[start:start + width]
+        source = values[k * width:(k + 1) * width]
         for c in range(width):
             target[c] += source[c]
     return -1, rows, data
