@@ -17,9 +17,10 @@ import traceback
 
 import numba
 
-CASES = ("sparse", "dense", "threads", "startup", "scale", "sparse16", "precision")
+CASES = ("sparse", "dense", "threads", "startup", "scale", "lookups", "sparse16", "precision")
 #: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
-#: many minutes and up to 20 GB: run it by name
+#: many minutes and up to 20 GB, ``lookups`` (npoptim.bench.lookups: batches of 1,024 to
+#: 65,536 lookups against FBGEMM) minutes and 6 GB: run them by name
 DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16", "precision")
 
 #: ``--quick``: tiny sizes and few rounds, one of each kind of call where the full run sweeps
@@ -28,7 +29,8 @@ QUICK = dict(rows=2_000, width=8, densities=(0.01, 0.1), dense_size=20_000, dtyp
              rounds=3, thread_sizes=(1 << 12,), identity_size=20_000,
              identity_table=(2_000, 8), scale_rows=(2_000, 20_000), scale_widths=(8,),
              sparse16_rows=(2_000, 20_000), sparse16_touched=(20, 50, 200), sparse16_width=8,
-             precision_size=4_096)
+             precision_size=4_096, lookups_rows=(2_000, 20_000), lookups_widths=(8,),
+             lookups_batches=(64, 512))
 
 
 def add_arguments(parser):
@@ -39,6 +41,12 @@ def add_arguments(parser):
                         help="scale case: table sizes (rows)")
     parser.add_argument("--scale-widths", default="16,64",
                         help="scale case: embedding widths (64 only up to 10M rows)")
+    parser.add_argument("--lookups-rows", default="1000000,10000000",
+                        help="lookups case: table sizes (rows)")
+    parser.add_argument("--lookups-widths", default="16,64",
+                        help="lookups case: embedding widths")
+    parser.add_argument("--lookups-batches", default="1024,4096,16384,65536",
+                        help="lookups case: lookups per batch")
     parser.add_argument("--sparse16-rows", default="10000,100000,1000000",
                         help="sparse16 case: table sizes (rows), the touched rows fixed")
     parser.add_argument("--sparse16-touched", default="100,1000,10000",
@@ -145,6 +153,20 @@ def run(args):
         attempt("scale", lambda: scale.scale(report, scale_rows, scale_widths,
                                              rounds=rounds or 15, use_torch=use_torch),
                 prints=False)  # it prints each cell as it comes
+    if "lookups" in wanted:
+        from npoptim.bench import lookups
+
+        if quick:
+            lookup_rows, lookup_widths, lookup_batches = (
+                quick["lookups_rows"], quick["lookups_widths"], quick["lookups_batches"])
+        else:
+            lookup_rows, lookup_widths, lookup_batches = (
+                tuple(int(n) for n in getattr(args, name).split(","))
+                for name in ("lookups_rows", "lookups_widths", "lookups_batches"))
+        attempt("lookups", lambda: lookups.lookups(
+            report, lookup_rows, lookup_widths, lookup_batches, rounds=rounds or 15,
+            use_fbgemm=use_torch),
+            prints=False)  # it prints each cell as it comes
     if "sparse16" in wanted:
         from npoptim.bench import sparse16
 
@@ -174,6 +196,8 @@ def run(args):
               "skipped": report.skipped}
     if getattr(report, "scale", None):
         result["scale"] = report.scale
+    if getattr(report, "lookups", None):
+        result["lookups"] = report.lookups
     if getattr(report, "sparse16", None):
         result["sparse16"] = report.sparse16
     if getattr(report, "precision16", None):
@@ -297,6 +321,10 @@ def markdown(result):
         from npoptim.bench.scale import markdown_table
 
         out += ["", markdown_table(result["scale"])]
+    if result.get("lookups"):
+        from npoptim.bench.lookups import markdown_table as lookups_table
+
+        out += ["", lookups_table(result["lookups"])]
     if result.get("sparse16"):
         from npoptim.bench.sparse16 import markdown_table as sparse16_table
 

@@ -35,7 +35,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -49,14 +48,15 @@ STEP_BUILDER, STEP_SCIPY = "step, builder's CSR", "step, scipy-built CSR"
 FBGEMM = "FBGEMM exact Adagrad (backward + update)"
 
 
-def batches(nrows, width, seed=0):
-    """``BATCHES`` lookup batches ``(ids, values)`` (see the module docstring)."""
+def batches(nrows, width, seed=0, batch=BATCH, count=BATCHES):
+    """``count`` lookup batches ``(ids, values)`` of ``batch`` lookups each (see the module
+    docstring)."""
     rng = np.random.default_rng(seed)
     out = []
-    for _ in range(BATCHES):
-        ranks = (rng.zipf(ZIPF, BATCH).astype(np.uint64) - np.uint64(1)) % np.uint64(nrows)
+    for _ in range(count):
+        ranks = (rng.zipf(ZIPF, batch).astype(np.uint64) - np.uint64(1)) % np.uint64(nrows)
         ids = ((ranks * np.uint64(_SCATTER)) % np.uint64(nrows)).astype(np.int64)
-        out.append((ids, rng.standard_normal((BATCH, width)).astype(np.float32)))
+        out.append((ids, rng.standard_normal((batch, width)).astype(np.float32)))
     return out
 
 
@@ -167,33 +167,14 @@ def _torch_worker(optimizer, nrows, width, rounds):
 
 
 def _fbgemm_worker(optimizer, nrows, width, rounds):
+    from npoptim.bench import fbgemm_ref
+
     if optimizer != "Adagrad":
         return {}
-    try:
-        import torch
-        from fbgemm_gpu.split_table_batched_embeddings_ops_common import (EmbeddingLocation,
-                                                                          PoolingMode)
-        from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
-            ComputeDevice, OptimType, SplitTableBatchedEmbeddingBagsCodegen)
-    except Exception:  # not installed, or built for another torch
+    emb = fbgemm_ref.table(optimizer, nrows, width)
+    if emb is None:
         return {}
-    torch.set_num_threads(1)
-    data = batches(nrows, width)
-    emb = SplitTableBatchedEmbeddingBagsCodegen(
-        embedding_specs=[(nrows, width, EmbeddingLocation.HOST, ComputeDevice.CPU)],
-        optimizer=OptimType.EXACT_ADAGRAD, learning_rate=1e-2, eps=1e-10,
-        pooling_mode=PoolingMode.SUM)
-    offsets = torch.arange(BATCH + 1, dtype=torch.int64)
-    batches_t = [(torch.from_numpy(ids), torch.from_numpy(v)) for ids, v in data]
-    samples = []
-    for k in range(BATCHES + rounds):
-        ids, grad = batches_t[k % BATCHES]
-        out = emb(ids, offsets)
-        start = time.perf_counter()
-        out.backward(grad)
-        if k >= BATCHES:
-            samples.append(time.perf_counter() - start)
-    return {FBGEMM: float(np.median(samples)) * 1e3}
+    return {FBGEMM: fbgemm_ref.backward_ms(emb, batches(nrows, width), rounds)}
 
 
 WORKERS = {"npoptim": _npoptim_worker, "torch": _torch_worker, "fbgemm": _fbgemm_worker}
