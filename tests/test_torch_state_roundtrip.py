@@ -56,36 +56,46 @@ def torch_step(opt, tparams, name, step):
     opt.step()
 
 
-def assert_close(ours, theirs, dtype, where):
-    """Same values: float64 to 1e-12 of the scale, float32 to a few ulps of it."""
+#: float32 ulps (of the scale) that a step may differ by: 4, and 16 for LBFGS, whose float32
+#: dot products do not follow torch's (MKL's ``sdot`` order is not reproduced, and depends on
+#: the CPU: tests/test_lbfgs.py's docstring): ``ro = 1 / (y . s)`` of the step after loading
+#: differed from torch's by 4.2 ulps on an AMD EPYC with AVX-512 (an Intel Xeon stayed within
+#: 4), and a dot of n terms summed in another order may move by up to about n/2 ulps
+F32_ULPS = {"LBFGS": 16}
+
+
+def assert_close(ours, theirs, dtype, where, ulps=4):
+    """Same values: float64 to 1e-12 of the scale, float32 to ``ulps`` ulps of it."""
     ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
     assert ours.shape == theirs.shape, where
     scale = max(1.0, float(np.max(np.abs(theirs), initial=0.0)))
-    tol = 1e-12 if dtype == np.float64 else 4 * np.finfo(np.float32).eps
+    tol = 1e-12 if dtype == np.float64 else ulps * np.finfo(np.float32).eps
     err = float(np.max(np.abs(ours - theirs), initial=0.0)) / scale
     assert err <= tol, (where, err)
 
 
-def assert_state_close(ours, theirs, dtype, where="state"):
+def assert_state_close(ours, theirs, dtype, where="state", ulps=4):
     """Compare two state trees (numbers, arrays, lists, dicts) value by value."""
     if isinstance(theirs, dict):
         assert isinstance(ours, dict) and set(ours) == set(theirs), (where, ours, theirs)
         for k in theirs:
-            assert_state_close(ours[k], theirs[k], dtype, f"{where}[{k!r}]")
+            assert_state_close(ours[k], theirs[k], dtype, f"{where}[{k!r}]", ulps)
     elif isinstance(theirs, (list, tuple)):
         assert len(ours) == len(theirs), where
         for i, (a, b) in enumerate(zip(ours, theirs)):
-            assert_state_close(a, b, dtype, f"{where}[{i}]")
+            assert_state_close(a, b, dtype, f"{where}[{i}]", ulps)
     elif theirs is None:
         assert ours is None, where
     else:
-        assert_close(ours, theirs, dtype, where)
+        assert_close(ours, theirs, dtype, where, ulps)
 
 
 def compare_runs(opt, params, topt, tparams, dtype):
+    ulps = F32_ULPS.get(type(opt).__name__, 4)
     for k, (p, t) in enumerate(zip(params, tparams)):
-        assert_close(p, t.detach().numpy(), dtype, f"param {k}")
-    assert_state_close(opt.state_dict()["state"], to_numpy(topt.state_dict()["state"]), dtype)
+        assert_close(p, t.detach().numpy(), dtype, f"param {k}", ulps)
+    assert_state_close(opt.state_dict()["state"], to_numpy(topt.state_dict()["state"]), dtype,
+                       ulps=ulps)
 
 
 @needs_torch
