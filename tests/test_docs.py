@@ -100,16 +100,30 @@ def test_no_table_cell_over_400_characters():
     assert not long, long
 
 
-def test_measurement_logs_carry_their_date():
-    """Every section of the performance page with a table says when it was measured; the page
-    says the tables are dated logs (the docs build runs no benchmark)."""
+def test_measurement_tables_are_rendered_from_committed_runs():
+    """The performance page types no table by hand: each of its tables is a committed ``npoptim
+    bench --json`` run (``docs/measurements/``) that the build renders, whose text starts with
+    where and when it ran; every committed run is shown, and the page says the tables are
+    dated logs (the docs build runs no benchmark)."""
+    import json
     import re
+    spec = importlib.util.spec_from_file_location("measurement_pages",
+                                                  DOCS / "measurement_pages.py")
+    measurement_pages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measurement_pages)
     text = (DOCS / "performance.md").read_text()
     assert "measurement logs" in text
-    for section in re.split(r"\n## ", text):
-        if "\n|" in section:
-            before_table = section.split("\n|")[0]
-            assert re.search(r"20\d\d-\d\d-\d\d", before_table), section.splitlines()[0]
+    typed = [line for line in text.splitlines() if line.lstrip().startswith("|")]
+    assert not typed, typed
+    included = re.findall(r"\{include\} _generated/measurements/(\w+)\.md", text)
+    committed = sorted(p.stem for p in measurement_pages.MEASUREMENTS.glob("*.json"))
+    assert sorted(included) == committed and len(committed) >= 5, (included, committed)
+    for name in committed:
+        result = json.loads((measurement_pages.MEASUREMENTS / f"{name}.json").read_text())
+        assert not result["quick"] and not result["failures"], name
+        rendered = measurement_pages.markdown(result)
+        assert re.match(r"Measured 20\d\d-\d\d-\d\d \d\d:\d\d UTC on ", rendered), name
+        assert "\n| " in rendered, name
 
 
 def test_wrappers_page_gives_the_real_defaults():

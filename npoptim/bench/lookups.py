@@ -25,12 +25,11 @@ does not: with 4 KiB pages, every scattered row that npoptim touches waits for a
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 
+from npoptim.bench.processes import run_worker
 from npoptim.bench.scale import batches
 
 OPTIMIZERS = ("RowWiseAdagrad", "Adagrad")
@@ -91,16 +90,9 @@ WORKERS = {"npoptim": _npoptim_worker, "fbgemm": _fbgemm_worker}
 
 def measure(framework, optimizer, nrows, width, rounds, sizes):
     """Run one worker in a process of its own: ``{batch: {name: ms}}``, or {} if it failed."""
-    cmd = [sys.executable, "-m", "npoptim.bench.lookups", "--worker", framework, optimizer,
-           str(nrows), str(width), str(rounds), ",".join(str(b) for b in sizes)]
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
-                              os.path.abspath(__file__)))))
-    if proc.returncode != 0:
-        print(f"  ({framework} {optimizer} {nrows:,} x {width} failed: "
-              f"{proc.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
-        return {}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker("npoptim.bench.lookups", (framework, optimizer, nrows, width, rounds,
+                                                ",".join(str(b) for b in sizes)),
+                      f"{framework} {optimizer} {nrows:,} x {width}")
 
 
 def lookups(report, sizes=ROWS, widths=WIDTHS, batch_sizes=LOOKUPS, rounds=15,

@@ -32,11 +32,11 @@ the table would show here (resident file pages would not, which is why not peak 
 import argparse
 import contextlib
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
+
+from npoptim.bench.processes import run_worker
 
 BATCH = 4096
 ZIPF = 1.2
@@ -182,16 +182,8 @@ WORKERS = {"npoptim": _npoptim_worker, "torch": _torch_worker, "fbgemm": _fbgemm
 
 def measure(framework, optimizer, nrows, width, rounds):
     """Run one worker in a process of its own; its results (ms), or {} if it failed."""
-    cmd = [sys.executable, "-m", "npoptim.bench.scale", "--worker", framework, optimizer,
-           str(nrows), str(width), str(rounds)]
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
-                              os.path.abspath(__file__)))))
-    if proc.returncode != 0:
-        print(f"  ({framework} {optimizer} {nrows:,} x {width} failed: "
-              f"{proc.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
-        return {}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker("npoptim.bench.scale", (framework, optimizer, nrows, width, rounds),
+                      f"{framework} {optimizer} {nrows:,} x {width}")
 
 
 def scale(report, sizes, widths, rounds=15, use_torch=True, optimizers=("SparseAdam",

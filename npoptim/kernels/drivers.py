@@ -246,20 +246,34 @@ def _block_rows(row_ptr, n, blocks, block):
 
 
 @driver
+def prefetch_first_rows(param, states, rows, ncols, first, last):
+    """Prefetch the parameter and state rows of the first ``PREFETCH_ROWS`` touched rows of
+    ``rows[first:last]`` (flat arrays, ``ncols`` elements a row)."""
+    for j in range(first, min(last, first + PREFETCH_ROWS)):
+        prefetch_span(param, rows[j] * ncols, ncols)
+        prefetch_states(states, rows[j] * ncols, ncols)
+
+
+@driver
+def prefetch_row_ahead(param, states, rows, ncols, j, last):
+    """While touched row ``j`` is updated, prefetch the one ``PREFETCH_ROWS`` ahead (if it is
+    before ``last``), so that each row does not wait for memory in turn."""
+    if j + PREFETCH_ROWS < last:
+        ahead = rows[j + PREFETCH_ROWS] * ncols
+        prefetch_span(param, ahead, ncols)
+        prefetch_states(states, ahead, ncols)
+
+
+@driver
 def _update_rows(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, first, last):
     """Apply ``rule`` to the touched rows ``rows[first:last]``.
 
     The parameter and state rows are scattered: the loop prefetches them ``PREFETCH_ROWS``
     touched rows ahead, so that each row does not wait for memory in turn.
     """
-    for j in range(first, min(last, first + PREFETCH_ROWS)):
-        prefetch_span(param, rows[j] * ncols, ncols)
-        prefetch_states(states, rows[j] * ncols, ncols)
+    prefetch_first_rows(param, states, rows, ncols, first, last)
     for j in range(first, last):
-        if j + PREFETCH_ROWS < last:
-            ahead = rows[j + PREFETCH_ROWS] * ncols
-            prefetch_span(param, ahead, ncols)
-            prefetch_states(states, ahead, ncols)
+        prefetch_row_ahead(param, states, rows, ncols, j, last)
         start = row_ptr[j]
         stop = row_ptr[j + 1]
         base = rows[j] * ncols

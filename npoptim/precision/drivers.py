@@ -26,8 +26,8 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from npoptim.kernels.drivers import (PREFETCH_ROWS, load_state, prefetch_span,
-                                     prefetch_states, slice_states, store_state)
+from npoptim.kernels.drivers import (load_state, prefetch_first_rows, prefetch_row_ahead,
+                                     slice_states, store_state)
 from npoptim.kernels.jit import JIT_OPTIONS, driver, kernel
 from npoptim.kernels.parallel import parallel_threshold
 from npoptim.precision.formats import BFLOAT16, from_float32, to_float32
@@ -142,14 +142,9 @@ def _rows16_serial(rule, param, ncols, rows, row_ptr, indices, data, states, hyp
                    last):
     """Rows ``rows[first:last]``, prefetched ``PREFETCH_ROWS`` touched rows ahead (as
     :func:`npoptim.kernels.drivers.apply_rows` does)."""
-    for j in range(first, min(last, first + PREFETCH_ROWS)):
-        prefetch_span(param, rows[j] * ncols, ncols)
-        prefetch_states(states, rows[j] * ncols, ncols)
+    prefetch_first_rows(param, states, rows, ncols, first, last)
     for j in range(first, last):
-        if j + PREFETCH_ROWS < last:
-            ahead = rows[j + PREFETCH_ROWS] * ncols
-            prefetch_span(param, ahead, ncols)
-            prefetch_states(states, ahead, ncols)
+        prefetch_row_ahead(param, states, rows, ncols, j, last)
         _update_row16(rule, param, ncols, rows, row_ptr, indices, data, states, hyper, j)
 
 
