@@ -1,7 +1,7 @@
 """MARS: pytorch_optimizer 4.1.0's MARS in float64 (both of its types that npoptim has, its
 foreach and per-parameter paths, weight decay, amsgrad, optimize_1d, maximize, an lr
 schedule, 1-D, 2-D, 3-D and 0-d tensors, 24 steps, gradients of two scales: clipping on and
-eps felt), the authors' mars.py where its file is given, hand-derived steps, and bad input.
+eps felt; float32 too, to 1e-6), the authors' mars.py where its file is given, hand-derived steps, and bad input.
 
 The authors' code (AGI-Arena/MARS ``MARS/optimizers/mars.py``) is no package: set
 ``NPOPTIM_MARS_AUTHORS_FILE`` to that file (it imports torch and numpy only) to run its
@@ -94,6 +94,22 @@ def test_matches_pytorch_optimizer(kw, mars_type, scale):
     for i, t in enumerate(tensors):
         for name in ("exp_avg", "last_grad"):
             close(ours.state[i][name], theirs.state[t][name].numpy(), rtol=1e-12)
+
+
+@pytest.mark.needs("torch", "pytorch_optimizer")
+@pytest.mark.parametrize("mars_type", ["adamw", "lion"])
+def test_matches_pytorch_optimizer_in_float32(mars_type):
+    # measured: 6e-8 of the scale (an ulp) over 24 steps; the norm is summed in float32
+    import pytorch_optimizer
+    params, grads = problem(2, 1.0)
+    params = [p.astype(np.float32) for p in params]
+    grads = [[g.astype(np.float32) for g in step_grads] for step_grads in grads]
+    kw = dict(weight_decay=0.1, amsgrad=True)
+    expected, _, _ = run_torch(lambda ts: pytorch_optimizer.MARS(
+        ts, lr=LRS[0], mars_type=mars_type, **_pytorch_optimizer_kw(kw)), params, grads, LRS)
+    actual, _ = run_npoptim(params, grads, LRS, mars_type=mars_type,
+                            variant="pytorch_optimizer", **kw)
+    assert worst_error(actual, expected) <= 1e-6
 
 
 @pytest.mark.needs("torch", "pytorch_optimizer")
