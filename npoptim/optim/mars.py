@@ -58,8 +58,8 @@ and ``update_last_grad`` called around ``step``). A plain ``step(grads)`` has on
 so npoptim implements the approximate form :math:`g_{t-1} = \nabla f(x_{t-1}, \xi_{t-1})`,
 the default of the authors' code (``is_approx=True``) and the only form of
 pytorch_optimizer. (A caller who has the exact gradient can write it into
-``state[i]["last_grad"]`` before the step: that is what the authors' ``update_last_grad``
-does.)
+``state[i]["last_grad"]`` before the step, negated under ``maximize``: that is what the
+authors' ``update_last_grad`` does.)
 
 Sources and where they differ:
 
