@@ -31,6 +31,7 @@ OPTIMIZERS = {
     "Ftrl": ("npoptim.optim.ftrl", None),
     "RowWiseAdagrad": ("npoptim.optim.rowwise_adagrad", None),
     "Lion": ("npoptim.optim.lion", None),
+    "MARS": ("npoptim.optim.mars", None),
     "AdaBelief": ("npoptim.optim.adabelief", None),
     "Adan": ("npoptim.optim.adan", None),
     "Yogi": ("npoptim.optim.yogi", None),
@@ -110,6 +111,8 @@ REFERENCES = {
     "RowWiseAdagrad": (None, "https://github.com/pytorch/FBGEMM/blob/v1.8.0/fbgemm_gpu/codegen/"
                              "genscript/optimizers.py"),
     "Lion": (_ARXIV + "2302.06675", _OPTAX + "_src/alias.py"),
+    "MARS": (_ARXIV + "2411.10438",
+             "https://github.com/AGI-Arena/MARS/blob/HEAD/MARS/optimizers/mars.py"),
     "AdaBelief": (_ARXIV + "2010.07468", _OPTAX + "_src/alias.py"),
     "Adan": (_ARXIV + "2208.06677", "https://github.com/sail-sg/Adan/blob/HEAD/adan.py"),
     "Yogi": ("https://papers.nips.cc/paper/8186-adaptive-methods-for-nonconvex-optimization",

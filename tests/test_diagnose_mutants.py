@@ -478,9 +478,69 @@ def sparse_adam(optimizer, bug=None):
     return make_step
 
 
+def mars(optimizer, bug=None):
+    """MARS's approximate form with both published forms' switches (eps placement, eps_root,
+    weight decay form, which tensors are matrices), amsgrad, the Lion type and the AdamW of
+    the other tensors. Bugs: ``"no ratio"`` (c = g + γ(g - g_prev)), ``"no correction"``
+    (c = g), ``"no clipping"``, ``"eps hat"`` (pytorch_optimizer's denominator), ``"all
+    mars"`` (optimize_1d ignored), ``"float32"``."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        vmax = [np.zeros(p.shape, kind) for p in params]
+        prevs = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                counts[i] += 1
+                t = counts[i]
+                g = np.asarray(g).astype(kind)
+                g = -g if h["maximize"] else g
+                x = p.astype(kind)
+                matrix = p.ndim == 2 if h["mars_ndim"] == "exactly_2" else p.ndim >= 2
+                lion = False
+                if h["optimize_1d"] or matrix or bug == "all mars":
+                    (beta1, beta2), step_lr, wd = h["betas"], lr, h["weight_decay"]
+                    ratio = 1.0 if bug == "no ratio" else beta1 / (1 - beta1)
+                    c = g if bug == "no correction" else g + h["gamma"] * ratio * (g - prevs[i])
+                    norm = np.sqrt(np.sum(c * c))
+                    if bug != "no clipping" and h["clip_norm"] is not None \
+                            and norm > h["clip_norm"]:
+                        c = c * (h["clip_norm"] / norm)
+                    lion = h["mars_type"] == "lion"
+                else:  # AdamW at lr · lr_1d / (the constructor's lr)
+                    (beta1, beta2), wd = h["betas_1d"], h["weight_decay_1d"]
+                    step_lr, c = lr * h["lr_1d"] / h["lr"], g
+                ms[i] = beta1 * ms[i] + (1 - beta1) * c
+                if lion:
+                    u = np.sign(ms[i])
+                else:
+                    vs[i] = beta2 * vs[i] + (1 - beta2) * c * c
+                    v = vmax[i] = np.maximum(vmax[i], vs[i]) if h["amsgrad"] else vs[i]
+                    b1, b2 = 1 - beta1 ** t, 1 - beta2 ** t
+                    if bug == "eps hat" or h["eps_mode"] == "eps_hat":
+                        root = 1e-15 if bug == "eps hat" else h["eps_root"]
+                        u = ms[i] * math.sqrt(b2) / (b1 * (np.sqrt(v + root) + h["eps"]))
+                    else:
+                        u = ms[i] / b1 / (np.sqrt(v + h["eps_root"]) / math.sqrt(b2) + h["eps"])
+                if h["weight_decay_form"] == "decoupled":
+                    x = x * (1 - step_lr * wd) - step_lr * u
+                else:
+                    x = x - step_lr * (u + wd * x)
+                prevs[i] = g
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
-           "SparseAdam": sparse_adam}
+           "SparseAdam": sparse_adam, "MARS": mars}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -549,6 +609,13 @@ MISTAKES = [
         ("keras eps", "eps = 1e-7 (Keras default)"),
         ("first kept", "duplicate CSR entries not summed (first kept)"),
         ("last kept", "duplicate CSR entries not summed (last kept)")]],
+    *[("MARS", bug, entry) for bug, entry in [
+        ("no ratio", "MARS correction without β₁/(1-β₁)"),
+        ("no correction", "MARS correction left out"),
+        ("no clipping", "MARS without clipping"),
+        ("eps hat", "eps on sqrt(v + 1e-15) (pytorch_optimizer's MARS)"),
+        ("all mars", "MARS for every tensor (optimize_1d ignored)"),
+        ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),
         ("drop zeros", "explicit CSR zero dropped"),

@@ -225,6 +225,7 @@ for _file, _functions in {
         "npoptim/optim/dadapt.py": ["DAdaptAdamW._apply", "DAdaptAdamW._hyper"],
         "npoptim/optim/galore.py": ["GaLoreAdamW._update"],
         "npoptim/optim/lamb.py": ["LAMB._hyper", "LAMB._update"],
+        "npoptim/optim/mars.py": ["MARS._hyper"],
         "npoptim/optim/mechanic.py": ["Mechanic._checked"],
         "npoptim/optim/momo.py": ["Momo._averaging", "MomoAdam._averaging",
                                   "_MomoBase._hyper"],

@@ -30,6 +30,7 @@ EPS_SWITCHES = {
     ("Sophia", "eps_mode"): {"max", "added"},
     ("Adafactor", "eps1_mode"): {"max", "added"},
     ("Muon", "ns_eps_mode"): {"max", "added"},
+    ("MARS", "eps_mode"): {"bias_corrected", "eps_hat"},
 }
 
 

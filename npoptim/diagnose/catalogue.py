@@ -292,6 +292,18 @@ def _set(name, value):
     return hyper
 
 
+def _mars_without_the_ratio(h):
+    # gamma' = gamma (1-β₁)/β₁ makes the reference's weight γ'β₁/(1-β₁) the mistaken γ
+    beta1 = h["betas"][0]
+    if not h.get("gamma") or beta1 == 0:
+        return None
+    return {"gamma": h["gamma"] * (1 - beta1) / beta1}
+
+
+def _mars_for_every_tensor(h):
+    return None if h.get("optimize_1d", True) else {"optimize_1d": True}
+
+
 ADAMS = ("Adam", "AdamW")
 KERAS_EPS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "Adadelta")
 DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta")
@@ -331,6 +343,11 @@ CATALOGUE = (
     Entry("Adagrad initial accumulator 0.1 (Keras, TF)", ("Adagrad",), "default",
           "the accumulator starts at 0.1 (Keras/TF's initial_accumulator_value), torch's "
           "at 0.", hyper=_set("initial_accumulator_value", 0.1)),
+    Entry("eps on sqrt(v + 1e-15) (pytorch_optimizer's MARS)", ("MARS",), "convention",
+          "eps added to sqrt(v + 1e-15) before the bias correction, m·sqrt(1-β₂ᵗ)/((1-β₁ᵗ)"
+          "(sqrt(v + 1e-15) + eps)) (pytorch_optimizer 4.1.0), instead of the authors' "
+          "m/((sqrt(v)/sqrt(1-β₂ᵗ) + eps)(1-β₁ᵗ)).",
+          switches={"eps_mode": "eps_hat", "eps_root": 1e-15}),
     # -------- other frameworks' defaults
     Entry("eps = 1e-7 (Keras default)", KERAS_EPS, "default",
           "Keras's default epsilon, 1e-7, where torch's is 1e-8 (1e-10 for Adagrad, 1e-6 "
@@ -374,6 +391,21 @@ CATALOGUE = (
           "the decoupled weight decay (AdamW, decoupled_weight_decay=True) added to the "
           "gradient instead (g + λθ, Adam's L2); on the cases that decouple.",
           scope=decouples, hyper=_l2_instead_of_decoupled, optimizer={"AdamW": "Adam"}),
+    Entry("MARS correction without β₁/(1-β₁)", ("MARS",), "mistake",
+          "the corrected gradient c = g + γ(g - g_prev), the weight γβ₁/(1-β₁) of the paper "
+          "read as γ (19x weaker at β₁ = 0.95).", hyper=_mars_without_the_ratio),
+    Entry("MARS correction left out", ("MARS",), "mistake",
+          "c = g (γ = 0 in effect): no variance reduction, clipped AdamW or a one-beta Lion. "
+          "The authors' state['last_grad'] = grad keeps a reference to p.grad, so with "
+          "zero_grad(set_to_none=False) g_prev is g itself from the second step on.",
+          hyper=_set("gamma", 0.0)),
+    Entry("MARS without clipping", ("MARS",), "mistake",
+          "the corrected gradient used as is, not rescaled to norm 1 where ‖c‖ > 1.",
+          switches={"clip_norm": None}),
+    Entry("MARS for every tensor (optimize_1d ignored)", ("MARS",), "mistake",
+          "the vectors (biases, norms) through MARS too, instead of AdamW with betas_1d, "
+          "lr_1d and weight_decay_1d (optimize_1d=False, both sources' default).",
+          hyper=_mars_for_every_tensor),
     Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),

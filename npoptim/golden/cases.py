@@ -620,6 +620,27 @@ TABLE["Lion"] = [
         matches=("lion-pytorch 0.2.3 Lion", "google/automl lion_pytorch.py")),
 ]
 
+TABLE["MARS"] = [
+    Row("MARS", "defaults", "The authors' defaults (lr=3e-3, betas (0.95, 0.99), gamma=0.025): a "
+        "matrix through MARS-AdamW (corrected gradient clipped to norm 1), a bias through "
+        "AdamW (betas_1d, lr_1d, weight_decay_1d=0.1).", {}, shapes=LAYERS,
+        matches=("AGI-Arena/MARS mars.py (is_approx=True)",)),
+    Row("MARS", "lion-decay-schedule-maximize", "The Lion type (sign of the momentum), weight "
+        "decay in the update, maximize, under warmup + cosine (the 1-D lr follows it).",
+        dict(lr=1e-2, mars_type="lion", weight_decay=0.1, maximize=True), shapes=LAYERS,
+        steps=16, schedule="warmup-cosine",
+        matches=("AGI-Arena/MARS mars.py (is_approx=True, negated gradients)",)),
+    Row("MARS", "optimize-1d-small-grads", "optimize_1d=True (MARS for every tensor) with "
+        "small gradients: no clipping, eps felt.", dict(lr=1e-2, optimize_1d=True, gamma=0.1),
+        shapes=LAYERS, grad_scale=0.01,
+        matches=("AGI-Arena/MARS mars.py (is_approx=True)",)),
+    Row("MARS", "pytorch-optimizer-amsgrad", "pytorch_optimizer's form: eps on sqrt(v + 1e-15) "
+        "before the bias correction, decay first, a 3-D tensor as a matrix; amsgrad and weight "
+        "decay.", dict(lr=1e-2, variant="pytorch_optimizer", amsgrad=True, weight_decay=0.1),
+        shapes=MIXED,
+        matches=("pytorch_optimizer.MARS 4.1.0 (ams_bound=True)",)),
+]
+
 TABLE["AdaBelief"] = [
     Row("AdaBelief", "defaults", "The paper's Algorithm 2 (= optax.adabelief), eps=1e-16 added "
         "to s every step and to sqrt(s_hat).", dict(lr=1e-2),
