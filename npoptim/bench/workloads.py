@@ -105,6 +105,8 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
     param = rng.standard_normal((nrows, width)).astype(np.float32)
     grad = embedding_row_grad(ids, values, nrows)
 
+    raw = scipy.sparse.csr_array((grad.data.copy(), grad.indices.copy(), grad.indptr.copy()),
+                                 shape=grad.shape)
     sparse_adam = SparseAdam([param.copy()])
     adagrad = Adagrad([param.copy()])
     sparse_adam.step([grad])
@@ -120,6 +122,10 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
         "floor 2 states parallel": floors.rows_floor(*sa_arrays, rows, grad.data, width, True),
         "floor 1 state serial": floors.rows_floor(*ag_arrays, rows, grad.data, width, False),
         "floor 1 state parallel": floors.rows_floor(*ag_arrays, rows, grad.data, width, True),
+        # the same gradient as scipy would hand it over (canonical, not the builder's): a
+        # step validates it in full (an O(rows) pass over indptr, one over indices)
+        "SparseAdam step (scipy CSR)": lambda: sparse_adam.step([raw]),
+        "Adagrad step (scipy CSR)": lambda: adagrad.step([raw]),
         "build CSR from lookups": lambda: embedding_row_grad(ids, values, nrows),
         "end to end SparseAdam": lambda: sparse_adam.step(
             [embedding_row_grad(ids, values, nrows)]),
@@ -153,7 +159,7 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
     t = res.get
     for name, ms in res.items():
         ratios = {}
-        if name.startswith(("SparseAdam", "end to end")):
+        if name.startswith(("SparseAdam", "end to end")):  # (the scipy CSR's rows too)
             ratios = {"x_floor": ms / floor2, "torch_over_this": _ratio(
                 t("torch SparseAdam step" if name.startswith("SparseAdam")
                   else "torch end to end SparseAdam"), ms)}
@@ -190,6 +196,17 @@ def sparse(report, nrows=1_000_000, width=64, density=0.01, rounds=11, use_torch
         faster(torch_dense, ag, 25, f"Adagrad sparse step vs torch dense fused Adam, {label}")
         near_floor(ag, floor1, res["floor 1 state serial"],
                    f"Adagrad sparse step / touch floor, {label}")
+        number = 7
+        for name, ours, reference, goal, floor in (
+                ("SparseAdam", res["SparseAdam step (scipy CSR)"], torch_sa, 10,
+                 res["floor 2 states serial"]),
+                ("Adagrad", res["Adagrad step (scipy CSR)"], torch_ag, 5,
+                 res["floor 1 state serial"])):
+            faster(reference, ours, goal, f"{name} step from a scipy CSR vs torch's step, "
+                                          f"{label}")
+            report.target(number, f"{name} step from a scipy CSR / serial touch floor, {label}",
+                          ours / floor, "<= 1.5x", ours / floor <= 1.5,
+                          f"{_fmt(ours)} ms vs {_fmt(floor)} ms (validating it included)")
         number = 2
         faster(torch_e2e, e2e, 4, f"end to end (lookups -> CSR -> SparseAdam) vs torch, "
                                   f"{label}", f"; building the CSR: "
