@@ -33,7 +33,8 @@ Sources and where they differ:
   paper's form, ``(m / b1) / (sqrt(v) / sqrt(b2) + eps)``, ``abs_().mul_(grad.sign())``, the
   decay :math:`\theta(1-\gamma\lambda)` applied after the update is computed (the same), eps
   1e-6: the default. Its step count is the param group's (``group["step"]``), npoptim's the
-  parameter's (they differ only where a parameter has no gradient at some step). Its
+  parameter's: they differ only where a parameter has no gradient at some step, and
+  ``step_scope="global"`` counts as it does (one param group). Its
   ``weight_decouple=False`` adds :math:`\lambda\theta` to ``p.grad`` *after* the update was
   computed from it, so the L2 decay changes nothing but the caller's gradient; npoptim has no
   such form (decoupled decay only).
