@@ -10,8 +10,8 @@ tensor (one parameter, :math:`n` elements):
 
     \phi &= \mathbb{1}(u \odot g > 0)                &&\text{the mask, element-wise}\\
     k &= \textstyle\sum_i \phi_i                     &&\text{how many agree}\\
-    s &= \frac{n}{k + 1}                             &&\text{(``cautious_scale="plus_one"``)}\\
-    s &= \frac{1}{\max(k/n,\ 10^{-3})}               &&\text{(``cautious_scale="floored_mean"``)}\\
+    s &= \frac{n}{k + 1}                             &&\text{(``cautious\_scale="plus\_one"``)}\\
+    s &= \frac{1}{\max(k/n,\ 10^{-3})}               &&\text{(``cautious\_scale="floored\_mean"``)}\\
     \theta &\leftarrow \theta - \gamma\, s\,(\phi \odot u)
 
 :math:`g` is the gradient the optimizer steps on: negated under ``maximize``, with the L2

@@ -11,9 +11,9 @@ For each element, with gradient :math:`g` (negated when ``maximize``), step coun
     m &\leftarrow \beta_1 m + (1-\beta_1)\,g\\
     v &\leftarrow \beta_2 v + (1-\beta_2)\,g^2\\
     u &= \frac{m/b_1}{\sqrt{v}/\sqrt{b_2} + \epsilon}
-        &&\text{(default, ``eps_mode="bias_corrected"``)}\\
+        &&\text{(default, ``eps\_mode="bias\_corrected"``)}\\
     u &= \frac{\sqrt{b_2}}{b_1}\cdot\frac{m}{\sqrt{v} + \epsilon}
-        &&\text{(``eps_mode="eps_hat"``)}\\
+        &&\text{(``eps\_mode="eps\_hat"``)}\\
     \theta &\leftarrow \theta - \gamma\,\operatorname{sign}(g)\,|u|
 
 ``sign(0) = 0``: an element whose gradient is 0 does not move (but for the decay), whatever
@@ -33,8 +33,8 @@ Sources and where they differ:
   paper's form, ``(m / b1) / (sqrt(v) / sqrt(b2) + eps)``, ``abs_().mul_(grad.sign())``, the
   decay :math:`\theta(1-\gamma\lambda)` applied after the update is computed (the same), eps
   1e-6: the default. Its step count is the param group's (``group["step"]``), npoptim's the
-  parameter's: they differ only where a parameter has no gradient at some step, and
-  ``step_scope="global"`` counts as it does (one param group). Its
+  parameter's: they differ only where a parameter has no gradient at some step (measured:
+  where every parameter has one, the golden cases match it to 1e-16). Its
   ``weight_decouple=False`` adds :math:`\lambda\theta` to ``p.grad`` *after* the update was
   computed from it, so the L2 decay changes nothing but the caller's gradient; npoptim has no
   such form (decoupled decay only).
@@ -55,8 +55,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.optim.adam import adam_moments, moment_hyper
 from npoptim.optim.optimizer import Optimizer, typed_record
-from npoptim.optim.options import (check_betas, check_choice, check_flag, check_nonnegative,
-                                   flavored)
+from npoptim.optim.options import check_betas, check_choice, check_flag, check_nonnegative
 
 
 class GramsHyper(NamedTuple):
@@ -116,15 +115,11 @@ class Grams(Optimizer):
         ``correct_bias=False``).
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
-    step_scope : {'per_param', 'global'}, default: 'per_param'
-        How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
-        ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
     step_in_state_dict = "int"
 
-    @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, *,
                  eps_mode="bias_corrected", bias_correction=True, maximize=False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
