@@ -137,7 +137,7 @@ def test_state_dict_leaves_the_switch_out_unless_cautious():
     assert other.param_groups[0]["cautious"] is True
 
 
-@pytest.mark.parametrize("cls", [npoptim.Adam, npoptim.AdamW, npoptim.Lion])
+@pytest.mark.parametrize("cls", [npoptim.Adam, npoptim.AdamW, npoptim.Lion, npoptim.ADOPT])
 @pytest.mark.parametrize("kw, match", [(dict(cautious=1), "cautious"),
                                        (dict(cautious=True, cautious_scale="mean"),
                                         "cautious_scale")])
@@ -252,4 +252,34 @@ def test_c_optims_files(wd):
     actual, _ = run_npoptim(npoptim.AdamW, params, grad, STEPS, lr=1e-2, weight_decay=wd,
                             eps=1e-6, eps_mode="eps_hat", cautious=True,
                             cautious_scale="floored_mean")
+    assert_trajectories_close(actual, expected)
+
+
+@pytest.mark.needs("torch", "pytorch_optimizer")
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_adopt_equals_pytorch_optimizers_cautious_adopt(decoupled):
+    po = _kozistr()
+    params, grad = problem(seed=4, scale=2.0)
+    expected, _ = run_torch(lambda ts: po.ADOPT(ts, lr=1e-2, weight_decay=0.1, foreach=False,
+                                                weight_decouple=decoupled, cautious=True),
+                            params, grad, STEPS)
+    actual, _ = run_npoptim(npoptim.ADOPT, params, grad, STEPS, lr=1e-2, weight_decay=0.1,
+                            decoupled_weight_decay=decoupled, variant="authors", cautious=True)
+    assert_trajectories_close(actual, expected)
+    plain, _ = run_npoptim(npoptim.ADOPT, params, grad, STEPS, lr=1e-2, weight_decay=0.1,
+                           decoupled_weight_decay=decoupled, variant="authors")
+    with pytest.raises(AssertionError):
+        assert_trajectories_close(plain, expected)
+
+
+@pytest.mark.needs("torch", "timm")
+def test_adopt_floored_mean_equals_timms_cautious_adopt():
+    timm_adopt = timm_optim("adopt")
+    params, grad = problem(seed=5, scale=2.0)
+    # timm's clip is (t-1)^e, the paper's count (its default e is 1/3); its L2 decay is ours
+    expected, _ = run_torch(lambda ts: timm_adopt.Adopt(ts, lr=1e-2, clip_exp=0.25,
+                                                        weight_decay=0.1, caution=True,
+                                                        foreach=False), params, grad, STEPS)
+    actual, _ = run_npoptim(npoptim.ADOPT, params, grad, STEPS, lr=1e-2, weight_decay=0.1,
+                            cautious=True, cautious_scale="floored_mean")
     assert_trajectories_close(actual, expected)

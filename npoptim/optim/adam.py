@@ -64,8 +64,8 @@ tests :math:`m g > 0`, :math:`g` after ``maximize`` and the L2 decay); the decou
 and ``post_weight_decay`` stay outside the mask. ``cautious_scale`` says how the kept
 elements are scaled up: ``"plus_one"`` (the paper, pytorch_optimizer's ``apply_cautious``)
 or ``"floored_mean"`` (C-Optim's ``c_adamw.py``, timm's ``AdamWLegacy(caution=True)``). With
-the other switches it gives each published C-AdamW: C-Optim's is ``AdamW(eps=1e-6,
-eps_mode="eps_hat", cautious=True, cautious_scale="floored_mean")`` (its decay
+the other switches it gives each published C-AdamW: C-Optim's (``foreach=False``) is
+``AdamW(eps=1e-6, eps_mode="eps_hat", cautious=True, cautious_scale="floored_mean")`` (its decay
 :math:`\theta - \gamma\lambda\theta` rounds differently from :math:`\theta(1-\gamma\lambda)`),
 timm's ``AdamW(cautious=True, cautious_scale="floored_mean")``. A cautious step makes two
 passes over each parameter (the first counts the agreeing elements: :func:`adam_agreement`).

@@ -1,5 +1,5 @@
 r"""Cautious masking (Liang et al., "Cautious Optimizers: Improving Training with One Line of
-Code", arXiv 2411.16085), the ``cautious=True`` switch of Adam/AdamW and Lion.
+Code", arXiv 2411.16085), the ``cautious=True`` switch of Adam/AdamW, Lion and ADOPT.
 
 An optimizer proposes the update :math:`u` (the parameter moves by :math:`-\gamma u`); the
 cautious form keeps only the elements where :math:`u` and the gradient :math:`g` agree in
@@ -42,7 +42,8 @@ Sources and where they differ:
   ``BaseOptimizer.apply_cautious`` (used by ``optimizer/lion.py`` ``Lion`` with
   ``cautious=True``, and by ADOPT, AdEMAMix, Adafactor, LaProp, MARS, Muon...): the mask of
   ``update * grad > 0`` in the gradient's dtype, multiplied by ``numel / (sum + 1)``, then
-  the update by the mask: ``"plus_one"``. The gradient is the one after its in-place
+  the update by the mask: ``"plus_one"`` (ADOPT's tests the update against the normalised
+  gradient, of the gradient's sign). The gradient is the one after its in-place
   ``maximize`` and L2 decay. pytorch_optimizer 4.1.0 has no cautious AdamW (its ``adamw.py``
   is StableAdamW, without the option).
 * kyleliang919/C-Optim ``c_lion.py`` ``update_fn``: decay :math:`\theta(1-\gamma\lambda)`
@@ -53,12 +54,14 @@ Sources and where they differ:
   :math:`\theta - \gamma\lambda\theta` first): the mask of ``exp_avg * grad > 0`` (the same
   signs as the update's), divided by ``mask.mean().clamp_(min=1e-3)``: ``"floored_mean"``
   (npoptim ``AdamW(eps_mode="eps_hat", cautious=True, cautious_scale="floored_mean")``). Its
-  comment keeps ``numel / (sum + 1)`` as "the original implementation"; its default
-  ``foreach=True`` path (``c_adamw_update_foreach_async``, ``torch.compile``) computes the
-  same form.
+  comment keeps ``numel / (sum + 1)`` as "the original implementation". Its default
+  ``foreach=True`` path (``c_adamw_update_foreach_async``, under ``torch.compile``) has the
+  same mask and scale but puts eps on the bias-corrected :math:`\sqrt{v/b_2}` (torch's form,
+  ``AdamW(eps=1e-6, cautious=True, cautious_scale="floored_mean")``) and counts steps per
+  param group: the file's two paths differ (read, not run here: it needs its async runtime).
 * huggingface/pytorch-image-models (timm 1.0) ``timm/optim/adamw.py`` ``AdamWLegacy``
-  (``caution=True``: torch's AdamW form) and ``timm/optim/lion.py``: the floored mean,
-  ``"floored_mean"``; timm masks ``exp_avg`` before the division by the denominator, npoptim
+  (``caution=True``: torch's AdamW form), ``timm/optim/lion.py`` and ``timm/optim/adopt.py``:
+  the floored mean, ``"floored_mean"``; timm masks ``exp_avg`` before the division by the denominator, npoptim
   the update after it (the same in real arithmetic: a rounding apart).
 """
 from npoptim.kernels.jit import kernel
