@@ -10,8 +10,8 @@ tensor (one parameter, :math:`n` elements):
 
     \phi &= \mathbb{1}(u \odot g > 0)                &&\text{the mask, element-wise}\\
     k &= \textstyle\sum_i \phi_i                     &&\text{how many agree}\\
-    s &= \frac{n}{k + 1}                             &&\text{(``cautious\_scale="plus\_one"``)}\\
-    s &= \frac{1}{\max(k/n,\ 10^{-3})}               &&\text{(``cautious\_scale="floored\_mean"``)}\\
+    s &= \frac{n}{k + 1}                  &&\text{(``cautious\_scale="plus\_one"``)}\\
+    s &= \frac{1}{\max(k/n,\ 10^{-3})}    &&\text{(``cautious\_scale="floored\_mean"``)}\\
     \theta &\leftarrow \theta - \gamma\, s\,(\phi \odot u)
 
 :math:`g` is the gradient the optimizer steps on: negated under ``maximize``, with the L2
@@ -61,8 +61,8 @@ Sources and where they differ:
   param group: the file's two paths differ (read, not run here: it needs its async runtime).
 * huggingface/pytorch-image-models (timm 1.0) ``timm/optim/adamw.py`` ``AdamWLegacy``
   (``caution=True``: torch's AdamW form), ``timm/optim/lion.py`` and ``timm/optim/adopt.py``:
-  the floored mean, ``"floored_mean"``; timm masks ``exp_avg`` before the division by the denominator, npoptim
-  the update after it (the same in real arithmetic: a rounding apart).
+  the floored mean, ``"floored_mean"``; timm masks ``exp_avg`` before the division by the
+  denominator, npoptim the update after it (the same in real arithmetic: a rounding apart).
 """
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import constant
