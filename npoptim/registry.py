@@ -62,6 +62,7 @@ OPTIMIZERS = {
     "DoWG": ("npoptim.optim.dog", None),
     "Momo": ("npoptim.optim.momo", None),
     "MomoAdam": ("npoptim.optim.momo", None),
+    "Grams": ("npoptim.optim.grams", None),
 }
 
 
@@ -151,6 +152,8 @@ REFERENCES = {
     "Momo": (_ARXIV + "2305.07583", "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo.py"),
     "MomoAdam": (_ARXIV + "2305.07583",
                  "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo_adam.py"),
+    "Grams": (_ARXIV + "2412.17107", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
+              "pytorch_optimizer/optimizer/grams.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

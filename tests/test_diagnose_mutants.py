@@ -538,9 +538,77 @@ def mars(optimizer, bug=None):
     return make_step
 
 
+def grams(optimizer, bug=None):
+    """Grams: Adam's moments, the step sign(g)·|u| with u Adam's update (eps on the
+    bias-corrected sqrt(v), or ``eps_mode="eps_hat"``), the decay decoupled. Bug
+    ``"momentum sign"``: sign(m)·|u|, which is u."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        ms = [np.zeros(p.shape, kind) for p in params]
+        vs = [np.zeros(p.shape, kind) for p in params]
+        counts = [0] * len(params)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                counts[i] += 1
+                x, g = start(p, g, lr, h, True, bug)
+                ms[i] = beta1 * ms[i] + (1 - beta1) * g
+                vs[i] = beta2 * vs[i] + (1 - beta2) * g * g
+                b1, b2 = 1 - kind(beta1) ** counts[i], 1 - kind(beta2) ** counts[i]
+                if not h["bias_correction"]:
+                    b1 = b2 = kind(1)
+                if h["eps_mode"] == "eps_hat":
+                    u = lr * np.sqrt(b2) / b1 * ms[i] / (np.sqrt(vs[i]) + h["eps"])
+                else:
+                    u = lr * (ms[i] / b1) / (np.sqrt(vs[i] / b2) + h["eps"])
+                direction = ms[i] if bug == "momentum sign" else g
+                p[...] = x - np.sign(direction) * np.abs(u)
+            return params
+        return step
+    return make_step
+
+
+def lion(optimizer, bug=None):
+    """Lion in both decay forms (``weight_decay_form``), with the cautious mask and its two
+    scales. Bugs ``"floored mean"`` and ``"plus one"``: that scale on every cautious case."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        ms = [np.zeros(p.shape, kind) for p in params]
+        scale_form = {"floored mean": "floored_mean", "plus one": "plus_one"}.get(
+            bug, h.get("cautious_scale", "plus_one"))
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                g = np.asarray(g).astype(kind)
+                g = -g if h["maximize"] else g
+                x = p.astype(kind)
+                c = beta1 * ms[i] + (1 - beta1) * g
+                u = np.sign(c)
+                if h.get("cautious"):
+                    kept = (u * g > 0).astype(kind)
+                    n, k = kept.size, kept.sum()
+                    scale = n / (k + 1) if scale_form == "plus_one" else 1 / max(k / n, 1e-3)
+                    u = u * kept * scale
+                if h["weight_decay_form"] == "decoupled":
+                    x = x * (1 - lr * h["weight_decay"]) - lr * u
+                else:
+                    x = x - lr * (u + h["weight_decay"] * x)
+                ms[i] = beta2 * ms[i] + (1 - beta2) * g
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
-           "SparseAdam": sparse_adam, "MARS": mars}
+           "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -566,7 +634,10 @@ MISTAKES = [
         ("l2", "L2 decay instead of decoupled")]],
     *[(o, "float32", "float32 accumulation of float64") for o in (
         "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SGD", "RMSprop", "Adagrad", "Adadelta",
-        "SparseAdam")],
+        "SparseAdam", "Grams", "Lion")],
+    ("Lion", "floored mean", "cautious scale 1/max(k/n, 1e-3) (timm, C-Optim's C-AdamW)"),
+    ("Lion", "plus one", "cautious scale n/(k+1) (the paper, pytorch_optimizer)"),
+    ("Grams", "momentum sign", "sign of the momentum, not of the gradient (Grams)"),
     ("Adam", "decoupled", "decoupled decay instead of L2"),
     *[("NAdam", bug, entry) for bug, entry in [
         ("no m correction", "no bias correction of m (NAdam)"),

@@ -19,6 +19,7 @@ NOT_ALGORITHMS = {
     "npoptim/optim/wrapper.py": "the base of the wrapper optimizers",
     "npoptim/optim/zoom_linesearch.py": "a line search (optax's zoom), used by L-BFGS",
     "npoptim/optim/noise.py": "seeds, noise arrays and noise streams of the noisy optimizers",
+    "npoptim/optim/cautious.py": "the cautious mask and its scale (cautious=True)",
     "npoptim/precision/__init__.py": "the package: re-exports the classes",
     "npoptim/precision/optimizer.py": "the shared API of the 16-bit optimizers",
     "npoptim/precision/formats.py": "the 16-bit formats and their rounding",
@@ -34,6 +35,7 @@ _WRAPS = "a 16-bit class on the float class it rounds"
 ALLOWED = {
     ("npoptim/optim/nadam.py", "npoptim/optim/adam.py"): "NAdam's moments are Adam's",
     ("npoptim/optim/radam.py", "npoptim/optim/adam.py"): "RAdam's moments are Adam's",
+    ("npoptim/optim/grams.py", "npoptim/optim/adam.py"): "Grams's moments are Adam's",
     ("npoptim/optim/muon.py", "npoptim/optim/adam.py"):
         "keras's Muon steps its non-matrix parameters with AdamW (a local import)",
     ("npoptim/precision/adadelta.py", "npoptim/optim/adadelta.py"): _WRAPS,

@@ -85,7 +85,7 @@ def test_the_two_weight_decay_forms_agree_to_rounding():
 
 
 def test_rule_stays_float32():
-    h = LionHyper(*[np.float32(v) for v in (0, 0.9, 0.1, 0.99, 0.01, 0.1, 1.0, -0.1)])
+    h = LionHyper(*[np.float32(v) for v in (0, 0.9, 0.1, 0.99, 0.01, 0.1, 1.0, -0.1, 2.0)])
     assert_typed_float32(lion_rule, (np.float32(1.0), np.float32(0.5), (np.float32(0.2),), h))
 
 

@@ -224,6 +224,7 @@ for _file, _functions in {
         "npoptim/optim/asgd.py": ["ASGD._update"],
         "npoptim/optim/dadapt.py": ["DAdaptAdamW._apply", "DAdaptAdamW._hyper"],
         "npoptim/optim/galore.py": ["GaLoreAdamW._update"],
+        "npoptim/optim/grams.py": ["Grams._update"],
         "npoptim/optim/lamb.py": ["LAMB._hyper", "LAMB._update"],
         "npoptim/optim/mars.py": ["MARS._hyper"],
         "npoptim/optim/mechanic.py": ["Mechanic._checked"],

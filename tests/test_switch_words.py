@@ -1,6 +1,6 @@
 """One vocabulary for where eps goes, across the optimizers' switches (issue 25).
 
-``eps_mode`` (Adam, RAdam, GaLore, Adamax, Sophia), ``eps1_mode`` (Adafactor) and
+``eps_mode`` (Adam, RAdam, GaLore, Grams, Adamax, Sophia), ``eps1_mode`` (Adafactor) and
 ``ns_eps_mode`` (Muon) use the same word for the same placement: ``"max"`` is eps as a floor
 (torch's ``clamp(min=eps)``), ``"added"`` is eps added to the quantity. The older words
 (``"clamp"``, and Adam's/RAdam's ``"torch"``, tested in tests/test_adam.py) load as aliases.
@@ -26,6 +26,7 @@ EPS_SWITCHES = {
     ("AdamW", "eps_mode"): {"bias_corrected", "eps_hat", "in_sqrt"},
     ("RAdam", "eps_mode"): {"eps_hat", "bias_corrected"},
     ("GaLoreAdamW", "eps_mode"): {"eps_hat", "bias_corrected"},
+    ("Grams", "eps_mode"): {"bias_corrected", "eps_hat"},
     ("Adamax", "eps_mode"): {"in_max", "added"},
     ("Sophia", "eps_mode"): {"max", "added"},
     ("Adafactor", "eps1_mode"): {"max", "added"},

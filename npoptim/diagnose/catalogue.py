@@ -203,6 +203,14 @@ def _max_of_raw_v(optimizer, hyper):
     return not (hyper.get("amsgrad") and hyper.get("amsgrad_max") == "bias_corrected")
 
 
+def _scaled_plus_one(optimizer, hyper):
+    return bool(hyper.get("cautious")) and hyper.get("cautious_scale", "plus_one") == "plus_one"
+
+
+def _scaled_floored_mean(optimizer, hyper):
+    return bool(hyper.get("cautious")) and hyper.get("cautious_scale") == "floored_mean"
+
+
 def _undamped(optimizer, hyper):
     # Keras's momentum has no dampening (and the switch refuses one)
     return not hyper.get("dampening")
@@ -305,6 +313,8 @@ def _mars_for_every_tensor(h):
 
 
 ADAMS = ("Adam", "AdamW")
+#: The optimizers with cautious=True (npoptim.optim.cautious) and golden cases of it.
+CAUTIOUS = ("Lion",)
 KERAS_EPS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adamax", "NAdam", "Adadelta")
 DECAYING = ("Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta")
 
@@ -340,6 +350,15 @@ CATALOGUE = (
     Entry("lr inside the momentum buffer (RMSprop)", ("RMSprop",), "convention",
           "b ← μb + lr·g/denom, θ ← θ - b (TF, Keras) instead of torch's θ ← θ - lr·b.",
           switches={"lr_in_momentum": True}),
+    Entry("cautious scale 1/max(k/n, 1e-3) (timm, C-Optim's C-AdamW)", CAUTIOUS, "convention",
+          "the kept elements of a cautious step scaled by 1/max(k/n, 1e-3) (timm's caution=True, "
+          "C-Optim c_adamw.py) instead of n/(k+1) (the paper, pytorch_optimizer): k of the n "
+          "elements agree with the gradient; on the cautious cases.",
+          scope=_scaled_plus_one, switches={"cautious_scale": "floored_mean"}),
+    Entry("cautious scale n/(k+1) (the paper, pytorch_optimizer)", CAUTIOUS, "convention",
+          "the kept elements of a cautious step scaled by n/(k+1) (the paper, pytorch_optimizer's "
+          "apply_cautious, C-Optim c_lion.py) instead of 1/max(k/n, 1e-3) (timm); on the "
+          "cautious cases.", scope=_scaled_floored_mean, switches={"cautious_scale": "plus_one"}),
     Entry("Adagrad initial accumulator 0.1 (Keras, TF)", ("Adagrad",), "default",
           "the accumulator starts at 0.1 (Keras/TF's initial_accumulator_value), torch's "
           "at 0.", hyper=_set("initial_accumulator_value", 0.1)),
@@ -406,6 +425,11 @@ CATALOGUE = (
           "the vectors (biases, norms) through MARS too, instead of AdamW with betas_1d, "
           "lr_1d and weight_decay_1d (optimize_1d=False, both sources' default).",
           hyper=_mars_for_every_tensor),
+    Entry("sign of the momentum, not of the gradient (Grams)", ("Grams",), "mistake",
+          "sign(m)·|u| where Grams takes sign(g)·|u|: that is Adam's update m_hat/(sqrt(v_hat) "
+          "+ eps) itself, so the case is replayed through AdamW with the same "
+          "hyperparameters (eps_mode, bias_correction and the decoupled decay are AdamW's "
+          "too).", optimizer={"Grams": "AdamW"}),
     Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),

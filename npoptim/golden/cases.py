@@ -618,6 +618,16 @@ TABLE["Lion"] = [
     Row("Lion", "lion-pytorch", "The authors' PyTorch form: decay applied first.",
         dict(lr=1e-2, weight_decay=0.1, variant="lion_pytorch"),
         matches=("lion-pytorch 0.2.3 Lion", "google/automl lion_pytorch.py")),
+    Row("Lion", "cautious-lion-pytorch", "C-Lion: the signs that disagree with the gradient "
+        "masked, the others scaled by n/(k+1); decay applied first, outside the mask.",
+        dict(lr=1e-2, weight_decay=0.1, variant="lion_pytorch", cautious=True),
+        matches=("pytorch_optimizer 4.1.0 Lion(cautious=True)", "C-Optim c_lion.py")),
+    Row("Lion", "cautious-floored-mean-mixed", "C-Lion with timm's scale 1/max(k/n, 1e-3), "
+        "the decay inside the update but outside the mask; missing and zero gradients (a zero "
+        "gradient is masked).", dict(lr=1e-2, weight_decay=0.1, betas=(0.95, 0.98),
+                                     cautious=True, cautious_scale="floored_mean"),
+        shapes=MIXED, grads="dense-none-zero",
+        matches=("arXiv 2411.16085 with timm 1.0.31's floored mean",)),
 ]
 
 TABLE["MARS"] = [
@@ -944,6 +954,23 @@ TABLE["MomoAdam"] = [
         "divide=False).", dict(lr=0.1, weight_decay=0.1, weight_decay_form="multiply"),
         shapes=((6,),), objective="separable-quartic",
         matches=("momo-opt 0.1.0 MomoAdam (divide=False)",)),
+]
+
+TABLE["Grams"] = [
+    Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
+        "1e-6, no decay).", {},
+        matches=("pytorch_optimizer 4.1.0 Grams", "arXiv 2412.17107 Algorithm 1")),
+    Row("Grams", "weight-decay-mixed", "Decoupled decay, betas (0.8, 0.99), missing and zero "
+        "gradients on three parameters (a zero gradient moves by the decay only).",
+        dict(lr=1e-2, weight_decay=0.1, betas=(0.8, 0.99)), shapes=MIXED,
+        grads="dense-none-zero", matches=("arXiv 2412.17107 Algorithm 1",)),
+    Row("Grams", "lr-schedule-maximize", "maximize and decay under warmup + cosine.",
+        dict(lr=1e-2, weight_decay=0.05, maximize=True), steps=16, schedule="warmup-cosine",
+        matches=("pytorch_optimizer 4.1.0 Grams",)),
+    Row("Grams", "grams-pytorch", "The authors' form: eps added to sqrt(v), the bias "
+        "corrections in the step size (eps 1e-3, where the placement shows).",
+        dict(lr=1e-2, weight_decay=0.1, eps=1e-3, eps_mode="eps_hat"),
+        matches=("grams-pytorch 0.0.2 Grams",)),
 ]
 
 #: float64 cases whose float hyperparameters are exact in float32 (beta=0.875, lr=2^-k, ...):

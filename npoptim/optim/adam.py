@@ -56,6 +56,19 @@ hyperparameters the one rule reads, not of the rule:
 * ``bias_correction=False`` (onnxruntime-training's ``correct_bias=0``, ``onnxblock``
   ``AdamW(bias_correction=False)``, Hugging Face's ``correct_bias=False``; torch: True):
   :math:`b_1 = b_2 = 1` at every step (then both ``eps_mode`` give the same step).
+
+``cautious=True`` (not a torch option): C-AdamW, the cautious mask of
+:mod:`npoptim.optim.cautious` on the last line's update :math:`\frac{\gamma}{b_1}\cdot
+\frac{m}{\sqrt{\hat v}/\sqrt{b_2}+\epsilon}`, whose sign is that of :math:`m` (the mask
+tests :math:`m g > 0`, :math:`g` after ``maximize`` and the L2 decay); the decoupled decay
+and ``post_weight_decay`` stay outside the mask. ``cautious_scale`` says how the kept
+elements are scaled up: ``"plus_one"`` (the paper, pytorch_optimizer's ``apply_cautious``)
+or ``"floored_mean"`` (C-Optim's ``c_adamw.py``, timm's ``AdamWLegacy(caution=True)``). With
+the other switches it gives each published C-AdamW: C-Optim's (``foreach=False``) is
+``AdamW(eps=1e-6, eps_mode="eps_hat", cautious=True, cautious_scale="floored_mean")`` (its decay
+:math:`\theta - \gamma\lambda\theta` rounds differently from :math:`\theta(1-\gamma\lambda)`),
+timm's ``AdamW(cautious=True, cautious_scale="floored_mean")``. A cautious step makes two
+passes over each parameter (the first counts the agreeing elements: :func:`adam_agreement`).
 """
 from typing import NamedTuple
 
@@ -63,7 +76,9 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp, maximum
+from npoptim.kernels.reduction import sum_pair
+from npoptim.kernels.scalar import constant, fma, lerp, maximum
+from npoptim.optim.cautious import NOT_CAUTIOUS, agrees, caution_scale, check_cautious, masked
 from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (check_betas, check_choice, check_flag, check_nonnegative,
                                    flavored)
@@ -87,6 +102,7 @@ class AdamHyper(NamedTuple):
     neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
     v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
     eps_root: float               # eps_mode="in_sqrt": eps * b2 (see above), else 0
+    caution_scale: float          # cautious: the scale s of the kept elements, else 0
 
 
 def moment_hyper(group):
@@ -118,10 +134,12 @@ def adam_moments(p, g, m, v, h):
 
 
 @kernel
-def _adam_param(p, m, v_hat, h):
-    """The last line of the math: ``p - step_size * m / denom``."""
+def _adam_param(p, g, m, v_hat, h):
+    """The last line of the math: ``p - step_size * m / denom`` (masked where cautious)."""
     denom = np.sqrt(v_hat + h.eps_root) / h.bias_correction2_sqrt + h.eps
     update = h.neg_step_size * m / denom
+    if h.caution_scale != 0:
+        update = masked(update, m, g, h.caution_scale)
     return p + update
 
 
@@ -130,7 +148,7 @@ def adam_rule(p, g, s, h):
     """One element of Adam/AdamW; ``s = (exp_avg, exp_avg_sq)``."""
     exp_avg, exp_avg_sq = s
     p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
-    return _adam_param(p, m, v, h), (m, v)
+    return _adam_param(p, g, m, v, h), (m, v)
 
 
 @kernel
@@ -139,7 +157,17 @@ def amsgrad_rule(p, g, s, h):
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, g, m, v = adam_moments(p, g, exp_avg, exp_avg_sq, h)
     v_hat = maximum(max_exp_avg_sq, v / h.v_divisor)
-    return _adam_param(p, m, v_hat, h), (m, v, v_hat)
+    return _adam_param(p, g, m, v_hat, h), (m, v, v_hat)
+
+
+@kernel
+def adam_agreement(p, g, s, h):
+    """The cautious first pass: whether this element's update agrees with its gradient
+    (:func:`npoptim.optim.cautious.agrees` of the new ``m``, the update's sign), as the
+    value to sum; ``s = (exp_avg,)`` is only read (written back unchanged)."""
+    (exp_avg,) = s
+    p, g, m, v = adam_moments(p, g, exp_avg, constant(0.0, exp_avg), h)
+    return (exp_avg,), agrees(m, g), constant(0.0, g)
 
 
 @kernel
@@ -150,6 +178,11 @@ def _adam_dense(param, grad, states, hyper):
 @kernel
 def _amsgrad_dense(param, grad, states, hyper):
     apply_dense(amsgrad_rule, param, grad, states, AdamHyper(*hyper))
+
+
+@kernel
+def _adam_agreeing(param, grad, states, hyper):
+    return sum_pair(adam_agreement, param, grad, states, AdamHyper(*hyper))[0]
 
 
 #: Words this switch had before 2026-12, read as today's (old checkpoints, old scripts).
@@ -197,6 +230,12 @@ class Adam(Optimizer):
         Hugging Face's old AdamW); decoupled decay only.
     bias_correction : bool, default: True
         Bias-correct the moments; False: b1 = b2 = 1 at every step.
+    cautious : bool, default: False
+        C-AdamW: keep only the elements whose update agrees in sign with the gradient, scaled
+        up as ``cautious_scale`` says (see :mod:`npoptim.optim.cautious`).
+    cautious_scale : {'plus_one', 'floored_mean'}, default: 'plus_one'
+        The scale of the kept elements: n/(k + 1) (the paper, pytorch_optimizer) or
+        1/max(k/n, 1e-3) (C-Optim's C-AdamW, timm); read only when ``cautious``.
     step_scope : {'per_param', 'global'}, default: 'per_param'
         How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
         ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
@@ -205,23 +244,26 @@ class Adam(Optimizer):
     sparse_kind = "dense-only"
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`).
     torch_conventions = {"eps_mode": "bias_corrected", "amsgrad_max": "raw", "post_weight_decay": 0.0,
-                         "decay_after_update": False, "bias_correction": True}
+                         "decay_after_update": False, "bias_correction": True, **NOT_CAUTIOUS}
     #: A switch that matters only when this option is on (else it is left out of golden
     #: hyperparameters, so that e.g. optax's Adam without amsgrad reads as torch's).
-    conventions_apply = {"amsgrad_max": "amsgrad", "decay_after_update": "weight_decay"}
+    conventions_apply = {"amsgrad_max": "amsgrad", "decay_after_update": "weight_decay",
+                         "cautious_scale": "cautious"}
 
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
                  eps_mode="bias_corrected", amsgrad_max="raw", post_weight_decay=0.0,
-                 decay_after_update=False, bias_correction=True):
+                 decay_after_update=False, bias_correction=True, cautious=False,
+                 cautious_scale="plus_one"):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay, eps_mode=eps_mode,
                         amsgrad_max=amsgrad_max, post_weight_decay=post_weight_decay,
-                        decay_after_update=decay_after_update, bias_correction=bias_correction)
+                        decay_after_update=decay_after_update, bias_correction=bias_correction,
+                        cautious=cautious, cautious_scale=cautious_scale)
         super().__init__(params, defaults)
 
     def _check_group(self, group):
@@ -235,6 +277,7 @@ class Adam(Optimizer):
                              "amsgrad_max='bias_corrected' needs it in the denominator (no "
                              "framework combines them)")
         check_flag(group, "decay_after_update", "bias_correction")
+        check_cautious(group)
         if group["decay_after_update"] and not group["decoupled_weight_decay"]:
             raise ValueError("decay_after_update=True moves the decoupled weight decay after the "
                              "update: it needs decoupled_weight_decay=True (AdamW); L2 decay "
@@ -266,12 +309,14 @@ class Adam(Optimizer):
         decay_after = moments["decay_factor"] if group["decay_after_update"] else 1.0
         if group["decay_after_update"]:  # the rule runs undecayed; the decay follows it
             moments["decay_factor"] = 1.0
-        hyper = typed_record(AdamHyper, param, **moments,
-                             bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
-                             neg_step_size=-step_size, v_divisor=v_divisor,
-                             eps_root=eps_root)
+        fields = dict(moments, bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
+                      neg_step_size=-step_size, v_divisor=v_divisor, eps_root=eps_root)
+        states = self._flat_states(state, group)
+        scale = caution_scale(group, param, lambda: _adam_agreeing(
+            param, grad, states[:1], typed_record(AdamHyper, param, **fields, caution_scale=0)))
+        hyper = typed_record(AdamHyper, param, **fields, caution_scale=scale)
         kernel_ = _amsgrad_dense if group["amsgrad"] else _adam_dense
-        kernel_(param, grad, self._flat_states(state, group), hyper)
+        kernel_(param, grad, states, hyper)
         if decay_after != 1.0:  # onnxruntime adam_mode=1: x <- x - lr * wd * x, after the update
             np.multiply(param, param.dtype.type(decay_after), out=param)
         if group["post_weight_decay"] != 0:  # ONNX: X_final = (1 - norm_coefficient_post) X_new
@@ -312,6 +357,12 @@ class AdamW(Adam):
         Hugging Face's old AdamW); decoupled decay only.
     bias_correction : bool, default: True
         Bias-correct the moments; False: b1 = b2 = 1 at every step.
+    cautious : bool, default: False
+        C-AdamW: keep only the elements whose update agrees in sign with the gradient, scaled
+        up as ``cautious_scale`` says (see :mod:`npoptim.optim.cautious`).
+    cautious_scale : {'plus_one', 'floored_mean'}, default: 'plus_one'
+        The scale of the kept elements: n/(k + 1) (the paper, pytorch_optimizer) or
+        1/max(k/n, 1e-3) (C-Optim's C-AdamW, timm); read only when ``cautious``.
     step_scope : {'per_param', 'global'}, default: 'per_param'
         How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
         ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
@@ -321,13 +372,15 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
                  differentiable=False, fused=None, eps_mode="bias_corrected", amsgrad_max="raw",
-                 decay_after_update=False, bias_correction=True):
+                 decay_after_update=False, bias_correction=True, cautious=False,
+                 cautious_scale="plus_one"):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,
                          capturable=capturable, differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True, eps_mode=eps_mode,
                          amsgrad_max=amsgrad_max, decay_after_update=decay_after_update,
-                         bias_correction=bias_correction)
+                         bias_correction=bias_correction, cautious=cautious,
+                         cautious_scale=cautious_scale)
 
     def load_state_dict(self, state_dict):
         """As :meth:`Adam.load_state_dict`; like torch's AdamW, every group stays decoupled."""

@@ -47,6 +47,18 @@ optax's ``adopt`` has none. ``nesterov`` is optax's option (the authors' code ha
 ``exp_avg`` (:math:`m`, optax ``mu``) and ``exp_avg_sq`` (:math:`v`, optax ``nu``), the authors'
 names. The momentum is torch's ``lerp`` (authors); optax's ``(1-β1) n + β1 m`` differs by an
 ulp. Dense gradients only.
+
+``cautious=True`` (:mod:`npoptim.optim.cautious`): :math:`u` is masked where it disagrees in
+sign with :math:`g` (after ``maximize`` and the L2 decay) and the kept elements are scaled by
+``cautious_scale``'s :math:`s`; the decoupled decay stays outside the mask, and the first step
+(no update) has none. pytorch_optimizer 4.1.0's ``ADOPT(cautious=True)``
+(``pytorch_optimizer/optimizer/adopt.py``) tests the update against the normalised gradient
+:math:`n`, whose sign is :math:`g`'s: ``variant="authors", cautious=True``. timm 1.0's
+``Adopt(caution=True)`` (``timm/optim/adopt.py``: the clip :math:`(t-1)^e`, the paper's count,
+with its own default :math:`e = 1/3`) is ``cautious=True, cautious_scale="floored_mean"``
+with ``clip_exponent`` its ``clip_exp`` (its decoupled decay skips the first step). A cautious step
+makes two passes over each parameter (the first counts the agreeing elements:
+:func:`adopt_agreement`).
 """
 import math
 from typing import NamedTuple
@@ -55,7 +67,9 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.scalar import fma, lerp, maximum
+from npoptim.kernels.reduction import sum_pair
+from npoptim.kernels.scalar import constant, fma, lerp, maximum
+from npoptim.optim.cautious import NOT_CAUTIOUS, agrees, caution_scale, check_cautious, masked
 from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
                                    check_no_variant, check_nonnegative, flavored, is_real,
@@ -77,32 +91,64 @@ class ADOPTHyper(NamedTuple):
     one_minus_beta2: float
     nesterov: float        # 1 or 0
     neg_lr: float
+    caution_scale: float   # cautious (after the first step): the scale s, else 0
 
 
 @kernel
-def adopt_rule(p, g, s, h):
-    """One element of ADOPT; ``s = (exp_avg, exp_avg_sq)``."""
-    exp_avg, exp_avg_sq = s
+def _decayed(p, g, h):
+    """The parameter and the gradient after ``maximize`` and the weight decay."""
     if h.maximize != 0:
         g = -g
     p = p * h.decay_factor
     if h.l2 != 0:
         g = fma(h.l2, p, g)
-    if h.first != 0:
-        return p, (exp_avg, g * g)
+    return p, g
+
+
+@kernel
+def _direction(g, exp_avg, exp_avg_sq, h):
+    """The new momentum ``m`` and the update ``u`` of a step after the first."""
     n = g / maximum(np.sqrt(exp_avg_sq), h.eps)
     n = min(max(n, -h.clip), h.clip)
     m = lerp(exp_avg, n, h.one_minus_beta1)
     u = m
     if h.nesterov != 0:
         u = h.beta1 * m + h.one_minus_beta1 * n
+    return m, u
+
+
+@kernel
+def adopt_rule(p, g, s, h):
+    """One element of ADOPT; ``s = (exp_avg, exp_avg_sq)``."""
+    exp_avg, exp_avg_sq = s
+    p, g = _decayed(p, g, h)
+    if h.first != 0:
+        return p, (exp_avg, g * g)
+    m, u = _direction(g, exp_avg, exp_avg_sq, h)
+    if h.caution_scale != 0:
+        u = masked(u, u, g, h.caution_scale)
     v = fma(h.one_minus_beta2 * g, g, exp_avg_sq * h.beta2)
     return p + h.neg_lr * u, (m, v)
 
 
 @kernel
+def adopt_agreement(p, g, s, h):
+    """The cautious first pass (a step after the first): whether this element's update
+    agrees with its gradient, as the value to sum; ``s`` is only read."""
+    exp_avg, exp_avg_sq = s
+    p, g = _decayed(p, g, h)
+    m, u = _direction(g, exp_avg, exp_avg_sq, h)
+    return (exp_avg, exp_avg_sq), agrees(u, g), constant(0.0, g)
+
+
+@kernel
 def _adopt_dense(param, grad, states, hyper):
     apply_dense(adopt_rule, param, grad, states, ADOPTHyper(*hyper))
+
+
+@kernel
+def _adopt_agreeing(param, grad, states, hyper):
+    return sum_pair(adopt_agreement, param, grad, states, ADOPTHyper(*hyper))[0]
 
 
 #: The switches each variant sets.
@@ -141,23 +187,35 @@ class ADOPT(Optimizer):
         explicitly overrides it.
     clip_count : str, default: the variant's
         ``"updates"`` (k = t - 1: paper, optax) or ``"steps"`` (k = t: the authors' code).
+    cautious : bool, default: False
+        Keep only the elements whose update agrees in sign with the gradient, scaled up as
+        ``cautious_scale`` says (see :mod:`npoptim.optim.cautious`).
+    cautious_scale : {'plus_one', 'floored_mean'}, default: 'plus_one'
+        The scale of the kept elements: n/(k + 1) (the paper, pytorch_optimizer) or
+        1/max(k/n, 1e-3) (timm); read only when ``cautious``.
     step_scope : {'per_param', 'global'}, default: 'per_param'
         How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
         ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
     """
 
     sparse_kind = "dense-only"
+    #: The switches at the value of the forms without caution (left out of state dicts and
+    #: golden hyperparameters there); the scale matters only when cautious.
+    torch_conventions = dict(NOT_CAUTIOUS)
+    conventions_apply = {"cautious_scale": "cautious"}
 
     @flavored
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.9999), eps=1e-6, weight_decay=0.0, *,
                  decoupled_weight_decay=False, clip_exponent=0.25, nesterov=False,
-                 maximize=False, variant="paper", clip_count=VARIANT_DEFAULT):
+                 maximize=False, variant="paper", clip_count=VARIANT_DEFAULT, cautious=False,
+                 cautious_scale="plus_one"):
         self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant,
                                                  dict(clip_count=clip_count))
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       clip_exponent=clip_exponent, nesterov=nesterov,
-                                      maximize=maximize, **switches))
+                                      maximize=maximize, cautious=cautious,
+                                      cautious_scale=cautious_scale, **switches))
 
     def _check_group(self, group):
         check_no_variant(group)
@@ -165,6 +223,7 @@ class ADOPT(Optimizer):
         check_betas(group["betas"])
         check_flag(group, "decoupled_weight_decay", "nesterov", "maximize")
         check_choice(group, "clip_count", _CLIP_COUNTS)
+        check_cautious(group)
         exponent = group["clip_exponent"]
         if exponent is not None and not (is_real(exponent) and 0.0 <= exponent < math.inf):
             raise ValueError(f"clip_exponent must be None (no clipping) or a non-negative "
@@ -182,10 +241,13 @@ class ADOPT(Optimizer):
         exponent = group["clip_exponent"]
         count = step - 1 if group["clip_count"] == "updates" else step
         clip = math.inf if exponent is None else float(count) ** exponent
-        hyper = typed_record(ADOPTHyper, param, maximize=bool(group["maximize"]),
-                             decay_factor=1 - lr * wd if decoupled and wd != 0 else 1.0,
-                             l2=0.0 if decoupled else wd, first=step == 1, eps=group["eps"],
-                             clip=clip, one_minus_beta1=1 - beta1, beta1=beta1, beta2=beta2,
-                             one_minus_beta2=1 - beta2, nesterov=bool(group["nesterov"]),
-                             neg_lr=-lr)
-        _adopt_dense(param, grad, self._flat_states(state, group), hyper)
+        fields = dict(maximize=bool(group["maximize"]),
+                      decay_factor=1 - lr * wd if decoupled and wd != 0 else 1.0,
+                      l2=0.0 if decoupled else wd, first=step == 1, eps=group["eps"],
+                      clip=clip, one_minus_beta1=1 - beta1, beta1=beta1, beta2=beta2,
+                      one_minus_beta2=1 - beta2, nesterov=bool(group["nesterov"]), neg_lr=-lr)
+        states = self._flat_states(state, group)
+        scale = 0.0 if step == 1 else caution_scale(group, param, lambda: _adopt_agreeing(
+            param, grad, states, typed_record(ADOPTHyper, param, **fields, caution_scale=0)))
+        _adopt_dense(param, grad, states, typed_record(ADOPTHyper, param, **fields,
+                                                       caution_scale=scale))

@@ -34,6 +34,19 @@ Sources and where they differ:
 * optax's ``scale_by_lion`` also has ``mode="smooth"``/``"refined"`` (tanh or clipped
   instead of the sign), which ``optax.lion`` does not expose; npoptim implements the sign only.
 
+``cautious=True`` (C-Lion, :mod:`npoptim.optim.cautious`): the sign is masked where it
+disagrees with :math:`g` (:math:`c\,g \le 0`) and the kept signs are scaled by
+``cautious_scale``'s :math:`s`, :math:`u = s\,\phi\odot\operatorname{sign}(c) + \lambda\theta`:
+the decay stays outside the mask in both forms. pytorch_optimizer 4.1.0's ``Lion(cautious=True)``
+(``pytorch_optimizer/optimizer/lion.py``, default ``weight_decouple=True``) and C-Optim's
+``c_lion.py`` are ``variant="lion_pytorch", cautious=True`` (``"plus_one"``), timm's
+``Lion(caution=True)`` (``timm/optim/lion.py``) is ``cautious_scale="floored_mean"`` with
+the same decay first. pytorch_optimizer and timm interpolate with ``lerp``,
+:math:`m + (1-\beta)(g - m)`, npoptim (as lion-pytorch and C-Optim) with
+:math:`\beta m + (1-\beta)g`: the same in real arithmetic, a rounding apart in the moment
+(and in the sign only where :math:`c` rounds across 0). A cautious step makes two passes over
+each parameter (the first counts the agreeing elements: :func:`lion_agreement`).
+
 Dense gradients only: a zero gradient still moves :math:`\theta` and :math:`m`, so a CSR
 update of the stored entries alone would differ from the dense one.
 """
@@ -43,6 +56,9 @@ import numpy as np
 
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import sum_pair
+from npoptim.kernels.scalar import constant
+from npoptim.optim.cautious import NOT_CAUTIOUS, agrees, caution_scale, check_cautious, masked
 from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
                                    check_no_variant, check_nonnegative, flavored, resolve_variant)
@@ -59,16 +75,25 @@ class LionHyper(NamedTuple):
     update_decay: float     # λ added to the sign (weight_decay_form="in_update"), else 0
     decay_factor: float     # 1 - γλ applied first (weight_decay_form="decoupled"), else 1
     neg_lr: float           # -γ
+    caution_scale: float    # cautious: the scale s of the kept signs, else 0
+
+
+@kernel
+def _interpolation(g, exp_avg, h):
+    """The gradient after ``maximize`` and the interpolation ``c`` the sign is taken of."""
+    if h.maximize != 0:
+        g = -g
+    return g, h.one_minus_beta1 * g + h.beta1 * exp_avg
 
 
 @kernel
 def lion_rule(p, g, s, h):
     """One element of Lion; ``s = (exp_avg,)``."""
     (exp_avg,) = s
-    if h.maximize != 0:
-        g = -g
-    c = h.one_minus_beta1 * g + h.beta1 * exp_avg
+    g, c = _interpolation(g, exp_avg, h)
     u = np.sign(c)
+    if h.caution_scale != 0:
+        u = masked(u, c, g, h.caution_scale)
     if h.update_decay != 0:
         u = u + h.update_decay * p
     p = p * h.decay_factor
@@ -77,8 +102,22 @@ def lion_rule(p, g, s, h):
 
 
 @kernel
+def lion_agreement(p, g, s, h):
+    """The cautious first pass: whether this element's sign agrees with its gradient, as the
+    value to sum (:func:`npoptim.optim.cautious.agrees`); ``s = (exp_avg,)`` is only read."""
+    (exp_avg,) = s
+    g, c = _interpolation(g, exp_avg, h)
+    return (exp_avg,), agrees(c, g), constant(0.0, g)
+
+
+@kernel
 def _lion_dense(param, grad, states, hyper):
     apply_dense(lion_rule, param, grad, states, LionHyper(*hyper))
+
+
+@kernel
+def _lion_agreeing(param, grad, states, hyper):
+    return sum_pair(lion_agreement, param, grad, states, LionHyper(*hyper))[0]
 
 
 #: The published forms (see the module docstring).
@@ -112,6 +151,12 @@ class Lion(Optimizer):
         first, lion-pytorch).
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
+    cautious : bool, default: False
+        C-Lion: keep only the signs that agree with the gradient, scaled up as
+        ``cautious_scale`` says (see :mod:`npoptim.optim.cautious`).
+    cautious_scale : {'plus_one', 'floored_mean'}, default: 'plus_one'
+        The scale of the kept signs: n/(k + 1) (the paper, pytorch_optimizer, C-Optim) or
+        1/max(k/n, 1e-3) (timm); read only when ``cautious``.
     step_scope : {'per_param', 'global'}, default: 'per_param'
         How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
         ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
@@ -119,14 +164,20 @@ class Lion(Optimizer):
 
     sparse_kind = "dense-only"
     step_in_state_dict = None
+    #: The switches at the value of the forms without caution (left out of state dicts and
+    #: golden hyperparameters there); the scale matters only when cautious.
+    torch_conventions = dict(NOT_CAUTIOUS)
+    conventions_apply = {"cautious_scale": "cautious"}
 
     @flavored
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, *,
-                 variant="paper", weight_decay_form=VARIANT_DEFAULT, maximize=False):
+                 variant="paper", weight_decay_form=VARIANT_DEFAULT, maximize=False,
+                 cautious=False, cautious_scale="plus_one"):
         self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant,
                                                  dict(weight_decay_form=weight_decay_form))
         super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay,
-                                      maximize=maximize, **switches))
+                                      maximize=maximize, cautious=cautious,
+                                      cautious_scale=cautious_scale, **switches))
 
     def _check_group(self, group):
         check_no_variant(group)
@@ -134,6 +185,7 @@ class Lion(Optimizer):
         check_betas(group["betas"])
         check_flag(group, "maximize")
         check_choice(group, "weight_decay_form", _WEIGHT_DECAY_FORMS)
+        check_cautious(group)
 
     def _state_names(self, group):
         return ("exp_avg",)
@@ -142,8 +194,12 @@ class Lion(Optimizer):
         lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         decoupled = group["weight_decay_form"] == "decoupled"
-        hyper = typed_record(LionHyper, param, maximize=bool(group["maximize"]), beta1=beta1,
-                             one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
-                             update_decay=0.0 if decoupled else wd,
-                             decay_factor=1 - lr * wd if decoupled else 1.0, neg_lr=-lr)
-        _lion_dense(param, grad, self._flat_states(state, group), hyper)
+        fields = dict(maximize=bool(group["maximize"]), beta1=beta1, one_minus_beta1=1 - beta1,
+                      beta2=beta2, one_minus_beta2=1 - beta2,
+                      update_decay=0.0 if decoupled else wd,
+                      decay_factor=1 - lr * wd if decoupled else 1.0, neg_lr=-lr)
+        states = self._flat_states(state, group)
+        scale = caution_scale(group, param, lambda: _lion_agreeing(
+            param, grad, states, typed_record(LionHyper, param, **fields, caution_scale=0)))
+        _lion_dense(param, grad, states, typed_record(LionHyper, param, **fields,
+                                                      caution_scale=scale))
