@@ -112,10 +112,14 @@ def test_every_optimizer_has_rows_in_the_case_table():
 # quantized precision cases 4.5 MB (the four quantized-state ones 2.15 MB: torchao's least
 # quantized parameter has 4096 elements; 16-bit Adafactor 0.08 MB, Muon 0.09 MB (20 steps of
 # 4x8), SparseAdam's CSR cases 0.07 MB, the bfloat16 LBFGS case 0.02 MB); the wrappers
-# (Lookahead, SAM, Mechanic) 0.4 MB; README, schema and provenance 0.3 MB. 36 MB leaves about
-# 0.8 MB for the next few cases; past that, thin the cases (fewer steps, smaller shapes,
-# inputs on a coarse grid as the quantized cases have them) before raising it again.
-SIZE_BUDGET = 36e6
+# (Lookahead, SAM, Mechanic) 0.4 MB; README, schema and provenance 0.3 MB. Raised from 36 MB on
+# 2026-12-04 for the optimizers of issue 29 (MARS 0.43 MB, Grams 0.29 MB, cautious Lion 0.12
+# MB: 36.1 MB in all, and about 0.3 MB for each of those still to come), as the wheel's
+# ceiling allows: the suite's archive was 8.8 MB of the 14 MB that tests/test_suite.py allows
+# (the wheel's budget is 15 MB). 38 MB leaves about 1.9 MB; past that, thin the cases (fewer
+# steps, smaller shapes, inputs on a coarse grid as the quantized cases have them) before
+# raising it again.
+SIZE_BUDGET = 38e6
 
 
 def test_suite_size_and_step_counts():
