@@ -62,6 +62,7 @@ OPTIMIZERS = {
     "DoWG": ("npoptim.optim.dog", None),
     "Momo": ("npoptim.optim.momo", None),
     "MomoAdam": ("npoptim.optim.momo", None),
+    "CAME": ("npoptim.optim.came", None),
 }
 
 
@@ -151,6 +152,8 @@ REFERENCES = {
     "Momo": (_ARXIV + "2305.07583", "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo.py"),
     "MomoAdam": (_ARXIV + "2305.07583",
                  "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo_adam.py"),
+    "CAME": (_ARXIV + "2307.02047",
+             "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),
