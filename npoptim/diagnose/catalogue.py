@@ -406,6 +406,15 @@ CATALOGUE = (
           "the vectors (biases, norms) through MARS too, instead of AdamW with betas_1d, "
           "lr_1d and weight_decay_1d (optimize_1d=False, both sources' default).",
           hyper=_mars_for_every_tensor),
+    Entry("L2 decay instead of decoupled (pytorch_optimizer's CAME)", ("CAME",), "convention",
+          "CAME's weight decay added to the gradient, g + λθ, before the second moment "
+          "(pytorch_optimizer 4.1.0's weight_decouple=False), instead of the authors' "
+          "decoupled θ ← θ - γλθ; on the cases that decouple.",
+          scope=decouples, hyper=_set("decoupled_weight_decay", False)),
+    Entry("CAME without update clipping", ("CAME",), "mistake",
+          "U = G/sqrt(V) used as is, not divided by max(1, RMS(U)/d): the first step of a "
+          "matrix is then 1/sqrt(1-β₂) (32x at β₂ = 0.999) larger in the momentum.",
+          hyper=_set("clip_threshold", math.inf)),
     Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),

@@ -72,6 +72,7 @@ cross-checks agree to about 1e-15 of the parameters' scale, not to the bit.
 This update is not element-wise (means over rows and columns, the RMS of the update), so it
 is written in plain NumPy in the parameter's dtype. Dense gradients only, real parameters only.
 """
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -100,7 +101,7 @@ def norm(x):
 
 def rms(x):
     """``‖x‖ / sqrt(x.size)`` in ``x``'s dtype, as the sources' ``_rms``."""
-    return norm(x) / x.dtype.type(x.size ** 0.5)
+    return norm(x) / x.dtype.type(math.sqrt(x.size))
 
 
 def factored_inverse_root(row, col):
