@@ -167,6 +167,17 @@ def test_first_step_of_a_matrix_is_weighted_by_the_confidence():
     close(opt.state[0]["exp_avg_sq_row"], (1 - 0.999) * np.mean(g * g, axis=1))
 
 
+def test_without_the_confidence_a_matrix_steps_by_its_momentum():
+    """confidence=False: the same g as above steps by lr·(1-β1)·sign(g), Adafactor with
+    momentum, and no instability factors are kept."""
+    g = np.array([[1.0, -2.0], [-2.0, 4.0], [0.5, 1.0]])
+    p = np.zeros((3, 2))
+    opt = CAME([p], lr=0.01, eps=(0.0, 0.19), confidence=False)
+    opt.step([g.copy()])
+    close(p, -0.01 * 0.1 * np.sign(g))
+    assert "exp_avg_res_row" not in opt.state[0]
+
+
 def test_second_step_of_a_vector_by_hand():
     """eps = 0, d = inf, β = (0.5, 0.5, ·): v1 = g1²/2, m1 = u1/2 with u1 = g1/sqrt(v1);
     v2 = v1/2 + g2²/2, u2 = g2/sqrt(v2), m2 = m1/2 + u2/2."""
@@ -222,6 +233,7 @@ def test_ams_bound_takes_the_fourth_root():
     (dict(clip_threshold=0.0), "clip_threshold"),
     (dict(weight_decay=-0.1), "weight_decay"),
     (dict(ams_bound=1), "ams_bound must be True or False"),
+    (dict(confidence=None), "confidence must be True or False"),
 ])
 def test_bad_hyperparameters_raise(kw, message):
     with pytest.raises(ValueError, match=message):

@@ -542,7 +542,7 @@ def came(optimizer, bug=None):
     """CAME (the authors' came-pytorch) with pytorch_optimizer's options: tensors of two or
     more dimensions factored over their last two, decoupled, fixed or L2 decay, maximize,
     ams_bound. Bugs: ``"l2"`` (the decoupled decay added to the gradient), ``"no clipping"``,
-    ``"float32"``."""
+    ``"no confidence"`` (a matrix steps by m, as Adafactor with momentum), ``"float32"``."""
     def factored_rsqrt(row, col):  # 1/sqrt(row·col/mean(row)), row (..., R), col (..., C)
         return 1 / np.sqrt(row[..., :, None] * col[..., None, :]
                            / row.mean(axis=-1)[..., None, None])
@@ -585,7 +585,7 @@ def came(optimizer, bug=None):
                 if bug != "no clipping":
                     u = u / max(1.0, np.sqrt(np.mean(u * u)) / h["clip_threshold"])
                 s["m"] = b1 * s["m"] + (1 - b1) * u
-                if p.ndim >= 2:
+                if p.ndim >= 2 and bug != "no confidence":
                     res = (u - s["m"]) ** 2 + e2
                     s["rr"] = b3 * s["rr"] + (1 - b3) * res.mean(axis=-1)
                     s["rc"] = b3 * s["rc"] + (1 - b3) * res.mean(axis=-2)
@@ -680,6 +680,7 @@ MISTAKES = [
     *[("CAME", bug, entry) for bug, entry in [
         ("l2", "L2 decay instead of decoupled (pytorch_optimizer's CAME)"),
         ("no clipping", "CAME without update clipping"),
+        ("no confidence", "CAME without the confidence (Adafactor with momentum)"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

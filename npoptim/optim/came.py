@@ -63,6 +63,15 @@ Sources and where they differ:
   :math:`\sqrt{\hat V}`, not of :math:`\hat V`), then :math:`U = G / \sqrt{H/\beta_2}`: a
   fourth root of the second moment, and :math:`\sqrt{\beta_2}` as a factor, which is what it
   computes (not AMSGrad's bound). It counts steps per param group (read by nothing).
+* hpcaitech/ColossalAI ``colossalai/nn/optimizer/came.py`` says it is copied from the
+  authors' file (its distributed variant aside).
+* mindspore-lab/mindformers ``mindformers/core/optim/came.py`` (``Came``; read, not run, and
+  not implemented here: no MindSpore) is another form, built on its Adafactor: three eps
+  ``(1e-30, 1e-3, 1e-16)``, :math:`\beta_2` replaced by Adafactor's
+  :math:`\hat\beta_{2,t} = 1 - t^{-0.8}` (``decay_rate``), ``beta3=0.99``, an optional
+  parameter scale :math:`\max(\epsilon_2, \mathrm{RMS}(\theta))` on the lr (which also
+  scales its decay), and on a CPU device its ``FusedAdaFactor`` kernel, which has no
+  confidence at all: ``confidence=False`` here, as far as the confidence goes.
 
 The row and column means here are NumPy's sums (a fixed pairwise order) divided by the
 length, and the RMS a float64-accumulated 2-norm over the square root of the size, as
@@ -92,6 +101,7 @@ class CAMEHyper(NamedTuple):
     clip_threshold: float  # d: Û = U / max(1, RMS(U)/d)
     decay_rate: float      # the decoupled decay θ ← θ - decay_rate·θ (γλ, or λ with fixed_decay)
     l2: float              # λ of the L2 form: G ← G + l2·θ (0 unless decoupled_weight_decay=False)
+    confidence: bool       # weigh a matrix's momentum by the confidence (False: Adafactor's step)
 
 
 def norm(x):
@@ -155,7 +165,7 @@ def came_update(param, grad, state, hyper):
     exp_avg = state["exp_avg"]
     exp_avg *= dtype(hyper.beta1)
     exp_avg += dtype(1 - hyper.beta1) * update
-    if factored:
+    if factored and hyper.confidence:
         instability = update - exp_avg
         instability *= instability
         instability += dtype(hyper.eps2)
@@ -196,16 +206,21 @@ class CAME(Optimizer):
     ams_bound : bool, default: False
         pytorch_optimizer's ``ams_bound``: the running max of the inverse of the second
         moment's inverse root, in a state of the parameter's shape (``exp_avg_sq_hat``).
+    confidence : bool, default: True
+        False: a matrix steps by its momentum as a vector does, θ ← θ - γm (Adafactor with
+        momentum, the paper's baseline), and keeps no instability factors.
     """
 
     def __init__(self, params, lr=2e-4, eps=(1e-30, 1e-16), clip_threshold=1.0,
                  betas=(0.9, 0.999, 0.9999), weight_decay=0.0, *, maximize=False,
-                 decoupled_weight_decay=True, fixed_decay=False, ams_bound=False):
+                 decoupled_weight_decay=True, fixed_decay=False, ams_bound=False,
+                 confidence=True):
         super().__init__(params, dict(lr=lr, eps=eps, clip_threshold=clip_threshold,
                                       betas=betas, weight_decay=weight_decay,
                                       maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      fixed_decay=fixed_decay, ams_bound=ams_bound))
+                                      fixed_decay=fixed_decay, ams_bound=ams_bound,
+                                      confidence=confidence))
 
     def _check_group(self, group):
         check_nonnegative(group, "lr", "weight_decay")
@@ -219,14 +234,16 @@ class CAME(Optimizer):
         d = group["clip_threshold"]
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0:
             raise ValueError(f"clip_threshold must be a positive number, got {d!r}")
-        check_flag(group, "maximize", "decoupled_weight_decay", "fixed_decay", "ams_bound")
+        check_flag(group, "maximize", "decoupled_weight_decay", "fixed_decay", "ams_bound",
+                   "confidence")
 
     def _state_shapes(self, param, group):
         shape = param.shape
         if len(shape) >= 2:
             row, col = shape[:-1], shape[:-2] + shape[-1:]
-            shapes = {"exp_avg": shape, "exp_avg_sq_row": row, "exp_avg_sq_col": col,
-                      "exp_avg_res_row": row, "exp_avg_res_col": col}
+            shapes = {"exp_avg": shape, "exp_avg_sq_row": row, "exp_avg_sq_col": col}
+            if group["confidence"]:
+                shapes.update(exp_avg_res_row=row, exp_avg_res_col=col)
         else:
             shapes = {"exp_avg": shape, "exp_avg_sq": shape}
         if group["ams_bound"]:
@@ -253,7 +270,7 @@ class CAME(Optimizer):
             clip_threshold=group["clip_threshold"],
             decay_rate=(weight_decay * (1.0 if group["fixed_decay"] else lr)) if decoupled
             else 0.0,
-            l2=0.0 if decoupled else weight_decay)
+            l2=0.0 if decoupled else weight_decay, confidence=group["confidence"])
         state["step"] += 1
         views = {name: state[name] for name in self._state_shapes(param.reshape(shape), group)}
         came_update(param.reshape(shape), grad.reshape(shape), views, hyper)
