@@ -20,7 +20,7 @@ SHAPES = ((4, 6), (7, 3), (5,), (2, 3, 4), ())
 STEPS = 24
 LRS = [1e-2 * min(1.0, (t + 1) / 5) * (0.5 + 0.5 * math.cos(math.pi * t / STEPS))
        for t in range(STEPS)]
-#: the worst float64 error allowed, relative to each tensor's scale (measured: about 1e-15)
+#: the worst float64 error allowed, relative to each tensor's scale (measured: 7.2e-16 at most)
 RTOL64 = 1e-12
 
 
@@ -125,7 +125,7 @@ def test_float32_matches_came_pytorch_to_float32_precision():
     got, opt = run_npoptim(params, grads, weight_decay=0.1)
     assert all(p.dtype == np.float32 for p in got[-1])
     assert all(s.dtype == np.float32 for s in opt.state[0].values() if hasattr(s, "dtype"))
-    assert worst_error(got, expected) < 1e-5
+    assert worst_error(got, expected) < 1e-6  # measured 1.5e-7, an ulp of the scale
 
 
 # ------------------------------------------------------------------ hand-derived steps
