@@ -63,6 +63,7 @@ OPTIMIZERS = {
     "Momo": ("npoptim.optim.momo", None),
     "MomoAdam": ("npoptim.optim.momo", None),
     "Grams": ("npoptim.optim.grams", None),
+    "CAME": ("npoptim.optim.came", None),
 }
 
 
@@ -154,6 +155,8 @@ REFERENCES = {
                  "https://github.com/fabian-sp/MoMo/blob/HEAD/momo/momo_adam.py"),
     "Grams": (_ARXIV + "2412.17107", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
               "pytorch_optimizer/optimizer/grams.py"),
+    "CAME": (_ARXIV + "2307.02047",
+             "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

@@ -42,6 +42,7 @@ cross-check ran:
   ``variant="sophiag"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_GRAMS_PYTORCH``: the authors' grams-pytorch (module ``grams``; Grams's
   ``eps_mode="eps_hat"``), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_CAME_PYTORCH``: the authors' came-pytorch (CAME), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -142,6 +143,7 @@ REQUIRED = {
     "MOMO_OPT": ("momo",),
     "SOPHIA_OPT": ("sophia_opt",),
     "GRAMS_PYTORCH": ("grams",),
+    "CAME_PYTORCH": ("came_pytorch",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),

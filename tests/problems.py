@@ -65,6 +65,7 @@ CONFIGS = {
     "DoWG": [dict(weight_decay=0.1)],
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
+    "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
 }
 
 

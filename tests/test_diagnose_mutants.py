@@ -606,9 +606,70 @@ def lion(optimizer, bug=None):
     return make_step
 
 
+def came(optimizer, bug=None):
+    """CAME (the authors' came-pytorch) with pytorch_optimizer's options: tensors of two or
+    more dimensions factored over their last two, decoupled, fixed or L2 decay, maximize,
+    ams_bound. Bugs: ``"l2"`` (the decoupled decay added to the gradient), ``"no clipping"``,
+    ``"no confidence"`` (a matrix steps by m, as Adafactor with momentum), ``"float32"``."""
+    def factored_rsqrt(row, col):  # 1/sqrt(row·col/mean(row)), row (..., R), col (..., C)
+        return 1 / np.sqrt(row[..., :, None] * col[..., None, :]
+                           / row.mean(axis=-1)[..., None, None])
+
+    def make_step(params, h):
+        kind = kind_of(bug)
+        state = [dict(m=np.zeros(p.shape, kind), hat=np.zeros(p.shape, kind),
+                      v=np.zeros(p.shape, kind), r=np.zeros(p.shape[:-1], kind),
+                      c=np.zeros(p.shape[:-2] + p.shape[-1:], kind),
+                      rr=np.zeros(p.shape[:-1], kind),
+                      rc=np.zeros(p.shape[:-2] + p.shape[-1:], kind)) for p in params]
+
+        def step(grads, lr):
+            b1, b2, b3 = h["betas"]
+            e1, e2 = h["eps"]
+            wd = h["weight_decay"]
+            l2 = bug == "l2" or not h["decoupled_weight_decay"]
+            for p, g, s in zip(params, grads, state):
+                if g is None:
+                    continue
+                x = p.astype(kind)
+                g = np.asarray(g).astype(kind)
+                g = -g if h["maximize"] else g
+                if l2:
+                    g = g + wd * x
+                elif wd:
+                    x = x * (1 - wd * (1.0 if h["fixed_decay"] else lr))
+                sq = g * g + e1
+                if p.ndim >= 2:
+                    s["r"] = b2 * s["r"] + (1 - b2) * sq.mean(axis=-1)
+                    s["c"] = b2 * s["c"] + (1 - b2) * sq.mean(axis=-2)
+                    inv = factored_rsqrt(s["r"], s["c"])
+                else:
+                    s["v"] = b2 * s["v"] + (1 - b2) * sq
+                    inv = 1 / np.sqrt(s["v"])
+                if h["ams_bound"]:
+                    s["hat"] = np.maximum(s["hat"], 1 / inv)
+                    inv = 1 / np.sqrt(s["hat"] / b2)
+                u = g * inv
+                if bug != "no clipping":
+                    u = u / max(1.0, np.sqrt(np.mean(u * u)) / h["clip_threshold"])
+                s["m"] = b1 * s["m"] + (1 - b1) * u
+                if p.ndim >= 2 and bug != "no confidence":
+                    res = (u - s["m"]) ** 2 + e2
+                    s["rr"] = b3 * s["rr"] + (1 - b3) * res.mean(axis=-1)
+                    s["rc"] = b3 * s["rc"] + (1 - b3) * res.mean(axis=-2)
+                    x = x - lr * factored_rsqrt(s["rr"], s["rc"]) * s["m"]
+                else:
+                    x = x - lr * s["m"]
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
-           "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion}
+           "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
+           "CAME": came}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -686,6 +747,11 @@ MISTAKES = [
         ("no clipping", "MARS without clipping"),
         ("eps hat", "eps on sqrt(v + 1e-15) (pytorch_optimizer's MARS)"),
         ("all mars", "MARS for every tensor (optimize_1d ignored)"),
+        ("float32", "float32 accumulation of float64")]],
+    *[("CAME", bug, entry) for bug, entry in [
+        ("l2", "L2 decay instead of decoupled (pytorch_optimizer's CAME)"),
+        ("no clipping", "CAME without update clipping"),
+        ("no confidence", "CAME without the confidence (Adafactor with momentum)"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

@@ -430,6 +430,20 @@ CATALOGUE = (
           "+ eps) itself, so the case is replayed through AdamW with the same "
           "hyperparameters (eps_mode, bias_correction and the decoupled decay are AdamW's "
           "too).", optimizer={"Grams": "AdamW"}),
+    Entry("L2 decay instead of decoupled (pytorch_optimizer's CAME)", ("CAME",), "convention",
+          "CAME's weight decay added to the gradient, g + λθ, before the second moment "
+          "(pytorch_optimizer 4.1.0's weight_decouple=False), instead of the authors' "
+          "decoupled θ ← θ - γλθ; on the cases that decouple.",
+          scope=decouples, hyper=_set("decoupled_weight_decay", False)),
+    Entry("CAME without the confidence (Adafactor with momentum)", ("CAME",), "mistake",
+          "a matrix steps by its momentum, θ ← θ - γm, not γm/sqrt(S) with S the factored "
+          "instability (Û - m)² + ε₂: the paper's baseline, and what mindformers' Came runs "
+          "on a CPU device (its FusedAdaFactor kernel).", switches={"confidence": False}),
+    Entry("CAME without update clipping", ("CAME",), "mistake",
+          "U = G/sqrt(V) used as is, not divided by max(1, RMS(U)/d): at the first step "
+          "RMS(U) is about 1/sqrt(1-β₂) (32 at β₂ = 0.999), so the momentum takes a U that "
+          "much larger.",
+          hyper=_set("clip_threshold", math.inf)),
     Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),

@@ -955,6 +955,23 @@ TABLE["MomoAdam"] = [
         shapes=((6,),), objective="separable-quartic",
         matches=("momo-opt 0.1.0 MomoAdam (divide=False)",)),
 ]
+TABLE["CAME"] = [
+    Row("CAME", "defaults", "The authors' betas (0.9, 0.999, 0.9999) and eps (1e-30, 1e-16), "
+        "lr 1e-2: a matrix with factored second moment and confidence, a vector with full "
+        "moments and the momentum as its step.", dict(lr=1e-2), shapes=((3, 2), (2,)), steps=10,
+        matches=("came-pytorch 0.1.3 CAME", "pytorch_optimizer.CAME 4.1.0")),
+    Row("CAME", "decay-3d-clip", "Decoupled weight decay, clip_threshold 1.5, betas (0.8, "
+        "0.99, 0.999); a 3-D tensor factored over its last two dimensions (float64 only: the "
+        "suite's size budget).",
+        dict(lr=1e-2, weight_decay=0.1, clip_threshold=1.5, betas=(0.8, 0.99, 0.999)),
+        shapes=((2, 2, 2), (2,)), steps=10, dtypes=("float64",),
+        matches=("came-pytorch 0.1.3 CAME",)),
+    Row("CAME", "pytorch-optimizer-options", "pytorch_optimizer's options: maximize, L2 "
+        "decay (weight_decouple=False) and ams_bound, under warmup + cosine.",
+        dict(lr=1e-2, weight_decay=0.05, maximize=True, decoupled_weight_decay=False,
+             ams_bound=True), shapes=((2, 3), (2,)), steps=10, schedule="warmup-cosine",
+        matches=("pytorch_optimizer.CAME 4.1.0 (weight_decouple=False, ams_bound=True)",)),
+]
 
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
