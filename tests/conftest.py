@@ -40,6 +40,8 @@ cross-check ran:
   (DoG) and momo-opt (Momo, MomoAdam), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_SOPHIA_OPT``: the authors' SophiaG as sophia-opt (Sophia's
   ``variant="sophiag"``), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
+  ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -139,6 +141,7 @@ REQUIRED = {
     "DOG_OPTIMIZER": ("dog",),
     "MOMO_OPT": ("momo",),
     "SOPHIA_OPT": ("sophia_opt",),
+    "MUON_OPTIMIZER": ("muon",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
