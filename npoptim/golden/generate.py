@@ -170,6 +170,8 @@ def build_case(row, dtype, seed=None, case_id=None):
         opt = cls(wrapped_cls([p.copy() for p in params], **row.wrapped[1]), **row.hyper)
     else:
         opt = cls([p.copy() for p in params], **flavor, **row.hyper)
+    if "variant" in getattr(cls, "torch_conventions", {}) and _named_variant(opt) is not None:
+        torch_name = None  # another published form of an optimizer torch has (Muon's)
     base_lr = opt.param_groups[0]["lr"]
     schedule = None
     if row.schedule:

@@ -493,7 +493,7 @@ class Muon(Optimizer):
                                       use_muon=True, **switches))
 
     def add_param_group(self, param_group):
-        if isinstance(param_group, dict) and param_group.get("use_muon", True) is False:
+        if isinstance(param_group, dict) and param_group.get("use_muon", True) in (False,):
             # SingleDeviceMuonWithAuxAdam's defaults of an AdamW group, not the Muon ones
             param_group = {**AUX_ADAMW_DEFAULTS, **param_group}
         super().add_param_group(param_group)
