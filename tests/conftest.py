@@ -43,6 +43,8 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_GRAMS_PYTORCH``: the authors' grams-pytorch (module ``grams``; Grams's
   ``eps_mode="eps_hat"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_CAME_PYTORCH``: the authors' came-pytorch (CAME), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
+  ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -144,6 +146,7 @@ REQUIRED = {
     "SOPHIA_OPT": ("sophia_opt",),
     "GRAMS_PYTORCH": ("grams",),
     "CAME_PYTORCH": ("came_pytorch",),
+    "MUON_OPTIMIZER": ("muon",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),

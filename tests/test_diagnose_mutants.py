@@ -666,10 +666,75 @@ def came(optimizer, bug=None):
     return make_step
 
 
+def _bf16(x):
+    """float32 values rounded to bfloat16 (ties to even) by their bits."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _bf16_mm(a, b):
+    """A bfloat16 matrix product: exact products summed in float64, rounded to bfloat16."""
+    return _bf16((a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32))
+
+
+def muon(optimizer, bug=None):
+    """torch's Muon and Keller Jordan's (variant "keller_jordan": its eps added, each op of
+    the iteration rounded, the scale on the bfloat16 update, 4-D as (out, in·h·w) scaled by
+    its last two sizes), the iteration in bfloat16. Bug: ``"rms scale"`` (0.2·sqrt(max(A,
+    B)) always)."""
+    def make_step(params, h):
+        kj = h.get("variant") == "keller_jordan"
+        bufs = [np.zeros(p.shape) for p in params]
+        a, b, c = h["ns_coefficients"]
+
+        def orthogonalize(u):
+            x = _bf16(u.astype(np.float32))
+            tall = x.shape[0] > x.shape[1]
+            x = x.T if tall else x
+            norm = _bf16(np.float32(np.sqrt(np.sum(x.astype(np.float64) ** 2))))
+            eps = _bf16(np.float32(h["eps"]))
+            x = _bf16(x / (_bf16(norm + eps) if kj else max(norm, eps)))
+            for _ in range(h["ns_steps"]):
+                gram = _bf16_mm(x, x.T)
+                if kj:  # B = b*A + (c*A) @ A; X = a*X + B @ X, each op rounded
+                    gu = _bf16(_bf16(np.float32(b) * gram)
+                               + _bf16_mm(_bf16(np.float32(c) * gram), gram))
+                    x = _bf16(_bf16(np.float32(a) * x) + _bf16_mm(gu, x))
+                else:   # addmm: one rounding each
+                    gu = _bf16((b * gram.astype(np.float64) + c * (
+                        gram.astype(np.float64) @ gram)).astype(np.float32))
+                    x = _bf16((a * x.astype(np.float64) + gu.astype(np.float64) @ x)
+                              .astype(np.float32))
+            return x.T if tall else x
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                g = np.asarray(g, np.float64)
+                mu = h["momentum"]
+                bufs[i] = bufs[i] + (1 - mu) * (g - bufs[i])
+                u = g + mu * (bufs[i] - g) if h["nesterov"] else bufs[i]
+                matrix = u.reshape(p.shape[0], -1) if p.ndim == 4 else u
+                rows, cols = p.shape[-2:]
+                if bug == "rms scale" or h["adjust_lr_fn"] == "match_rms_adamw":
+                    s = 0.2 * math.sqrt(max(rows, cols))
+                else:
+                    s = math.sqrt(max(1.0, rows / cols))
+                o = orthogonalize(matrix)
+                if kj:
+                    o, s = _bf16(np.float32(s) * o), 1.0
+                p[...] = p * (1 - lr * h["weight_decay"]) - lr * s * o.reshape(p.shape)
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
-           "CAME": came}
+           "CAME": came, "Muon": muon}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -748,6 +813,7 @@ MISTAKES = [
         ("eps hat", "eps on sqrt(v + 1e-15) (pytorch_optimizer's MARS)"),
         ("all mars", "MARS for every tensor (optimize_1d ignored)"),
         ("float32", "float32 accumulation of float64")]],
+    ("Muon", "rms scale", "Muon scale 0.2·sqrt(max(A, B)) (Moonlight's RMS match)"),
     *[("CAME", bug, entry) for bug, entry in [
         ("l2", "L2 decay instead of decoupled (pytorch_optimizer's CAME)"),
         ("no clipping", "CAME without update clipping"),

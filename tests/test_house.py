@@ -37,7 +37,8 @@ ALLOWED = {
     ("npoptim/optim/radam.py", "npoptim/optim/adam.py"): "RAdam's moments are Adam's",
     ("npoptim/optim/grams.py", "npoptim/optim/adam.py"): "Grams's moments are Adam's",
     ("npoptim/optim/muon.py", "npoptim/optim/adam.py"):
-        "keras's Muon steps its non-matrix parameters with AdamW (a local import)",
+        "keras's Muon steps its non-matrix parameters with AdamW, Keller Jordan's its "
+        "use_muon=False groups with AdamW's rule",
     ("npoptim/precision/adadelta.py", "npoptim/optim/adadelta.py"): _WRAPS,
     ("npoptim/precision/adafactor.py", "npoptim/optim/adafactor.py"): _WRAPS,
     ("npoptim/precision/adagrad.py", "npoptim/optim/adagrad.py"): _WRAPS,

@@ -230,7 +230,7 @@ for _file, _functions in {
         "npoptim/optim/mechanic.py": ["Mechanic._checked"],
         "npoptim/optim/momo.py": ["Momo._averaging", "MomoAdam._averaging",
                                   "_MomoBase._hyper"],
-        "npoptim/optim/muon.py": ["momentum_direction"],
+        "npoptim/optim/muon.py": ["momentum_direction", "Muon._aux_adamw"],
         "npoptim/optim/nadam.py": ["NAdam._mu", "NAdam._update"],
         "npoptim/optim/noisy_sgd.py": ["NoisySGD._update"],
         "npoptim/optim/optimistic.py": ["OptimisticAdam._update"],

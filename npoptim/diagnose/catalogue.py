@@ -312,6 +312,12 @@ def _mars_for_every_tensor(h):
     return None if h.get("optimize_1d", True) else {"optimize_1d": True}
 
 
+def _muon_rms_scale(h):
+    # Keller Jordan's (and torch's default) shape scale replaced by Moonlight's RMS match
+    return None if h.get("adjust_lr_fn") == "match_rms_adamw" else {
+        "adjust_lr_fn": "match_rms_adamw"}
+
+
 ADAMS = ("Adam", "AdamW")
 #: The optimizers with cautious=True (npoptim.optim.cautious) and golden cases of it.
 CAUTIOUS = ("Lion",)
@@ -444,7 +450,14 @@ CATALOGUE = (
           "RMS(U) is about 1/sqrt(1-β₂) (32 at β₂ = 0.999), so the momentum takes a U that "
           "much larger.",
           hyper=_set("clip_threshold", math.inf)),
-    Entry("float32 accumulation of float64", tuple(registry.OPTIMIZERS), "mistake",
+    Entry("Muon scale 0.2·sqrt(max(A, B)) (Moonlight's RMS match)", ("Muon",), "convention",
+          "the orthogonalized update scaled by 0.2·sqrt(max(A, B)), AdamW's update RMS (Liu "
+          "et al. 2025, Moonlight; torch's adjust_lr_fn='match_rms_adamw'), instead of Keller "
+          "Jordan's sqrt(max(1, A/B)), torch's default: 0.2·sqrt(5) = 0.45 against 1 on a "
+          "3x5 matrix.", hyper=_muon_rms_scale),
+    # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is inside)
+    Entry("float32 accumulation of float64",
+          tuple(o for o in registry.OPTIMIZERS if o != "Muon"), "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),
     Entry("explicit CSR zero dropped", ("SparseAdam",), "mistake",

@@ -394,6 +394,18 @@ TABLE = {
             "under warmup + cosine.", dict(lr=1e-2, momentum=0.9), shapes=((3, 5), (4, 4)),
             grads="dense-none-zero", steps=16, schedule="warmup-cosine",
             tolerance=MUON_TOLERANCE),
+        Row("Muon", "keller-jordan", "variant='keller_jordan': a wide 3x5 and a tall 5x3, "
+            "whose scale sqrt(5/3) multiplies the bfloat16 update; the package's lr 0.02 and "
+            "no decay.", dict(lr=0.02, weight_decay=0.0, variant="keller_jordan"),
+            shapes=((3, 5), (5, 3)), steps=10, tolerance=MUON_TOLERANCE,
+            matches=("muon-optimizer 0.1.0 SingleDeviceMuon",)),
+        Row("Muon", "keller-jordan-conv", "variant='keller_jordan': a 4-D (4, 2, 3, 1) "
+            "orthogonalized as 4x6, scaled by sqrt(3/1) from its last two sizes; decay 0.1, "
+            "momentum 0.9, under warmup + cosine.",
+            dict(lr=0.02, weight_decay=0.1, momentum=0.9, variant="keller_jordan"),
+            shapes=((4, 2, 3, 1),), steps=10, schedule="warmup-cosine",
+            tolerance=MUON_TOLERANCE,
+            matches=("KellerJordan/Muon muon.py (GitHub, with the 4-D reshape of c33a468)",)),
     ],
     "LARS": [
         Row("LARS", "paper", "Paper Algorithm 1: lr inside the momentum buffer, trust ratio "

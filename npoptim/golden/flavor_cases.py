@@ -192,9 +192,12 @@ FLAVOR_TOLERANCE = {("keras", "Muon"): None, ("optax", "Muon"): None}
 
 def optimizers(flavor):
     """The optimizers with flavor cases: those whose switches the flavor sets or whose
-    defaults it changes, and that have rows and no variants (variants have their own rows)."""
+    defaults it changes, and that have rows and no variants (variants have their own rows),
+    or whose default form is torch's (Muon: torch's form is its default, Keller Jordan's a
+    variant with rows of its own)."""
     return [name for name in flavors.get(flavor).switches
-            if name in cases.TABLE and not registry.variants(name)[0]]
+            if name in cases.TABLE and (not registry.variants(name)[0]
+                                        or registry.OPTIMIZERS[name][1] is not None)]
 
 
 def candidate_rows(flavor, optimizer):

@@ -69,7 +69,9 @@ def hyperparameters(opt):
             if getattr(opt, name) != OPTIMIZER_CONVENTIONS[name]:
                 out[name] = codec.to_json_value(getattr(opt, name))
             continue
-        if name in conventions and (opt.defaults.get(name) == conventions[name]
+        # (a variant is an attribute: torch's one, as Muon's "torch", is left out too)
+        value = opt.defaults[name] if name in opt.defaults else getattr(opt, name, None)
+        if name in conventions and (value == conventions[name]
                                     or (name in applies and not opt.defaults.get(applies[name]))):
             continue
         if name in opt.defaults:
@@ -77,6 +79,14 @@ def hyperparameters(opt):
         elif hasattr(opt, name):
             out[name] = codec.to_json_value(getattr(opt, name))
     return out
+
+
+def _named_variant(opt):
+    """The case's ``variant``: the optimizer's, None for torch's own form (a variant that is
+    one of its ``torch_conventions``, Muon's "torch")."""
+    variant = getattr(opt, "variant", None)
+    return None if getattr(type(opt), "torch_conventions", {}).get("variant") == variant \
+        else variant
 
 
 def check_hyper_names(cls, hyper):
@@ -160,6 +170,8 @@ def build_case(row, dtype, seed=None, case_id=None):
         opt = cls(wrapped_cls([p.copy() for p in params], **row.wrapped[1]), **row.hyper)
     else:
         opt = cls([p.copy() for p in params], **flavor, **row.hyper)
+    if "variant" in getattr(cls, "torch_conventions", {}) and _named_variant(opt) is not None:
+        torch_name = None  # another published form of an optimizer torch has (Muon's)
     base_lr = opt.param_groups[0]["lr"]
     schedule = None
     if row.schedule:
@@ -213,7 +225,7 @@ def build_case(row, dtype, seed=None, case_id=None):
                                       flavors.framework_names(row.flavor, row.optimizer, hyper)),
         "tags": capability_tags(row, dtype, inner_hyper, [] if objective else grads,
                                 schedule) + (["wrapper"] if wrapped_cls else []),
-        "variant": getattr(opt, "variant", None),
+        "variant": _named_variant(opt),
         "matches": matches,
         "comment": row.comment,
         "dtype": dtype,

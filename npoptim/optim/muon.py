@@ -48,6 +48,53 @@ four partial sums throughout, so a float32 sum near a bfloat16 midpoint rounds t
 now and then (rarely: a few elements of a 20-step run, when at all). Bfloat16 values are held
 in float32 arrays; the parameter update itself is done in the parameter's dtype.
 
+**Keller Jordan's Muon** (``variant="keller_jordan"``; the default ``variant="torch"`` is
+torch's): ``SingleDeviceMuon`` and ``SingleDeviceMuonWithAuxAdam`` of the package
+``muon-optimizer`` 0.1.0 (KellerJordan/Muon muon.py; its ``Muon`` and ``MuonWithAuxAdam`` are
+the same steps spread over ``torch.distributed`` ranks). Its momentum is torch's (``momentum.
+lerp_(grad, 1-beta)``, then ``grad.lerp_(momentum, beta)``, always Nesterov), its coefficients
+are torch's defaults (3.4445, −4.7750, 2.0315), its Newton–Schulz runs in bfloat16 as torch's
+does, and its weight decay is torch's, :math:`\theta(1-\gamma\lambda)` before the update. It
+differs in four places, each a switch the variant sets (a switch given explicitly overrides
+it):
+
+* ``ns_eps_mode="added"``: :math:`X/(\|X\|_F + 10^{-7})`. In bfloat16 the sum is torch's
+  bfloat16 tensor plus a Python number, which torch casts to bfloat16 first (as the clamp's
+  bound; measured: a norm of 1.6e-8 plus 1e-7 gives 1.1642e-7, the float32 sum 1.1595e-7),
+  then adds in float32 and rounds.
+* ``ns_form="separate"``: each iteration as the package writes it, ``B = b * A + c * A @ A``
+  (Python reads ``c * A @ A`` as ``(c * A) @ A``) and ``X = a * X + B @ X``: every product,
+  scalar multiple and sum rounded to bfloat16 on its own, where torch's ``"addmm"`` fuses
+  :math:`bA + c A^2` and :math:`aX + BX` into one ``addmm`` each, rounded once.
+* ``scale_on="update"``: the shape scale :math:`\sqrt{\max(1, A/B)}` multiplies the
+  orthogonalized bfloat16 update in place (``update *= ...``, rounded to bfloat16), and the
+  parameter moves by :math:`-\gamma` times it; torch's ``"lr"`` scales the learning rate
+  (:math:`\gamma'`) and the update keeps its bfloat16 values.
+* ``nd_params="flatten_conv"``: a 4-D parameter (a convolution's (out, in, h, w)) is
+  orthogonalized as the (out, in·h·w) matrix and the update reshaped back (the reshape that
+  KellerJordan/Muon added after 0.1.0, commit c33a468: 0.1.0's own ``p.add_`` of the 2-D
+  update to the 4-D parameter fails to broadcast), and its scale reads the *tensor's* last two
+  sizes, :math:`\sqrt{\max(1, h/w)}` (``grad.size(-2) / grad.size(-1)``), not the matrix's.
+  The package runs 3-D and 5-D+ parameters as batches of matrices (torch's ``bmm``, whose
+  bfloat16 summation order npoptim does not reproduce): npoptim refuses them, as torch's
+  ``"refuse"`` refuses every parameter that is not 2-D.
+
+``SingleDeviceMuonWithAuxAdam``'s other groups, ``use_muon=False`` (a group option, True by
+default; the biases, gains and embeddings), get the package's AdamW, run as npoptim's AdamW
+rule (:func:`npoptim.optim.adam.adam_rule`): their own ``lr`` (default 3e-4), ``betas``
+((0.9, 0.95)), ``eps`` (1e-10) and ``weight_decay`` (0), decoupled decay
+:math:`\theta(1-\gamma\lambda)` first, then :math:`\theta - \gamma\,\hat m/(\sqrt{\hat v} +
+\epsilon)` with both moments bias-corrected by the group's step count (state ``exp_avg``,
+``exp_avg_sq`` and ``step``, an int as the package's). The package writes :math:`v` as
+``lerp_(grad.square(), 1-beta2)`` and the denominator as ``(v/b_2).sqrt() + eps``, npoptim's
+rule as an fma and :math:`\sqrt v/\sqrt{b_2} + \epsilon`: the same in real arithmetic
+(measured over 24 steps: the same float64 bits, float32 within an ulp). The package's constructor defaults (``lr=0.02``, ``weight_decay=0`` for the Muon
+groups) are not the variant's: npoptim's Muon keeps torch's, so pass them. Not reproduced:
+the package's Nesterov step writes the Nesterov direction into ``p.grad`` (``grad.lerp_``),
+npoptim leaves the gradients alone; a parameter without a gradient fails 0.1.0's step
+(``lerp_`` of None) and the GitHub version steps it as a zero gradient, where npoptim, as
+torch, leaves it and its state alone.
+
 **Convention switches** (see :mod:`npoptim.flavors`; ``flavor="optax"`` sets all four, as
 ``optax.contrib.muon`` 0.2.8 computes, google-deepmind/optax optax/contrib/_muon.py, for 2-D
 parameters):
@@ -106,11 +153,16 @@ import numpy as np
 
 from npoptim import frameworks
 from npoptim.kernels.bfloat16 import round_to_bfloat16, to_bfloat16
+from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import lerp_arrays
-from npoptim.optim.optimizer import Optimizer, typed
-from npoptim.optim.options import FLOOR_ALIASES, check_choice, check_flag, flavored, is_real
+from npoptim.optim import adam
+from npoptim.optim.adam import AdamHyper, adam_rule
+from npoptim.optim.optimizer import Optimizer, _as_step, typed, typed_record
+from npoptim.optim.options import (FLOOR_ALIASES, VARIANT_DEFAULT, check_betas, check_choice,
+                                   check_flag, check_no_variant, check_nonnegative, flavored,
+                                   is_real, resolve_variant)
 
 EPS = 1e-7
 DEFAULT_A = 3.4445
@@ -119,6 +171,21 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 #: "match_rms_adamw"'s factor: torch's constant, Keras's ``rms_rate`` (Liu et al., 2025)
 MATCH_RMS_RATE = 0.2
+
+#: The published forms (:func:`npoptim.optim.options.resolve_variant`): torch.optim.Muon
+#: 2.13, and Keller Jordan's muon-optimizer 0.1.0 (see the module docstring).
+VARIANTS = {
+    "torch": dict(ns_eps_mode="max", ns_form="addmm", scale_on="lr", nd_params="refuse"),
+    "keller_jordan": dict(ns_eps_mode="added", ns_form="separate", scale_on="update",
+                          nd_params="flatten_conv"),
+}
+#: The package's name for its form.
+ALIASES = {"muon_optimizer": "keller_jordan"}
+NS_FORMS = ("addmm", "separate")
+SCALE_PLACEMENTS = ("lr", "update")
+ND_PARAMS = ("refuse", "flatten_conv")
+#: The package's defaults of a ``use_muon=False`` group (SingleDeviceMuonWithAuxAdam)
+AUX_ADAMW_DEFAULTS = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-10, weight_decay=0)
 
 
 # ------------------------------------------------------------------------------- bfloat16
@@ -225,24 +292,32 @@ def float_addmm(c, a, b, beta, alpha):
 
 
 def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="bfloat16",
-                               ns_eps_mode="max", normalized=None):
+                               ns_eps_mode="max", normalized=None, ns_form="addmm"):
     """torch's ``_zeropower_via_newtonschulz``: the orthogonalized ``grad``, bfloat16 values
     (``ns_dtype="param"``: computed in ``grad``'s dtype; ``ns_eps_mode="added"``: divided by
-    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz``). ``normalized``, an array
+    ``norm + eps``, as optax's ``orthogonalize_via_newton_schulz`` and Keller Jordan's
+    ``zeropower_via_newtonschulz5``; ``ns_form="separate"``: each product, multiple and sum
+    rounded on its own, Keller Jordan's, see the module docstring). ``normalized``, an array
     of ``grad``'s shape, receives ``grad`` divided by its norm, the iteration's start (what
     torch's in-place ``div_`` leaves in a ``grad`` that is already bfloat16, whose
     ``.bfloat16()`` is no copy)."""
     ns_eps_mode = FLOOR_ALIASES.get(ns_eps_mode, ns_eps_mode)
     if ns_eps_mode not in ("max", "added"):
         raise ValueError(f"ns_eps_mode must be 'max' or 'added', got {ns_eps_mode!r}")
+    if ns_form not in NS_FORMS:
+        raise ValueError(f"ns_form must be one of {', '.join(map(repr, NS_FORMS))}, got "
+                         f"{ns_form!r}")
     a, b, c = ns_coefficients
     if ns_dtype == "bfloat16":
         cast, round_, addmm = to_bfloat16, round_to_bfloat16, bf16_addmm
+        # torch's bfloat16 tensor op with a Python number computes in float32 (opmath)
+        number = np.float32
     else:
         kind = grad.dtype.type
         cast = round_ = lambda v: np.asarray(v, kind)  # noqa: E731
         addmm = float_addmm
         a, b, c = kind(a), kind(b), kind(c)
+        number = kind
     x = cast(grad)
     transposed = grad.shape[0] > grad.shape[1]
     if transposed:
@@ -251,22 +326,41 @@ def zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps, ns_dtype="b
     frob = round_(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
     if ns_eps_mode == "max":
         x = round_(x / np.maximum(frob, cast(eps)))
-    else:
+    else:  # norm + eps: torch casts the Python number to bfloat16 first, as the clamp does
         x = round_(x / round_(frob + cast(eps)))
     if normalized is not None:
         normalized[...] = x.T if transposed else x
     for _ in range(ns_steps):
         gram = addmm(None, x, x.T, 0.0, 1.0)
-        gram_update = addmm(gram, gram, gram, b, c)
-        x = addmm(x, gram_update, x, a, 1.0)
+        if ns_form == "addmm":
+            gram_update = addmm(gram, gram, gram, b, c)
+            x = addmm(x, gram_update, x, a, 1.0)
+        else:  # B = b * A + (c * A) @ A; X = a * X + B @ X, every result rounded
+            gram_update = round_(round_(number(b) * gram)
+                                 + addmm(None, round_(number(c) * gram), gram, 0.0, 1.0))
+            x = round_(round_(number(a) * x) + addmm(None, gram_update, x, 0.0, 1.0))
     return x.T if transposed else x
+
+
+def matrix_shape(shape, nd_params):
+    """The shape of the matrix a parameter of ``shape`` is orthogonalized as: itself (2-D),
+    or with ``nd_params="flatten_conv"`` a 4-D (out, in, h, w) as (out, in·h·w)."""
+    if len(shape) == 4 and nd_params == "flatten_conv":
+        return (shape[0], int(np.prod(shape[1:])))
+    return tuple(shape)
+
+
+def orthogonalizes(shape, nd_params):
+    """Whether Muon takes a parameter of ``shape`` (see ``nd_params``)."""
+    return len(shape) == 2 or (len(shape) == 4 and nd_params == "flatten_conv")
 
 
 def adjust_lr(lr, adjust_lr_fn, shape, weight_layout="out_in", rms_rate=MATCH_RMS_RATE):
     """The learning rate scaled for the matrix's shape (see the module docstring);
     "match_rms_adamw" scales by ``rms_rate * sqrt(max(A, B))``, not at all if ``rms_rate`` is
-    None (Keras's ``rms_rate=None``)."""
-    rows, cols = shape[:2]
+    None (Keras's ``rms_rate=None``). (A, B) are the last two sizes of ``shape``: a 2-D
+    matrix's, a 4-D tensor's (h, w) as Keller Jordan's package reads them."""
+    rows, cols = shape[-2:]
     if weight_layout == "in_out":  # (fan_in, fan_out): optax's sqrt(max(1, fan_out/fan_in))
         rows, cols = cols, rows
     if adjust_lr_fn is None or adjust_lr_fn == "original":
@@ -301,8 +395,18 @@ def momentum_direction(param, grad, flat_buf, state, group):
     return buf_scale * flat_buf + grad_scale * grad
 
 
+@kernel
+def _aux_adamw_dense(param, grad, states, hyper):
+    apply_dense(adam_rule, param, grad, states, AdamHyper(*hyper))
+
+
 class Muon(Optimizer):
-    """Muon, matching ``torch.optim.Muon`` (see the module docstring). 2-D parameters only.
+    """Muon, matching ``torch.optim.Muon`` (see the module docstring), or with
+    ``variant="keller_jordan"`` Keller Jordan's ``SingleDeviceMuon``. 2-D parameters only
+    (and 4-D with ``nd_params="flatten_conv"``); a param group with ``use_muon=False`` (the
+    group option of ``SingleDeviceMuonWithAuxAdam``) is stepped with its AdamW instead, any
+    shape, from the group's ``lr``, ``betas``, ``eps`` and ``weight_decay`` (defaults 3e-4,
+    (0.9, 0.95), 1e-10 and 0, the package's).
 
     Parameters
     ----------
@@ -331,14 +435,28 @@ class Muon(Optimizer):
         Bias-correct the momentum (optax); torch has none.
     ns_dtype : str, default: 'bfloat16'
         dtype of the Newton–Schulz iteration: ``"bfloat16"`` (torch) or ``"param"`` (optax, Keras).
-    ns_eps_mode : str, default: 'max'
-        ``"max"`` (X/max(‖X‖, ε), torch) or ``"added"`` (X/(‖X‖ + ε)).
+    ns_eps_mode : str, default: the variant's
+        ``"max"`` (X/max(‖X‖, ε), torch) or ``"added"`` (X/(‖X‖ + ε): optax, Keras, Keller
+        Jordan); ``"clamp"``, the older word of ``"max"``, is an alias.
     weight_layout : str, default: 'out_in'
         ``"out_in"`` (torch's (fan-out, fan-in)) or ``"in_out"`` (JAX's), for the lr adjustment.
     momentum_form : str, default: 'lerp'
         ``"lerp"`` (torch's average) or ``"sum"`` (M ← μM + G, Keras).
     rms_rate : float, default: 0.2
         Keras's factor of ``"match_rms_adamw"`` (None: γ' = γ).
+    variant : str, default: 'torch'
+        The published form: ``"torch"`` or ``"keller_jordan"`` (alias ``"muon_optimizer"``);
+        it sets every switch whose default is "the variant's", and a switch given explicitly
+        overrides it.
+    ns_form : str, default: the variant's
+        ``"addmm"`` (bA + cA² and aX + BX each one fused addmm, torch) or ``"separate"``
+        (each product, multiple and sum rounded on its own, Keller Jordan).
+    scale_on : str, default: the variant's
+        Where the shape scale goes: ``"lr"`` (γ', torch) or ``"update"`` (the bfloat16
+        update multiplied in place, Keller Jordan).
+    nd_params : str, default: the variant's
+        ``"refuse"`` (2-D only, torch) or ``"flatten_conv"`` (a 4-D parameter as its (out,
+        in·h·w) matrix, scaled by its last two sizes, Keller Jordan).
     step_scope : {'per_param', 'global'}, default: 'per_param'
         How the step count advances: per parameter (torch) or at every ``step()`` (Keras's
         ``iterations``); a flavor sets its own (see ``Optimizer.step_scope``).
@@ -348,35 +466,74 @@ class Muon(Optimizer):
     #: The convention switches and their torch values (see :mod:`npoptim.flavors`), and
     #: optax's ``adaptive``, which torch lacks (off): left out of torch-form state_dicts.
     #: Keras's ``momentum_form`` and ``rms_rate`` (torch's fixed 0.2) are left out likewise.
+    #: Keller Jordan's switches at torch's values too, ``use_muon`` (every group
+    #: orthogonalized, as torch's) and the variant itself (an attribute, not a group option).
     torch_conventions = {"bias_correction": False, "ns_dtype": "bfloat16",
                          "ns_eps_mode": "max", "weight_layout": "out_in", "adaptive": False,
-                         "momentum_form": "lerp", "rms_rate": MATCH_RMS_RATE}
+                         "momentum_form": "lerp", "rms_rate": MATCH_RMS_RATE,
+                         "ns_form": "addmm", "scale_on": "lr", "nd_params": "refuse",
+                         "use_muon": True, "variant": "torch"}
 
     @flavored
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
                  ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None, *, adaptive=False,
-                 bias_correction=False, ns_dtype="bfloat16", ns_eps_mode="max",
-                 weight_layout="out_in", momentum_form="lerp", rms_rate=MATCH_RMS_RATE):
+                 bias_correction=False, ns_dtype="bfloat16", ns_eps_mode=VARIANT_DEFAULT,
+                 weight_layout="out_in", momentum_form="lerp", rms_rate=MATCH_RMS_RATE,
+                 variant="torch", ns_form=VARIANT_DEFAULT, scale_on=VARIANT_DEFAULT,
+                 nd_params=VARIANT_DEFAULT):
+        self.variant, switches = resolve_variant(
+            VARIANTS, ALIASES, variant, dict(ns_eps_mode=ns_eps_mode, ns_form=ns_form,
+                                             scale_on=scale_on, nd_params=nd_params))
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
                                       nesterov=nesterov, ns_coefficients=ns_coefficients,
                                       eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn,
                                       adaptive=adaptive, bias_correction=bias_correction,
-                                      ns_dtype=ns_dtype, ns_eps_mode=ns_eps_mode,
-                                      weight_layout=weight_layout, momentum_form=momentum_form,
-                                      rms_rate=rms_rate))
+                                      ns_dtype=ns_dtype, weight_layout=weight_layout,
+                                      momentum_form=momentum_form, rms_rate=rms_rate,
+                                      use_muon=True, **switches))
 
     def add_param_group(self, param_group):
+        if isinstance(param_group, dict) and param_group.get("use_muon", True) in (False,):
+            # SingleDeviceMuonWithAuxAdam's defaults of an AdamW group, not the Muon ones
+            param_group = {**AUX_ADAMW_DEFAULTS, **param_group}
         super().add_param_group(param_group)
-        for p in self.param_groups[-1]["params"]:
-            if p.ndim != 2:
-                self.param_groups.pop()
-                raise ValueError("Muon only supports 2D parameters whereas we found a "
-                                 f"parameter with size: {p.shape} (optax and Keras give "
-                                 "the others AdamW: npoptim.AdamW, for Keras's form "
-                                 "npoptim.optim.muon.keras_adamw_part)")
+        try:
+            self._check_shapes(self.param_groups[-1])
+        except ValueError:
+            self.param_groups.pop()
+            raise
+
+    @staticmethod
+    def _check_shapes(group):
+        if not group["use_muon"]:
+            return
+        for p in group["params"]:
+            if orthogonalizes(p.shape, group["nd_params"]):
+                continue
+            if group["nd_params"] == "flatten_conv" and p.ndim > 2:
+                raise ValueError(
+                    f"Muon with nd_params='flatten_conv' takes 2-D and 4-D parameters, got "
+                    f"{p.shape}: Keller Jordan's Muon runs other shapes as batches of "
+                    "matrices (torch's bmm), which npoptim does not reproduce; give it a "
+                    "group with use_muon=False (AdamW) or reshape it")
+            raise ValueError("Muon only supports 2D parameters whereas we found a "
+                             f"parameter with size: {p.shape} (optax and Keras give "
+                             "the others AdamW: npoptim.AdamW, for Keras's form "
+                             "npoptim.optim.muon.keras_adamw_part; Keller Jordan's: a "
+                             "param group with use_muon=False)")
 
     def _check_group(self, group):
+        check_no_variant(group)
+        check_flag(group, "use_muon")
+        if not group["use_muon"]:  # SingleDeviceMuonWithAuxAdam's AdamW
+            check_nonnegative(group, "lr", "eps", "weight_decay")
+            check_betas(group["betas"])
+        check_choice(group, "ns_form", NS_FORMS)
+        check_choice(group, "scale_on", SCALE_PLACEMENTS)
+        check_choice(group, "nd_params", ND_PARAMS)
+        if "params" in group:  # a step's check: the group's options may have been edited
+            self._check_shapes(group)
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Learning rate should be >= 0 but is: {group['lr']}")
         if not 0.0 <= group["momentum"]:
@@ -414,8 +571,24 @@ class Muon(Optimizer):
             raise ValueError("bias_correction needs momentum < 1 (1 - momentum**t is 0)")
 
     def _state_names(self, group):
+        if not group["use_muon"]:  # the package's AdamW (its "step" is an int, not an array)
+            return ("exp_avg", "exp_avg_sq")
         # count: the steps taken, for the bias correction (optax's MuonState.count)
         return ("momentum_buffer", "count") if group["bias_correction"] else ("momentum_buffer",)
+
+    def _init_state(self, param, group):
+        state = super()._init_state(param, group)
+        if not group["use_muon"]:
+            state["step"] = 0
+        return state
+
+    def _load_param_state(self, entry, param, group, where):
+        if group["use_muon"] or not isinstance(entry, dict) or "step" not in entry:
+            return super()._load_param_state(entry, param, group, where)
+        out = super()._load_param_state({k: v for k, v in entry.items() if k != "step"},
+                                        param, group, where)
+        out["step"] = _as_step(entry["step"], f"{where}['step']")
+        return out
 
     def _state_shapes(self, param, group):
         shapes = super()._state_shapes(param, group)
@@ -424,20 +597,46 @@ class Muon(Optimizer):
         return shapes
 
     def _update(self, param, grad, state, group, index, shape):
+        if not group["use_muon"]:
+            self._aux_adamw(param, grad, state, group)
+            return
         buf = state["momentum_buffer"]
         flat_buf = buf.reshape(-1)
         update = momentum_direction(param, grad, flat_buf, state, group)
-        ortho = zeropower_via_newtonschulz(update.reshape(shape), group["ns_coefficients"],
+        matrix = matrix_shape(shape, group["nd_params"])
+        ortho = zeropower_via_newtonschulz(update.reshape(matrix), group["ns_coefficients"],
                                            group["ns_steps"], group["eps"], group["ns_dtype"],
-                                           group["ns_eps_mode"])
+                                           group["ns_eps_mode"], ns_form=group["ns_form"])
         if group["adaptive"]:  # the dual norm <U, O> (optax's adaptive=True)
-            ortho = np.sum(update.reshape(shape) * ortho.astype(param.dtype)) * ortho
+            ortho = np.sum(update.reshape(matrix) * ortho.astype(param.dtype)) * ortho
         lr = group["lr"]
-        decay, neg_lr = typed(param, 1 - lr * group["weight_decay"],
-                              -adjust_lr(lr, group["adjust_lr_fn"], shape,
-                                         group["weight_layout"], group["rms_rate"]))
+        adjusted = adjust_lr(lr, group["adjust_lr_fn"], shape, group["weight_layout"],
+                             group["rms_rate"])
+        if group["scale_on"] == "update":  # Keller Jordan: update *= scale, in its dtype
+            scale = adjust_lr(1.0, group["adjust_lr_fn"], shape, group["weight_layout"],
+                              group["rms_rate"])
+            if scale != 1.0:
+                if group["ns_dtype"] == "bfloat16":
+                    ortho = round_to_bfloat16(np.float32(scale) * ortho)
+                else:
+                    ortho = ortho * ortho.dtype.type(scale)
+            adjusted = lr
+        decay, neg_lr = typed(param, 1 - lr * group["weight_decay"], -adjusted)
         param *= decay
         param += neg_lr * ortho.reshape(-1).astype(param.dtype)
+
+    def _aux_adamw(self, param, grad, state, group):
+        """SingleDeviceMuonWithAuxAdam's AdamW (module docstring), as npoptim's AdamW rule."""
+        state["step"] += 1
+        t = state["step"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        hyper = typed_record(AdamHyper, param, decay_factor=1 - lr * group["weight_decay"],
+                             l2=0.0, one_minus_beta1=1 - beta1, beta2=beta2,
+                             one_minus_beta2=1 - beta2, maximize=False,
+                             bias_correction2_sqrt=(1 - beta2 ** t) ** 0.5, eps=group["eps"],
+                             neg_step_size=-lr / (1 - beta1 ** t), v_divisor=1.0,
+                             eps_root=0.0)
+        _aux_adamw_dense(param, grad, self._flat_states(state, group), hyper)
 
 
 def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2=0.999,
@@ -454,7 +653,6 @@ def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2
     **kw)``, stepped together. Under a schedule set this optimizer's lr to
     ``lr * adam_lr_ratio``.
     """
-    from npoptim.optim.adam import AdamW
     entry = frameworks.get("keras").constructors["Muon"]
     unknown = sorted(set(muon_keywords) - set(entry.defaults) - set(frameworks.NOT_CONVENTIONS))
     if unknown:
@@ -466,5 +664,5 @@ def keras_adamw_part(params, learning_rate=1e-3, *, adam_beta_1=0.9, adam_beta_2
         raise ValueError(f"adam_lr_ratio must be > 0 (npoptim's AdamW decays by lr * "
                          f"weight_decay), got {adam_lr_ratio!r}")
     decay = 0.0 if adam_weight_decay is None else adam_weight_decay / adam_lr_ratio
-    return AdamW(params, lr=learning_rate * adam_lr_ratio, betas=(adam_beta_1, adam_beta_2),
+    return adam.AdamW(params, lr=learning_rate * adam_lr_ratio, betas=(adam_beta_1, adam_beta_2),
                  eps=epsilon, weight_decay=decay, flavor="keras")
