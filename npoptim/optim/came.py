@@ -21,8 +21,8 @@ At each step, with gradient :math:`G` (negated when ``maximize``), learning rate
     \hat U &= U / \max(1,\ \mathrm{RMS}(U)/d)\\
     m_t &= \beta_1 m_{t-1} + (1-\beta_1)\,\hat U\\
     I &= (\hat U - m_t)^2 + \epsilon_2                                  &&\quad\text{(2)}\\
-    R'_t &= \beta_3 R'_{t-1} + (1-\beta_3)\,\mathrm{mean}_{\text{cols}}(I), \qquad
-    C'_t = \beta_3 C'_{t-1} + (1-\beta_3)\,\mathrm{mean}_{\text{rows}}(I)\\
+    R'_t &= \beta_3 R'_{t-1} + (1-\beta_3)\,\mathrm{mean}_{\text{cols}}(I)\\
+    C'_t &= \beta_3 C'_{t-1} + (1-\beta_3)\,\mathrm{mean}_{\text{rows}}(I)\\
     \theta &\leftarrow \theta - \gamma\lambda\theta                     &&\quad\text{(3)}\\
     \theta &\leftarrow \theta - \gamma\, m_t \,/\, \sqrt{R'_t C'_t / \mathrm{mean}(R'_t)}
                                                                         &&\quad\text{(4)}
