@@ -194,8 +194,9 @@ XLA_LOG = ("(b) XLA's CPU log1p calls the C library's log for float64 (|a| >= sq
 LAPACK_OPTAX = ("(b) svd_signs='lapack': optax's GaLore takes LAPACK's own signs (jax's "
                 "LAPACK is scipy's): its cases carry the golden flag lapack-svd, compared to "
                 "their tolerance")
-LAPACK_LARGE = ("(d) matrices larger than JACOBI_MAX_SIDE: LAPACK gesdd for speed; the golden "
-                "cases (8x5 and smaller) take the fixed-order Jacobi SVD")
+LAPACK_LARGE = ("(d) matrices larger than JACOBI_MAX_SIDE: LAPACK (gesdd, syevd) for speed; "
+                "the golden cases' matrices are smaller and take the fixed-order Jacobi "
+                "routines of npoptim/kernels/decompositions.py")
 TEACHING = "(d) teaching problems, plots and theory: not an optimizer's result, no golden value"
 DEMO_BENCH = "(d) the demo and the benchmarks: not an optimizer's result, no golden value"
 EXPLAIN = ("(d) explain/diagnose: the bias corrections shown next to a step, as the optimizer "
@@ -276,6 +277,7 @@ _allow(LAPACK_OPTAX, "npoptim/optim/galore.py", "orthogonal_projector",
        what=("scipy.linalg.svd",))
 _allow(LAPACK_LARGE, "npoptim/optim/galore.py", "orthogonal_projector",
        what=("numpy.linalg.svd",))
+_allow(LAPACK_LARGE, "npoptim/kernels/decompositions.py", "eigh", what=("numpy.linalg.eigh",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin", what=("numpy.cos", "**"))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin_grad", what=("numpy.sin",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "quadratic",

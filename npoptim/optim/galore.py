@@ -40,12 +40,13 @@ the moments carried over are read in the new basis, so a sign that another LAPAC
 differently changes the trajectory: npoptim fixes the signs (each singular vector's entry of
 largest magnitude is positive, as scikit-learn's ``svd_flip``), so its results do not depend
 on the LAPACK build; the authors' depend on theirs. For matrices of at most
-:data:`JACOBI_MAX_SIDE` rows and columns the singular vectors come from npoptim's one-sided
-Jacobi SVD (:func:`jacobi_singular_vectors`: cyclic sweeps of plane rotations in a fixed
-order, every operation a correctly rounded ``+ - * / sqrt``), so the projector, like the
-rest of the step, is the same bits on every CPU (LAPACK's are not: OpenBLAS picks its
-kernels by CPU, and the trajectories were 3.5e-16 of the scale apart in float64 between its
-Haswell and SkylakeX kernels, measured); larger matrices take LAPACK ``gesdd``
+:data:`~npoptim.kernels.decompositions.JACOBI_MAX_SIDE` rows and columns the singular vectors
+come from npoptim's one-sided Jacobi SVD
+(:func:`~npoptim.kernels.decompositions.jacobi_singular_vectors`: cyclic sweeps of plane
+rotations in a fixed order, every operation a correctly rounded ``+ - * / sqrt``), so the
+projector, like the rest of the step, is the same bits on every CPU (LAPACK's are not:
+OpenBLAS picks its kernels by CPU, and the trajectories were 3.5e-16 of the scale apart in
+float64 between its Haswell and SkylakeX kernels, measured); larger matrices take LAPACK ``gesdd``
 (``numpy.linalg.svd``, faster there), whose bits depend on the CPU and the LAPACK build.
 The cross-checks: against galore-torch with its SVD
 done in float64 and signed the same way, to 1e-12 of the parameters' scale over several
@@ -100,6 +101,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
+from npoptim.kernels.decompositions import (JACOBI_MAX_SIDE, fixed_signs,
+                                            jacobi_singular_vectors)
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
@@ -173,79 +176,6 @@ def svd_input(g, svd_dtype="param"):
         return g.astype(np.float32) if svd_dtype == "float32" else g
 
 
-#: The largest side (rows, columns) of a matrix whose singular vectors come from
-#: :func:`jacobi_singular_vectors` (with ``svd_signs="fixed"``); larger ones take LAPACK.
-JACOBI_MAX_SIDE = 128
-#: Sweeps after which the Jacobi iteration stops even if some pair is not yet orthogonal
-#: (a float64 matrix converges in about 6 to 10).
-JACOBI_MAX_SWEEPS = 60
-
-
-@kernel
-def _jacobi_sweeps(b, w, tolerance, max_sweeps):
-    """Rotate the columns of ``b`` (L x k) in place until each pair is orthogonal to
-    ``tolerance`` (relative), applying the same rotations to the columns of ``w`` (k x k, the
-    identity on entry). Pairs (p, q), p < q, are visited in row order; every sum runs over the
-    rows in order. Returns the number of sweeps."""
-    rows, k = b.shape
-    zero = tolerance - tolerance
-    one = zero + 1
-    two = one + one
-    for sweep in range(max_sweeps):
-        rotated = False
-        for p in range(k - 1):
-            for q in range(p + 1, k):
-                alpha = zero
-                beta = zero
-                gamma = zero
-                for i in range(rows):
-                    alpha += b[i, p] * b[i, p]
-                    beta += b[i, q] * b[i, q]
-                    gamma += b[i, p] * b[i, q]
-                if gamma == zero or abs(gamma) <= tolerance * np.sqrt(alpha * beta):
-                    continue
-                rotated = True
-                zeta = (beta - alpha) / (two * gamma)
-                t = one / (abs(zeta) + np.sqrt(one + zeta * zeta))
-                if zeta < zero:
-                    t = -t
-                c = one / np.sqrt(one + t * t)
-                s = c * t
-                for i in range(rows):
-                    bp = b[i, p]
-                    bq = b[i, q]
-                    b[i, p] = c * bp - s * bq
-                    b[i, q] = s * bp + c * bq
-                for i in range(k):
-                    wp = w[i, p]
-                    wq = w[i, q]
-                    w[i, p] = c * wp - s * wq
-                    w[i, q] = s * wp + c * wq
-        if not rotated:
-            return sweep + 1
-    return max_sweeps
-
-
-def jacobi_singular_vectors(a, count):
-    """The first ``count`` right singular vectors of ``a`` (columns of an ``n x count`` array,
-    singular values descending, ties in column order), by the one-sided Jacobi method
-    (Hestenes 1958) in ``a``'s dtype: ``a`` scaled by a power of two (exact) so that its
-    largest entry is in [0.5, 1), its columns rotated pairwise (:func:`_jacobi_sweeps`,
-    tolerance the dtype's epsilon) until orthogonal; the accumulated rotations are the
-    vectors, the final column norms (summed in order) the singular values. Left singular
-    vectors of ``a`` are the right ones of ``a.T``."""
-    b = np.array(a, order="C", copy=True)
-    peak = np.max(np.abs(b)) if b.size else 0.0
-    if peak > 0:
-        b = np.ldexp(b, -np.frexp(peak)[1])
-    k = b.shape[1]
-    w = np.eye(k, dtype=b.dtype)
-    _jacobi_sweeps(b, w, np.finfo(b.dtype).eps, JACOBI_MAX_SWEEPS)
-    norms = np.sqrt(np.sum(b * b, axis=0))
-    order = np.argsort(-norms, kind="stable")
-    return w[:, order[:count]]
-
-
 def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
     """The projector of the gradient matrix ``g``: its first right singular vectors as rows
     (``right``) or left ones as columns, from the SVD in ``g``'s dtype or float32
@@ -264,8 +194,7 @@ def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
         u, _, vh = np.linalg.svd(a, full_matrices=False)
         vectors = vh[:count, :].T if right else u[:, :count]
     if svd_signs == "fixed":
-        peaks = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
-        vectors = vectors * np.where(peaks < 0, -1.0, 1.0).astype(vectors.dtype)
+        vectors = fixed_signs(vectors)
     vectors = vectors.astype(g.dtype, copy=False)
     return vectors.T if right else vectors
 

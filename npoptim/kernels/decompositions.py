@@ -1,0 +1,209 @@
+"""Matrix decompositions in a fixed order: the same bits on every CPU.
+
+LAPACK (``numpy.linalg``, ``scipy.linalg``, torch's ``linalg``) picks its kernels by CPU, and
+OpenBLAS's Haswell and SkylakeX kernels round differently: a GaLore trajectory whose SVD came
+from LAPACK was 3.5e-16 of the scale apart between the two in float64 (measured). The
+preconditioned optimizers (GaLore's projector, Shampoo's roots, SOAP's and SPlus's eigenbases)
+take their decompositions from here instead, for matrices up to :data:`JACOBI_MAX_SIDE` on a
+side (every golden case's); larger ones go to LAPACK, faster there, whose bits depend on the
+CPU and the LAPACK build.
+
+Both routines are Jacobi methods: cyclic sweeps of plane rotations, the pairs (p, q), p < q,
+visited in row order, every sum running over its index in order, every operation a correctly
+rounded ``+ - * / sqrt``. The input is first scaled by a power of two (exact) so that its
+largest entry is in [0.5, 1), and the results scaled back.
+
+- :func:`jacobi_singular_vectors`: the one-sided method (Hestenes 1958) for right singular
+  vectors: columns rotated pairwise until orthogonal.
+- :func:`jacobi_eigh`: the two-sided method (Jacobi 1846; Golub & Van Loan, *Matrix
+  Computations*, 4th ed., section 8.5, ``sym.schur2``) for a symmetric matrix: each rotation
+  zeroes one off-diagonal pair. Eigenvalues ascending as LAPACK's ``syevd`` returns them, ties
+  in index order. :func:`eigh` is it up to :data:`JACOBI_MAX_SIDE` and LAPACK beyond.
+
+Accuracy: both stop when every pair is orthogonal (one-sided) or every off-diagonal entry is
+below the dtype's epsilon times the geometric mean of its two diagonal entries (two-sided);
+the eigenvalues are then within a few epsilons of LAPACK's, relative to the matrix's norm,
+and an eigenvector within about ``eps * ||A|| / gap`` of LAPACK's (up to sign), ``gap`` the
+distance to the nearest other eigenvalue. Vectors are defined up to sign:
+:func:`fixed_signs` makes each one's entry of largest magnitude positive (scikit-learn's
+``svd_flip``), so that the result does not depend on the routine.
+"""
+import numpy as np
+
+from npoptim.kernels.jit import kernel
+
+#: The largest side of a matrix decomposed here; larger ones take LAPACK.
+JACOBI_MAX_SIDE = 128
+#: Sweeps after which an iteration stops even if some pair has not converged (a float64
+#: matrix converges in about 6 to 10).
+JACOBI_MAX_SWEEPS = 60
+
+
+@kernel
+def _jacobi_sweeps(b, w, tolerance, max_sweeps):
+    """Rotate the columns of ``b`` (L x k) in place until each pair is orthogonal to
+    ``tolerance`` (relative), applying the same rotations to the columns of ``w`` (k x k, the
+    identity on entry). Returns the number of sweeps."""
+    rows, k = b.shape
+    zero = tolerance - tolerance
+    one = zero + 1
+    two = one + one
+    for sweep in range(max_sweeps):
+        rotated = False
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                alpha = zero
+                beta = zero
+                gamma = zero
+                for i in range(rows):
+                    alpha += b[i, p] * b[i, p]
+                    beta += b[i, q] * b[i, q]
+                    gamma += b[i, p] * b[i, q]
+                if gamma == zero or abs(gamma) <= tolerance * np.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (two * gamma)
+                t = one / (abs(zeta) + np.sqrt(one + zeta * zeta))
+                if zeta < zero:
+                    t = -t
+                c = one / np.sqrt(one + t * t)
+                s = c * t
+                for i in range(rows):
+                    bp = b[i, p]
+                    bq = b[i, q]
+                    b[i, p] = c * bp - s * bq
+                    b[i, q] = s * bp + c * bq
+                for i in range(k):
+                    wp = w[i, p]
+                    wq = w[i, q]
+                    w[i, p] = c * wp - s * wq
+                    w[i, q] = s * wp + c * wq
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+@kernel
+def _symmetric_sweeps(a, v, tolerance, floor, max_sweeps):
+    """Rotate the symmetric ``a`` (n x n) in place, ``a <- J^T a J``, until every
+    off-diagonal entry ``a[p, q]`` is at most ``tolerance * sqrt(|a[p, p] a[q, q]|)`` or at
+    most ``floor``, accumulating ``v <- v J`` (the identity on entry). Each rotation sets
+    ``a[p, q]`` to zero and moves the diagonal by ``-+ t a[p, q]`` (Golub & Van Loan's
+    ``sym.schur2``). Returns the number of sweeps."""
+    n = a.shape[0]
+    zero = tolerance - tolerance
+    one = zero + 1
+    two = one + one
+    for sweep in range(max_sweeps):
+        rotated = False
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = a[p, q]
+                if apq == zero or abs(apq) <= floor:
+                    continue
+                app = a[p, p]
+                aqq = a[q, q]
+                if abs(apq) <= tolerance * np.sqrt(abs(app) * abs(aqq)):
+                    continue
+                rotated = True
+                tau = (aqq - app) / (two * apq)
+                t = one / (abs(tau) + np.sqrt(one + tau * tau))
+                if tau < zero:
+                    t = -t
+                c = one / np.sqrt(one + t * t)
+                s = c * t
+                for k in range(n):
+                    if k != p and k != q:
+                        akp = a[k, p]
+                        akq = a[k, q]
+                        a[k, p] = c * akp - s * akq
+                        a[k, q] = s * akp + c * akq
+                        a[p, k] = a[k, p]
+                        a[q, k] = a[k, q]
+                a[p, p] = app - t * apq
+                a[q, q] = aqq + t * apq
+                a[p, q] = zero
+                a[q, p] = zero
+                for k in range(n):
+                    vp = v[k, p]
+                    vq = v[k, q]
+                    v[k, p] = c * vp - s * vq
+                    v[k, q] = s * vp + c * vq
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+def _scaled_copy(a):
+    """``(a * 2**-e, e)``: a C-ordered copy with its largest entry in [0.5, 1) (exact)."""
+    b = np.array(a, order="C", copy=True)
+    peak = np.max(np.abs(b)) if b.size else 0.0
+    if not peak > 0:
+        return b, 0
+    exponent = int(np.frexp(peak)[1])
+    return np.ldexp(b, -exponent), exponent
+
+
+def fixed_signs(vectors):
+    """``vectors`` (columns) each multiplied by -1 or 1 so that its entry of largest magnitude
+    (the first such) is positive."""
+    if vectors.size == 0:
+        return vectors
+    peaks = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
+    return vectors * np.where(peaks < 0, -1.0, 1.0).astype(vectors.dtype)
+
+
+def jacobi_singular_vectors(a, count):
+    """The first ``count`` right singular vectors of ``a`` (columns of an ``n x count`` array,
+    singular values descending, ties in column order), by the one-sided Jacobi method in
+    ``a``'s dtype (:func:`_jacobi_sweeps`, tolerance the dtype's epsilon); the accumulated
+    rotations are the vectors, the final column norms (summed in order) the singular values.
+    Left singular vectors of ``a`` are the right ones of ``a.T``. Signs as the rotations leave
+    them (:func:`fixed_signs` fixes them)."""
+    b, _ = _scaled_copy(a)
+    k = b.shape[1]
+    w = np.eye(k, dtype=b.dtype)
+    _jacobi_sweeps(b, w, np.finfo(b.dtype).eps, JACOBI_MAX_SWEEPS)
+    norms = np.sqrt(np.sum(b * b, axis=0))
+    order = np.argsort(-norms, kind="stable")
+    return w[:, order[:count]]
+
+
+def _check_symmetric(a):
+    a = np.asarray(a)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"a symmetric matrix must be square, got shape {a.shape}")
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"a symmetric matrix must be float32 or float64, got {a.dtype}")
+    if not np.all(np.isfinite(a)):
+        raise FloatingPointError("a symmetric matrix to decompose has a NaN or infinite entry")
+    if not np.array_equal(a, a.T):
+        raise ValueError("the matrix is not symmetric (a != a.T)")
+    return a
+
+
+def jacobi_eigh(a):
+    """``(values, vectors)`` of the symmetric ``a`` by the two-sided Jacobi method in ``a``'s
+    dtype: values ascending (ties in index order), ``vectors[:, i]`` the unit eigenvector of
+    ``values[i]``, signs as the rotations leave them (:func:`fixed_signs` fixes them). Refuses
+    a matrix that is not square, not float32/float64, not finite or not exactly symmetric
+    (symmetrize it first, e.g. ``(a + a.T) / 2``)."""
+    a = _check_symmetric(a)
+    b, exponent = _scaled_copy(a)
+    n = b.shape[0]
+    v = np.eye(n, dtype=b.dtype)
+    eps = np.finfo(b.dtype).eps
+    _symmetric_sweeps(b, v, eps, eps * eps, JACOBI_MAX_SWEEPS)
+    values = np.ldexp(np.diagonal(b).copy(), exponent)
+    order = np.argsort(values, kind="stable")
+    return values[order], v[:, order]
+
+
+def eigh(a):
+    """``(values, vectors)`` of the symmetric ``a``, as :func:`jacobi_eigh` for matrices up to
+    :data:`JACOBI_MAX_SIDE` on a side (the same bits on every CPU) and LAPACK's
+    (``numpy.linalg.eigh``, bits by CPU) beyond."""
+    a = _check_symmetric(a)
+    if a.shape[0] <= JACOBI_MAX_SIDE:
+        return jacobi_eigh(a)
+    return np.linalg.eigh(a)

@@ -1,0 +1,94 @@
+"""npoptim/kernels/decompositions.py: the fixed-order Jacobi eigendecomposition against
+LAPACK (``numpy.linalg.eigh``) on symmetric matrices of the sizes the preconditioned
+optimizers' golden cases use, definite, indefinite, diagonal, zero and with repeated
+eigenvalues; what it refuses; the signs :func:`fixed_signs` gives. The one-sided Jacobi SVD is
+checked through GaLore's projector in tests/test_galore.py."""
+import numpy as np
+import pytest
+
+from npoptim.kernels import decompositions
+from npoptim.kernels.decompositions import eigh, fixed_signs, jacobi_eigh
+
+
+def _matrices(rng, n):
+    g = rng.standard_normal((n, n + 3))
+    spd = g @ g.T
+    yield "definite", spd
+    yield "indefinite", spd - 3.0 * np.eye(n)
+    yield "diagonal", np.diag(rng.standard_normal(n))
+    yield "zero", np.zeros((n, n))
+    q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    repeated = (q * np.repeat([1.0, 2.0], (n + 1) // 2)[:n]) @ q.T
+    yield "repeated", (repeated + repeated.T) / 2
+    yield "tiny", spd * 2.0 ** -900
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16, 33])
+def test_eigenvalues_and_vectors_agree_with_lapack(n):
+    rng = np.random.default_rng(n)
+    for kind, a in _matrices(rng, n):
+        values, vectors = jacobi_eigh(a)
+        ref_values, ref_vectors = np.linalg.eigh(a)
+        scale = max(np.max(np.abs(ref_values)), np.finfo(float).tiny)
+        # eigenvalues ascending, within a few epsilons of the norm
+        assert np.all(np.diff(values) >= 0), kind
+        np.testing.assert_allclose(values, ref_values, rtol=0, atol=8e-16 * n * scale,
+                                   err_msg=kind)
+        # orthonormal vectors that diagonalize a
+        np.testing.assert_allclose(vectors.T @ vectors, np.eye(n), rtol=0, atol=4e-15 * n,
+                                   err_msg=kind)
+        np.testing.assert_allclose(a @ vectors, vectors * values, rtol=0,
+                                   atol=4e-15 * n * scale, err_msg=kind)
+        if n > 1 and kind in ("definite", "indefinite"):  # distinct: the same vectors
+            gap = np.min(np.diff(ref_values)) / scale
+            np.testing.assert_allclose(fixed_signs(vectors), fixed_signs(ref_vectors),
+                                       rtol=0, atol=1e-14 * n / gap, err_msg=kind)
+
+
+def test_float32_stays_float32_and_is_accurate_to_its_epsilon():
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((12, 15))
+    a = g @ g.T
+    values, vectors = jacobi_eigh(a.astype(np.float32))
+    assert values.dtype == vectors.dtype == np.float32
+    ref = np.linalg.eigh(a)[0]
+    np.testing.assert_allclose(values, ref, rtol=0, atol=3e-6 * ref.max())
+
+
+def test_bits_do_not_depend_on_the_input_s_layout():
+    rng = np.random.default_rng(6)
+    g = rng.standard_normal((9, 9))
+    a = g + g.T
+    c = jacobi_eigh(np.ascontiguousarray(a))
+    f = jacobi_eigh(np.asfortranarray(a))
+    for x, y in zip(c, f):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_refuses_what_it_cannot_decompose():
+    with pytest.raises(ValueError, match="not symmetric"):
+        jacobi_eigh(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    with pytest.raises(ValueError, match="square"):
+        jacobi_eigh(np.zeros((2, 3)))
+    with pytest.raises(FloatingPointError, match="NaN or infinite"):
+        jacobi_eigh(np.array([[1.0, np.nan], [np.nan, 1.0]]))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        jacobi_eigh(np.eye(2, dtype=np.int64))
+
+
+def test_eigh_takes_lapack_beyond_the_jacobi_side():
+    rng = np.random.default_rng(7)
+    side = decompositions.JACOBI_MAX_SIDE + 1
+    g = rng.standard_normal((side, side))
+    a = g + g.T
+    for x, y in zip(eigh(a), np.linalg.eigh(a)):
+        np.testing.assert_array_equal(x, y)
+    small = a[:4, :4]
+    for x, y in zip(eigh(small), jacobi_eigh(small)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_fixed_signs_makes_each_largest_entry_positive():
+    v = np.array([[0.6, -0.8], [-0.8, -0.6]])
+    np.testing.assert_array_equal(fixed_signs(v), [[-0.6, 0.8], [0.8, 0.6]])
+    assert fixed_signs(np.zeros((0, 0))).shape == (0, 0)
