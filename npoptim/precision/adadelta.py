@@ -41,9 +41,8 @@ class Adadelta16Hyper(NamedTuple):
 
 
 @inlined
-def adadelta_per_op_rule(p, g, s, h, i):
+def adadelta_per_op_rule(p, g, s, h, i, tail):
     """``s = (square_avg, acc_delta)``."""
-    tail = i >= h.tail_start
     v, acc = s
     g = per_op_decayed_grad(p, g, h, tail)
     v = round_to(fma(h.one_minus_rho * g, g, round_to(v * h.rho, h.code)), h.code)

@@ -68,20 +68,19 @@ class Adagrad16Hyper(NamedTuple):
 
 
 @inlined
-def adagrad_per_op_rule(p, g, s, h, i):
+def adagrad_per_op_rule(p, g, s, h, i, tail):
     """``s = (sum,)``, every op rounded."""
     (total,) = s
-    g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
+    g = per_op_decayed_grad(p, g, h, tail)
     total = round_to(fma(g, g, total), h.code)
     std = round_to(round_to(np.sqrt(total), h.code) + h.eps, h.code)
     return round_to(p + h.neg_clr * g / std, h.code), (total,)
 
 
 @inlined
-def adagrad_fused_rule(p, g, s, h, i):
+def adagrad_fused_rule(p, g, s, h, i, tail):
     """``s = (sum,)`` in float32 (the driver rounds what it stores)."""
     (total,) = s
-    tail = i >= h.tail_start
     weight_decay = h.tail_weight_decay if tail else h.weight_decay
     eps = h.tail_eps if tail else h.eps
     neg_clr = h.tail_neg_clr if tail else h.neg_clr

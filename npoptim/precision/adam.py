@@ -110,18 +110,16 @@ def _per_op_param(p, m, v_hat, h):
 
 
 @inlined
-def adam_per_op_rule(p, g, s, h, i):
+def adam_per_op_rule(p, g, s, h, i, tail):
     """One element of Adam/AdamW, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
-    tail = i >= h.tail_start
     exp_avg, exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     return _per_op_param(p, m, v, h), new_states(m, v)
 
 
 @inlined
-def amsgrad_per_op_rule(p, g, s, h, i):
+def amsgrad_per_op_rule(p, g, s, h, i, tail):
     """As :func:`adam_per_op_rule` with ``max_exp_avg_sq`` (a maximum: no rounding)."""
-    tail = i >= h.tail_start
     exp_avg, exp_avg_sq, max_exp_avg_sq = s
     p, _, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     v_hat = maximum(max_exp_avg_sq, v)
@@ -130,14 +128,14 @@ def amsgrad_per_op_rule(p, g, s, h, i):
 
 # -------------------------------------------------------------------------------- fused
 @inlined
-def adam_fused_rule(p, g, s, h, i):
+def adam_fused_rule(p, g, s, h, i, tail):
     """One element of fused Adam/AdamW: the float rule in float32 (the driver rounds what it
     stores; the fused kernel has no different tail)."""
     return adam.adam_rule(p, g, s, h)
 
 
 @inlined
-def amsgrad_fused_rule(p, g, s, h, i):
+def amsgrad_fused_rule(p, g, s, h, i, tail):
     """As :func:`adam_fused_rule`, with ``max_exp_avg_sq``."""
     return adam.amsgrad_rule(p, g, s, h)
 
@@ -150,16 +148,16 @@ def _stochastic(p, h, i):
 
 
 @inlined
-def adam_stochastic_rule(p, g, s, h, i):
+def adam_stochastic_rule(p, g, s, h, i, tail):
     """Fused Adam/AdamW with the new parameter rounded stochastically (the moments to
     nearest, by the driver)."""
-    p, (m, v) = adam_fused_rule(p, g, s, h, i)
+    p, (m, v) = adam_fused_rule(p, g, s, h, i, tail)
     return _stochastic(p, h, i), new_states(m, v)
 
 
 @inlined
-def amsgrad_stochastic_rule(p, g, s, h, i):
-    p, (m, v, v_hat) = amsgrad_fused_rule(p, g, s, h, i)
+def amsgrad_stochastic_rule(p, g, s, h, i, tail):
+    p, (m, v, v_hat) = amsgrad_fused_rule(p, g, s, h, i, tail)
     return _stochastic(p, h, i), new_states(m, v, v_hat)
 
 

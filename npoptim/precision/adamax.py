@@ -40,10 +40,10 @@ class Adamax16Hyper(NamedTuple):
 
 
 @inlined
-def adamax_per_op_rule(p, g, s, h, i):
+def adamax_per_op_rule(p, g, s, h, i, tail):
     """``s = (exp_avg, exp_inf)``."""
     m, u = s
-    g = per_op_decayed_grad(p, g, h, i >= h.tail_start)
+    g = per_op_decayed_grad(p, g, h, tail)
     m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
     u = maximum(round_to(u * h.beta2, h.code), round_to(abs(g) + h.eps, h.code))
     return round_to(p + h.neg_clr * m / u, h.code), new_states(m, u)

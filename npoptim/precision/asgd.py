@@ -47,9 +47,8 @@ class ASGD16Hyper(NamedTuple):
 
 
 @inlined
-def asgd_per_op_rule(p, g, s, h, i):
+def asgd_per_op_rule(p, g, s, h, i, tail):
     """``s = (ax,)``."""
-    tail = i >= h.tail_start
     (ax,) = s
     g = per_op_decayed_grad(p, g, h, tail)
     p = round_to(p * h.decay, h.code)

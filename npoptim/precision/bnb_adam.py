@@ -92,7 +92,7 @@ def _moments(g, m, v, h):
 
 
 @kernel
-def bnb_adam8bit_rule(p, g, s, h, i):
+def bnb_adam8bit_rule(p, g, s, h, i, tail):
     """One element of bitsandbytes' 8-bit CPU Adam from dequantized ``s = (state1, state2)``
     (the blockwise driver's shape; ``i`` unused)."""
     m, v = _moments(g, s[0], s[1], h)

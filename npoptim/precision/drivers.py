@@ -1,13 +1,17 @@
 """The drivers of 16-bit updates (a rule computes in float32 on values decoded from 16-bit
 bits) and of blockwise-quantized state.
 
-A 16-bit rule has the shape of every npoptim rule plus the element's flat index,
-``rule(p, g, s, h, i) -> (new_p, new_s)`` (see :mod:`npoptim.kernels.drivers`): its
-arguments are float32 values decoded from the 16-bit storage, its record ``h`` has float32
-fields plus ``h.code``, the storage format (:mod:`npoptim.precision.formats`), and
-``h.tail_start``, the first element of torch's scalar remainder loop: torch's CPU kernels run
-``n - n % lanes`` elements through vector code and the rest through scalar code, which rounds
-some operations differently (each 16-bit module says where). The index also numbers the
+A 16-bit rule has the shape of every npoptim rule plus the element's flat index and where it
+falls in torch's loops, ``rule(p, g, s, h, i, tail) -> (new_p, new_s)`` (see
+:mod:`npoptim.kernels.drivers`): its arguments are float32 values decoded from the 16-bit
+storage, its record ``h`` has float32 fields plus ``h.code``, the storage format
+(:mod:`npoptim.precision.formats`), and ``h.tail_start``, the first element of torch's scalar
+remainder loop: torch's CPU kernels run ``n - n % lanes`` elements through vector code and the
+rest through scalar code, which rounds some operations differently (each 16-bit module says
+where). ``tail`` is ``i >= h.tail_start``, computed by the driver, not the rule: the dense
+driver runs the two parts as two loops, each passing a constant, so that the vector loop
+compiles without the scalar tail's roundings (a flag computed per element made LLVM evaluate
+both and select: 4x slower, measured on 1M float16 elements). The index also numbers the
 element's draw in stochastic rounding (:mod:`npoptim.precision.stochastic`). The driver rounds what the rule returns to the format once,
 when it writes it back; a rule that rounds every operation (``rounding="per-op"``) returns
 values already in the format, so that last rounding is exact for it.
@@ -82,26 +86,45 @@ def _encode_each_jit(values, code):
                                      from_float32(values[2], code))
 
 
+def vector_end(hyper, n):
+    """Where torch's scalar tail starts in ``n`` elements: ``min(n, hyper.tail_start)``, or
+    ``n`` for a record without ``tail_start`` (a rule that rounds alike everywhere)."""
+    return min(n, getattr(hyper, "tail_start", n))
+
+
+@overload(vector_end, jit_options=JIT_OPTIONS)
+def _vector_end_jit(hyper, n):
+    if "tail_start" in getattr(hyper, "fields", ()):
+        return lambda hyper, n: min(n, hyper.tail_start)
+    return lambda hyper, n: n
+
+
 @driver
-def _update16(rule, param, g, states, hyper, at, i):
+def _update16(rule, param, g, states, hyper, at, i, tail):
     """Element ``at`` of ``param`` and ``states`` updated with the gradient bits ``g``; ``i`` is
-    the element's flat index in the whole parameter (what the rule is told)."""
+    the element's flat index in the whole parameter, ``tail`` whether it is in torch's scalar
+    tail (what the rule is told)."""
     code = hyper.code
     p, values = rule(to_float32(param[at], code), to_float32(g, code),
-                     decode_each(load_state(states, at), code), hyper, i)
+                     decode_each(load_state(states, at), code), hyper, i, tail)
     param[at] = from_float32(p, code)
     store_state(states, at, encode_each(values, code))
 
 
 @driver(parallel=True)
 def _dense16(rule, param, grad, states, hyper):
+    """torch's vector part (``tail=False``), then its scalar tail (``tail=True``): two loops,
+    each with its flag a constant (see the module docstring)."""
     n = param.size
-    if n >= parallel_threshold():
-        for i in prange(n):
-            _update16(rule, param, grad[i], states, hyper, i, i)
+    vector = vector_end(hyper, n)
+    if vector >= parallel_threshold():
+        for i in prange(vector):
+            _update16(rule, param, grad[i], states, hyper, i, i, False)
     else:
-        for i in range(n):
-            _update16(rule, param, grad[i], states, hyper, i, i)
+        for i in range(vector):
+            _update16(rule, param, grad[i], states, hyper, i, i, False)
+    for i in range(vector, n):
+        _update16(rule, param, grad[i], states, hyper, i, i, True)
 
 
 @driver(parallel=True)
@@ -130,11 +153,11 @@ def _update_row16(rule, param, ncols, rows, row_ptr, indices, data, states, hype
         g = data[start:stop]
         s = slice_states(states, base, base + ncols)
         for c in range(ncols):
-            _update16(rule, p, g[c], s, hyper, c, base + c)
+            _update16(rule, p, g[c], s, hyper, c, base + c, base + c >= hyper.tail_start)
     else:
         for k in range(start, stop):
             i = base + indices[k]
-            _update16(rule, param, data[k], states, hyper, i, i)
+            _update16(rule, param, data[k], states, hyper, i, i, i >= hyper.tail_start)
 
 
 @driver
@@ -224,10 +247,10 @@ def _update_block(rule, param, grad, codes, scales, qmaps, luts, hyper, block):
         s = decode_states(codes, scales, qmaps, i, size, hyper.codec)
         if hyper.code >= 0:  # 16-bit params and grads (uint16 bits of the format hyper.code)
             p, values = rule(to_float32(param[i], hyper.code),
-                             to_float32(grad[i], hyper.code), s, hyper, i)
+                             to_float32(grad[i], hyper.code), s, hyper, i, False)
             param[i] = from_float32(p, hyper.code)
         else:  # (np.float32: the branch is typed for uint16 arrays too, never run there)
-            p, values = rule(np.float32(param[i]), np.float32(grad[i]), s, hyper, i)
+            p, values = rule(np.float32(param[i]), np.float32(grad[i]), s, hyper, i, False)
             param[i] = p
         for k in range(len(codes)):
             new[k, j] = values[k]
@@ -238,8 +261,9 @@ def _update_block(rule, param, grad, codes, scales, qmaps, luts, hyper, block):
 
 @driver(parallel=True)
 def apply_blockwise(rule, param, grad, states, hyper):
-    """Apply ``rule`` (the 16-bit rules' shape, ``rule(p, g, s, h, i) -> (p, s)``, on float32
-    values) to every element, its states dequantized from ``states``, a tuple of 2 or 3
+    """Apply ``rule`` (the 16-bit rules' shape, ``rule(p, g, s, h, i, tail) -> (p, s)``, on
+    float32 values; ``tail`` is False: no blockwise rule rounds otherwise in a scalar tail) to
+    every element, its states dequantized from ``states``, a tuple of 2 or 3
     quantized states ``(codes, scale, qmap, lut)`` (``lut``: bitsandbytes' table, for
     ``h.codec == BNB8``), and quantize the new states a block at a time (the last block may
     be short). ``param`` and ``grad`` are float32, or (``h.code >= 0``) ``uint16`` bits of

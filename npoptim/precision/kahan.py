@@ -72,7 +72,7 @@ def kahan_add(p, c, code):
 
 
 @inlined
-def kahan_adamw_rule(p, g, s, h, i):
+def kahan_adamw_rule(p, g, s, h, i, tail):
     """optimi AdamW; ``s = (exp_avg, exp_avg_sq, kahan_comp)``."""
     m, v, c = s
     p = round_to(p * h.decay_factor, h.code)
@@ -93,9 +93,8 @@ def _sgd_direction(p, g, h, tail):
 
 
 @inlined
-def kahan_sgd_rule(p, g, s, h, i):
+def kahan_sgd_rule(p, g, s, h, i, tail):
     """optimi SGD without momentum; ``s = (kahan_comp,)``."""
-    tail = i >= h.tail_start
     (c,) = s
     g = _sgd_direction(p, g, h, tail)
     c = add_alpha(c, h.neg_lr_alpha, g, h.code, tail)
@@ -104,9 +103,8 @@ def kahan_sgd_rule(p, g, s, h, i):
 
 
 @inlined
-def kahan_momentum_rule(p, g, s, h, i):
+def kahan_momentum_rule(p, g, s, h, i, tail):
     """optimi SGD with momentum (no dampening); ``s = (exp_avg, kahan_comp)``."""
-    tail = i >= h.tail_start
     b, c = s
     g = _sgd_direction(p, g, h, tail)
     b = round_to(round_to(b * h.momentum, h.code) + g, h.code)
@@ -124,9 +122,8 @@ def _lion_direction(p, g, m, h):
 
 
 @inlined
-def kahan_lion_rule(p, g, s, h, i):
+def kahan_lion_rule(p, g, s, h, i, tail):
     """optimi Lion, ``kahan_sum=True``; ``s = (exp_avg, kahan_comp)``."""
-    tail = i >= h.tail_start
     m, c = s
     p, u, m = _lion_direction(p, g, m, h)
     c = add_alpha(c, h.neg_lr_alpha, u, h.code, tail)
@@ -135,11 +132,11 @@ def kahan_lion_rule(p, g, s, h, i):
 
 
 @inlined
-def lion_rule(p, g, s, h, i):
+def lion_rule(p, g, s, h, i, tail):
     """optimi Lion on 16-bit params, ``kahan_sum=False``; ``s = (exp_avg,)``."""
     (m,) = s
     p, u, m = _lion_direction(p, g, m, h)
-    return add_alpha(p, h.neg_lr_alpha, u, h.code, i >= h.tail_start), (m,)
+    return add_alpha(p, h.neg_lr_alpha, u, h.code, tail), (m,)
 
 
 @kernel

@@ -109,9 +109,13 @@ def _momentum16(grad, buf, update, hyper):
 
 @kernel
 def _param16(param, ortho, hyper):
-    for i in range(param.size):
-        p = muon_param_per_op(to_float32(param[i], hyper.code), ortho[i], hyper,
-                              i >= hyper.tail_start)
+    """(Torch's vector part, then its scalar tail: two loops, as the 16-bit drivers run them.)"""
+    vector = min(param.size, hyper.tail_start)
+    for i in range(vector):
+        p = muon_param_per_op(to_float32(param[i], hyper.code), ortho[i], hyper, False)
+        param[i] = from_float32(p, hyper.code)
+    for i in range(vector, param.size):
+        p = muon_param_per_op(to_float32(param[i], hyper.code), ortho[i], hyper, True)
         param[i] = from_float32(p, hyper.code)
 
 

@@ -53,10 +53,10 @@ class NAdam16Hyper(NamedTuple):
 
 
 @inlined
-def nadam_per_op_rule(p, g, s, h, i):
+def nadam_per_op_rule(p, g, s, h, i, tail):
     """``s = (exp_avg, exp_avg_sq)``."""
     exp_avg, exp_avg_sq = s
-    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, i >= h.tail_start)
+    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     denom = round_to(np.sqrt(round_to(v / h.bias_correction2, h.code)), h.code)
     denom = round_to(denom + h.eps, h.code)
     p = round_to(p + h.grad_coef * g / denom, h.code)

@@ -195,9 +195,13 @@ def add_alpha(a, alpha, b, code, tail):
 @kernel
 def add_alpha_array(a, alpha, b, code, tail_start, out):
     """``out = a + alpha * b`` elementwise as :func:`add_alpha`, the elements from
-    ``tail_start`` on in torch's scalar remainder loop."""
-    for i in range(a.size):
-        out[i] = add_alpha(a[i], alpha, b[i], code, i >= tail_start)
+    ``tail_start`` on in torch's scalar remainder loop (two loops, each with its flag a
+    constant, as :mod:`npoptim.precision.drivers` runs them)."""
+    vector = min(a.size, tail_start)
+    for i in range(vector):
+        out[i] = add_alpha(a[i], alpha, b[i], code, False)
+    for i in range(vector, a.size):
+        out[i] = add_alpha(a[i], alpha, b[i], code, True)
 
 
 @inlined

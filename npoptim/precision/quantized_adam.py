@@ -127,7 +127,7 @@ def _new_param(p, m, v, h, i):
 
 
 @kernel
-def quantized_adam_rule(p, g, s, h, i):
+def quantized_adam_rule(p, g, s, h, i, tail):
     """One element ``i`` of torchao's Adam/AdamW from the dequantized ``s = (exp_avg,
     exp_avg_sq)``; returns the new parameter and the float32 moments (quantized, or rounded to
     the parameter's 16-bit format, by the driver)."""
@@ -136,7 +136,7 @@ def quantized_adam_rule(p, g, s, h, i):
 
 
 @kernel
-def quantized_amsgrad_rule(p, g, s, h, i):
+def quantized_amsgrad_rule(p, g, s, h, i, tail):
     """:func:`quantized_adam_rule` with ``amsgrad``: ``s = (exp_avg, exp_avg_sq,
     max_exp_avg_sq)``; ``v_max = maximum(Q^{-1}(v_max), v)`` (float32 ``v``, before its
     quantization; NaN propagates) divides, and is stored quantized as ``v``."""
@@ -160,13 +160,13 @@ def _quantized_amsgrad_dense(param, grad, states, hyper):
 def quantized_adam_rule32(p, g, s, h):
     """:func:`quantized_adam_rule` in the float32 drivers' shape (no index: no stochastic
     rounding of float32 parameters)."""
-    return quantized_adam_rule(p, g, s, h, 0)
+    return quantized_adam_rule(p, g, s, h, 0, False)
 
 
 @kernel
 def quantized_amsgrad_rule32(p, g, s, h):
     """:func:`quantized_amsgrad_rule` in the float32 drivers' shape."""
-    return quantized_amsgrad_rule(p, g, s, h, 0)
+    return quantized_amsgrad_rule(p, g, s, h, 0, False)
 
 
 @kernel

@@ -53,10 +53,10 @@ class RAdam16Hyper(NamedTuple):
 
 
 @inlined
-def radam_per_op_rule(p, g, s, h, i):
+def radam_per_op_rule(p, g, s, h, i, tail):
     """A rectified step (``rho_t > 5``); ``s = (exp_avg, exp_avg_sq)``."""
     exp_avg, exp_avg_sq = s
-    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, i >= h.tail_start)
+    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     update = round_to(round_to(m / h.bias_correction1, h.code) * h.lr, h.code)
     denom = round_to(round_to(np.sqrt(v), h.code) + h.eps, h.code)
     adaptive_lr = round_to(round_to(constant(1.0, denom) / denom, h.code) * h.bias_correction2_sqrt,
@@ -66,10 +66,10 @@ def radam_per_op_rule(p, g, s, h, i):
 
 
 @inlined
-def unrectified_per_op_rule(p, g, s, h, i):
+def unrectified_per_op_rule(p, g, s, h, i, tail):
     """An early step (``rho_t <= 5``): SGD with the bias-corrected momentum."""
     exp_avg, exp_avg_sq = s
-    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, i >= h.tail_start)
+    p, g, m, v = per_op_moments(p, g, exp_avg, exp_avg_sq, h, tail)
     update = round_to(round_to(m / h.bias_correction1, h.code) * h.lr, h.code)
     return round_to(p - update, h.code), new_states(m, v)
 

@@ -79,18 +79,16 @@ def _momentum_step(p, g, d, buf, h, tail):
 
 
 @inlined
-def rmsprop_per_op_rule(p, g, s, h, i):
+def rmsprop_per_op_rule(p, g, s, h, i, tail):
     """``s = (square_avg,)``."""
-    tail = i >= h.tail_start
     (v,) = s
     g, v = _square_avg(p, g, v, h, tail)
     return _param_step(p, g, _plain_denom(v, h), h), (v,)
 
 
 @inlined
-def centered_per_op_rule(p, g, s, h, i):
+def centered_per_op_rule(p, g, s, h, i, tail):
     """``s = (square_avg, grad_avg)``."""
-    tail = i >= h.tail_start
     v, grad_avg = s
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)
@@ -98,9 +96,8 @@ def centered_per_op_rule(p, g, s, h, i):
 
 
 @inlined
-def momentum_per_op_rule(p, g, s, h, i):
+def momentum_per_op_rule(p, g, s, h, i, tail):
     """``s = (square_avg, momentum_buffer)``."""
-    tail = i >= h.tail_start
     v, buf = s
     g, v = _square_avg(p, g, v, h, tail)
     p, buf = _momentum_step(p, g, _plain_denom(v, h), buf, h, tail)
@@ -108,9 +105,8 @@ def momentum_per_op_rule(p, g, s, h, i):
 
 
 @inlined
-def centered_momentum_per_op_rule(p, g, s, h, i):
+def centered_momentum_per_op_rule(p, g, s, h, i, tail):
     """``s = (square_avg, momentum_buffer, grad_avg)``."""
-    tail = i >= h.tail_start
     v, buf, grad_avg = s
     g, v = _square_avg(p, g, v, h, tail)
     grad_avg = round_to(lerp(grad_avg, g, h.one_minus_alpha), h.code)

@@ -58,7 +58,7 @@ def _sign(x):
 
 
 @inlined
-def rprop_per_op_rule(p, g, s, h, i):
+def rprop_per_op_rule(p, g, s, h, i, tail):
     """``s = (prev, step_size)``."""
     prev, step_size = s
     if h.maximize != 0:

@@ -51,24 +51,21 @@ def _momentum_step(p, g, buf, h, tail):
 
 
 @inlined
-def sgd_per_op_rule(p, g, s, h, i):
+def sgd_per_op_rule(p, g, s, h, i, tail):
     """SGD without momentum; ``s = ()``."""
-    tail = i >= h.tail_start
     g = per_op_decayed_grad(p, g, h, tail)
     return add_alpha(p, h.neg_lr, g, h.code, tail), s
 
 
 @inlined
-def momentum_first_per_op_rule(p, g, s, h, i):
+def momentum_first_per_op_rule(p, g, s, h, i, tail):
     """The first momentum step: the buffer is a copy of the decayed gradient."""
-    tail = i >= h.tail_start
     g = per_op_decayed_grad(p, g, h, tail)
     return _momentum_step(p, g, g, h, tail), (g,)
 
 
 @inlined
-def momentum_per_op_rule(p, g, s, h, i):
-    tail = i >= h.tail_start
+def momentum_per_op_rule(p, g, s, h, i, tail):
     (buf,) = s
     g = per_op_decayed_grad(p, g, h, tail)
     buf = round_to(buf * h.momentum, h.code)

@@ -57,7 +57,7 @@ class SparseAdam16Hyper(NamedTuple):
 
 
 @inlined
-def sparse_adam_per_op_rule(p, g, s, h, i):
+def sparse_adam_per_op_rule(p, g, s, h, i, tail):
     """One stored entry, every op rounded; ``s = (exp_avg, exp_avg_sq)``."""
     m, v = s
     if h.maximize != 0:
