@@ -34,7 +34,7 @@ from npoptim.kernels.drivers import (load_state, prefetch_first_rows, prefetch_r
                                      slice_states, store_state)
 from npoptim.kernels.jit import JIT_OPTIONS, driver, kernel
 from npoptim.kernels.parallel import parallel_threshold
-from npoptim.precision.formats import BFLOAT16, from_float32, to_float32
+from npoptim.precision.formats import BFLOAT16, from_float32, read_float32, to_float32
 from npoptim.precision.quantized import decode, encode_state_block
 
 
@@ -46,8 +46,8 @@ def new_states(*values):
 
 
 def decode_each(values, code):
-    """``(to_float32(values[0], code), ...)``."""
-    return tuple([to_float32(v, code) for v in values])
+    """``(read_float32(values[0], code), ...)``."""
+    return tuple([read_float32(v, code) for v in values])
 
 
 def encode_each(values, code):
@@ -62,12 +62,14 @@ def _decode_each_jit(values, code):
     if n == 0:
         return lambda values, code: ()
     if n == 1:
-        return lambda values, code: (to_float32(values[0], code),)
+        return lambda values, code: (read_float32(values[0], code),)
     if n == 2:
-        return lambda values, code: (to_float32(values[0], code), to_float32(values[1], code))
+        return lambda values, code: (read_float32(values[0], code),
+                                     read_float32(values[1], code))
     if n == 3:
-        return lambda values, code: (to_float32(values[0], code), to_float32(values[1], code),
-                                     to_float32(values[2], code))
+        return lambda values, code: (read_float32(values[0], code),
+                                     read_float32(values[1], code),
+                                     read_float32(values[2], code))
 
 
 @overload(encode_each, jit_options=JIT_OPTIONS)
@@ -105,7 +107,7 @@ def _update16(rule, param, g, states, hyper, at, i, tail):
     the element's flat index in the whole parameter, ``tail`` whether it is in torch's scalar
     tail (what the rule is told)."""
     code = hyper.code
-    p, values = rule(to_float32(param[at], code), to_float32(g, code),
+    p, values = rule(read_float32(param[at], code), read_float32(g, code),
                      decode_each(load_state(states, at), code), hyper, i, tail)
     param[at] = from_float32(p, code)
     store_state(states, at, encode_each(values, code))
