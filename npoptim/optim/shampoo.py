@@ -237,8 +237,9 @@ class Shampoo(Optimizer):
         ``decoupled_weight_decay``).
     fixed_decay : bool, default: False
         ``variant="pytorch_optimizer"``: the decoupled decay not scaled by γ, θ(1 - λ).
-    preconditioning_compute_steps : int, default: the variant's (1, scalable 1000)
-        The roots (2) are recomputed when the step count is a multiple of it.
+    preconditioning_compute_steps : int, default: the variant's
+        The roots (2) are recomputed when the step count is a multiple of it (1;
+        ``variant="scalable"``: 1000).
     start_preconditioning_step : int, default: 25
         ``variant="scalable"``: the step from which the Shampoo momentum is taken (the graft's
         before).
@@ -253,8 +254,9 @@ class Shampoo(Optimizer):
         ``variant="scalable"``: reshape by ``merge_small_dims`` first.
     inverse_exponent_override : int, default: 0
         ``variant="scalable"``: n > 0 makes the root's exponent -1/n.
-    graft_type : str, default: the variant's ('none', scalable 'sgd')
-        ``variant="scalable"``: 'none', 'sgd', 'adagrad', 'rmsprop' or 'sqrt_n'.
+    graft_type : str, default: the variant's
+        ``variant="scalable"``: 'none', 'sgd' (its default), 'adagrad', 'rmsprop' or
+        'sqrt_n'; ``variant="pytorch_optimizer"`` takes 'none' only.
     nesterov : bool, default: True
         ``variant="scalable"``: Nesterov momentum.
     moving_average_for_momentum : bool, default: False
@@ -264,14 +266,15 @@ class Shampoo(Optimizer):
         gradients).
     diagonal_eps : float, default: 1e-10
         ``variant="scalable"``: added to the square root of the AdaGrad/RMSProp graft.
-    matrix_eps : float, default: 1e-6
+    matrix_eps : float, default: 1e-06
         ε of (2); with ``inverse_root="newton"`` also the ridge's factor on λ_max.
     matrix_eps_mode : str, default: 'added'
         'added': ε I is the statistics' initial value; 'eigenvalues': statistics from zero,
         ε added to the eigenvalues at each root (Meta's; ``inverse_root="eigh"`` only).
-    inverse_root : str, default: the variant's ('eigh', scalable 'newton')
-        'eigh': the eigendecomposition (pytorch_optimizer's SVD, ``use_svd=True``);
-        'newton': the coupled Newton iteration (ScalableShampoo's default).
+    inverse_root : str, default: the variant's
+        'eigh' (the default of ``variant="pytorch_optimizer"``): the eigendecomposition
+        (pytorch_optimizer's SVD, ``use_svd=True``); 'newton' (``variant="scalable"``'s): the
+        coupled Newton iteration.
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
     variant : str, default: 'pytorch_optimizer'
