@@ -253,7 +253,8 @@ class Shampoo(Optimizer):
     shape_interpretation : bool, default: True
         ``variant="scalable"``: reshape by ``merge_small_dims`` first.
     inverse_exponent_override : int, default: 0
-        ``variant="scalable"``: n > 0 makes the root's exponent -1/n.
+        n > 0 makes the root's exponent -1/n for every tensor (ScalableShampoo's option;
+        for ``variant="pytorch_optimizer"`` an npoptim extension, 0 is the source's).
     graft_type : str, default: the variant's
         ``variant="scalable"``: 'none', 'sgd' (its default), 'adagrad', 'rmsprop' or
         'sqrt_n'; ``variant="pytorch_optimizer"`` takes 'none' only.
@@ -410,13 +411,14 @@ class Shampoo(Optimizer):
             else:
                 grad = grad + dtype(wd) * param
         order = grad.ndim
+        exponent = group["inverse_exponent_override"] or 2 * order
         refresh = step % group["preconditioning_compute_steps"] == 0
         preconditioned = grad
         for i in range(order):
             statistic = state[f"pre_cond_{i}"]
             add_statistic(statistic, grad, i, 1.0, 1.0)
             if refresh:
-                state[f"inv_pre_cond_{i}"][...] = inverse_root(statistic, 2 * order, group)
+                state[f"inv_pre_cond_{i}"][...] = inverse_root(statistic, exponent, group)
             root = state[f"inv_pre_cond_{i}"]
             # the source: inv @ G for the first dimensions, G^T-unfolded @ inv for the last
             matrix = np.ascontiguousarray(root.T) if i == order - 1 else root
