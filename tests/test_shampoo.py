@@ -393,6 +393,16 @@ def test_bad_group_change_leaves_everything_unchanged():
     assert_unchanged(opt, snap)
 
 
+@pytest.mark.parametrize("variant", ["pytorch_optimizer", "scalable"])
+def test_a_parameter_without_elements_only_counts_steps(variant):
+    empty, p = np.ones((3, 0)), np.ones((2, 2))
+    opt = Shampoo([empty, p], lr=0.1, variant=variant, shape_interpretation=False,
+                  start_preconditioning_step=1)
+    opt.step([np.ones((3, 0)), np.ones((2, 2))])
+    assert opt.state[0]["step"] == 1 and empty.shape == (3, 0)
+    assert np.all(p < 1)
+
+
 def test_aliases_name_the_classes():
     assert Shampoo([np.zeros(2)], variant="scalable_shampoo").variant == "scalable"
     assert Shampoo([np.zeros(2)], variant="shampoo").variant == "pytorch_optimizer"

@@ -102,6 +102,13 @@ Where the implementations differ (besides the above):
   eigenvalues are close: over the tests' 24 steps at ``matrix_eps=1e-4`` the source with its
   ``torch.randn`` start is 8.1e-10 of the parameters' scale away, with this start 4.7e-16.
 
+* optax-shampoo 0.0.6 (PyPI; google-research's file as a package; read, not run: it needs
+  jax's removed ``jax.tree_map`` and ``jax.experimental.pjit`` names): its
+  ``matrix_inverse_pth_root`` iterates to ``error_tolerance=1e-6`` (pytorch_optimizer's
+  1e-3), judges divergence by the ratio of successive errors, floors the ridge's
+  :math:`\lambda_{\max}` at 1e-6 and stops its power iteration at a tolerance; its
+  statistics are padded to one size for a batched root. None of these is reproduced here.
+
 Eigen root versus Newton root: the Newton iteration stops when
 :math:`e = \max|M - I| \le 10^{-3}` with :math:`M = X^p A` (the iteration keeps this
 invariant), so :math:`X = (M A^{-1})^{1/p}` and, to first order,
