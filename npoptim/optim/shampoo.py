@@ -79,16 +79,22 @@ a port of google-research ``scalable_shampoo/optax/distributed_shampoo.py``):
 **matrix_eps_mode**: where :math:`\epsilon_i` of (2) is. ``"added"`` (both pytorch_optimizer
 forms): :math:`\epsilon I` is the statistics' initial value, so with :math:`\beta_2 < 1` it
 decays as :math:`\beta_2^t\epsilon`; ``"eigenvalues"`` (Meta's distributed_shampoo,
-facebookresearch/optimizers ``distributed_shampoo/utils/shampoo_preconditioner_list.py``
-and ``matrix_functions.py``): the statistics start at zero and :math:`\epsilon` is added to
-every eigenvalue at each root, :math:`(\max(\lambda, 0)+\epsilon)^{-1/2k}`. For the sum of
+facebookresearch/optimizers ``distributed_shampoo/preconditioner/matrix_functions.py``,
+``matrix_inverse_root_from_eigendecomposition``): the statistics start at zero and
+:math:`\epsilon` is added to every eigenvalue at each root,
+:math:`(\max(\lambda, 0)+\epsilon)^{-1/2k}` (Meta's shifts *all* eigenvalues by
+:math:`-\min(\lambda_{\min}, 0)` instead of clamping each: the two differ only where
+rounding left an eigenvalue of the positive semidefinite statistic negative). For the sum of
 ``variant="pytorch_optimizer"`` the two agree up to rounding (the sum never decays
 :math:`\epsilon I`); with :math:`\beta_2 < 1` they do not. ``"eigenvalues"`` takes
 ``inverse_root="eigh"``.
 
 Where the implementations differ (besides the above):
 
-* Meta's distributed_shampoo (read, not run): factor matrices :math:`\beta_2`-averaged with
+* Meta's distributed_shampoo (read, not run): its coupled Newton root
+  (``matrix_inverse_root_newton``) adds :math:`\epsilon I` to the matrix, not scaled by
+  :math:`\lambda_{\max}`, iterates to a tolerance of 1e-6 and has no divergence stop;
+  factor matrices :math:`\beta_2`-averaged with
   an optional bias correction, epsilon (default 1e-12) added to the eigenvalues, grafting of
   the *diagonal preconditioner only* (SGD, AdaGrad, RMSProp, Adam; its own momentum applied
   after the grafted direction), roots first at ``start_preconditioning_step`` (default: the
