@@ -66,6 +66,10 @@ CONFIGS = {
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
     "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
+    "Shampoo": [dict(lr=0.01, momentum=0.5, weight_decay=0.1, preconditioning_compute_steps=2),
+                dict(lr=0.01, variant="scalable", graft_type="adagrad", block_size=2,
+                     shape_interpretation=False, start_preconditioning_step=2,
+                     preconditioning_compute_steps=2)],
 }
 
 

@@ -92,3 +92,71 @@ def test_fixed_signs_makes_each_largest_entry_positive():
     v = np.array([[0.6, -0.8], [-0.8, -0.6]])
     np.testing.assert_array_equal(fixed_signs(v), [[-0.6, 0.8], [0.8, 0.6]])
     assert fixed_signs(np.zeros((0, 0))).shape == (0, 0)
+
+
+# ----------------------------------------------------------------- inverse p-th roots
+def _spd(rng, n, floor=1e-3):
+    g = rng.standard_normal((n, n + 2))
+    a = g @ g.T + floor * np.eye(n)
+    return (a + a.T) / 2
+
+
+@pytest.mark.parametrize("n, p", [(1, 4), (2, 2), (5, 4), (8, 6), (12, 2)])
+def test_eigh_inverse_root_inverts_the_power(n, p):
+    """X^p A = I for X = A^(-1/p) (the products in float64 with LAPACK only in the check)."""
+    a = _spd(np.random.default_rng(n), n)
+    x = decompositions.eigh_inverse_root(a, p)
+    np.testing.assert_allclose(np.linalg.matrix_power(x, p) @ a, np.eye(n), atol=1e-9)
+    values, vectors = np.linalg.eigh(a)
+    np.testing.assert_allclose(x, (vectors * values ** (-1.0 / p)) @ vectors.T, rtol=0,
+                               atol=1e-12 * np.max(np.abs(x)))
+
+
+def test_eigh_inverse_root_eps_on_the_eigenvalues():
+    """mode='eigenvalues' is the root of A + εI (up to rounding); mode='added' ignores ε."""
+    a = _spd(np.random.default_rng(1), 5)
+    on_values = decompositions.eigh_inverse_root(a, 4, 0.5, "eigenvalues")
+    in_matrix = decompositions.eigh_inverse_root(a + 0.5 * np.eye(5), 4)
+    np.testing.assert_allclose(on_values, in_matrix, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(decompositions.eigh_inverse_root(a, 4, 0.5, "added"),
+                                  decompositions.eigh_inverse_root(a, 4))
+    singular = np.zeros((2, 2))
+    assert np.all(np.isfinite(decompositions.eigh_inverse_root(singular, 2, 1e-2,
+                                                               "eigenvalues")))
+
+
+def test_power_iteration_finds_the_largest_eigenvalue():
+    a = _spd(np.random.default_rng(2), 7)
+    assert np.isclose(decompositions.power_iteration(a), np.linalg.eigvalsh(a)[-1],
+                      rtol=1e-10)
+    assert decompositions.power_iteration(np.zeros((3, 3))) == 1e-16
+
+
+@pytest.mark.parametrize("n, p", [(2, 2), (5, 4), (8, 4), (7, 6)])
+def test_coupled_newton_root_stops_within_its_tolerance(n, p):
+    """The ridged root to the iteration's stopping tolerance: max|X^p A_r - I| <= 1e-3, and
+    within n·1e-3/p of the eigen root of the same ridged matrix (the bound of
+    npoptim/optim/shampoo.py's docstring)."""
+    a = _spd(np.random.default_rng(10 + n), n)
+    x = decompositions.coupled_newton_inverse_root(a, p, ridge_epsilon=1e-6)
+    ridged = a + 1e-6 * decompositions.power_iteration(a) * np.eye(n)
+    assert np.max(np.abs(np.linalg.matrix_power(x, p) @ ridged - np.eye(n))) <= 2e-3
+    exact = decompositions.eigh_inverse_root((ridged + ridged.T) / 2, p)
+    assert np.max(np.abs(x - exact)) <= n * 1e-3 / p * np.max(np.abs(exact))
+
+
+def test_coupled_newton_root_of_a_scalar_and_tighter_tolerance():
+    x = decompositions.coupled_newton_inverse_root(np.array([[16.0]]), 4, ridge_epsilon=0.0)
+    np.testing.assert_allclose(x, [[0.5]], rtol=1e-15)
+    a = _spd(np.random.default_rng(3), 6)
+    tight = decompositions.coupled_newton_inverse_root(a, 4, 0.0, error_tolerance=1e-12)
+    np.testing.assert_allclose(tight, decompositions.eigh_inverse_root(a, 4), rtol=0,
+                               atol=1e-10 * np.max(np.abs(tight)))
+
+
+def test_inverse_roots_same_bits_for_any_layout():
+    """The roots' products run in a fixed order: a Fortran-ordered copy gives the same bits."""
+    a = _spd(np.random.default_rng(4), 6)
+    f = np.asfortranarray(a)
+    for root in (decompositions.eigh_inverse_root, decompositions.coupled_newton_inverse_root):
+        np.testing.assert_array_equal(root(a, 4), root(f, 4))

@@ -666,6 +666,157 @@ def came(optimizer, bug=None):
     return make_step
 
 
+def shampoo(optimizer, bug=None):
+    """Shampoo, pytorch_optimizer's (sum from eps I, roots -1/(2k) every few steps, zero before
+    the first, momentum toward the last preconditioned gradient) and variant "scalable"
+    (ScalableShampoo: blocks, β2 statistics, grafting, the start step, Nesterov, the coupled
+    Newton root with its ridge), roots by LAPACK's eigh or the textbook Newton iteration.
+    Bugs: ``"eps added"`` (eps I in the statistics where the case puts it on the
+    eigenvalues), ``"no graft"``, ``"square root"`` (every root -1/2), ``"float32"``."""
+    def eigen_root(a, p, eps, mode):
+        w, q = np.linalg.eigh(a)
+        w = np.abs(w) if mode == "added" else np.maximum(w, 0) + eps
+        return (q * w ** (-1.0 / p)) @ q.T
+
+    def newton_root(a, p, ridge):
+        n = a.shape[0]
+        if n == 1:
+            return (a + ridge * np.maximum(a, 1e-16)) ** (-1.0 / p)
+        v = np.array([(i + 1) * 0.6180339887498949 % 1.0 - 0.5 for i in range(n)])
+        for _ in range(100):
+            v = a @ v
+            v = v / max(np.linalg.norm(v), np.finfo(float).tiny)
+        g = a + max(v @ a @ v, 1e-16) * ridge * np.eye(n)
+        z = (1 + p) / (2 * np.linalg.norm(g))
+        x, m = np.eye(n) * z ** (1.0 / p), g * z
+        err0 = np.max(np.abs(m - np.eye(n)))
+        for _ in range(100):
+            t = (1 + 1.0 / p) * np.eye(n) - m / p
+            x_new, m_new = x @ t, np.linalg.matrix_power(t, p) @ m
+            err = np.max(np.abs(m_new - np.eye(n)))
+            if err > 1.2 * err0 or err <= 1e-3:
+                return x if err > 1.2 * err0 else x_new
+            x, m, err0 = x_new, m_new, err
+        return x
+
+    def mode(x, mat, axis):  # x ×_axis mat
+        return np.moveaxis(np.tensordot(mat, x, axes=([1], [axis])), 0, axis)
+
+    def gram(x, axis):
+        u = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+        return u @ u.T
+
+    def make_step(params, h):
+        kind = kind_of(bug)
+        scalable = h["variant"] == "scalable"
+        eps_mode = "added" if bug == "eps added" else h["matrix_eps_mode"]
+        graft_type = "none" if bug == "no graft" else h["graft_type"]
+        eps = h["matrix_eps"]
+        start = eps if eps_mode == "added" else 0.0
+        state = []
+        for p in params:
+            shape = p.shape
+            if scalable and not h["shape_interpretation"] and len(shape) > 1 and all(
+                    d <= h["no_preconditioning_for_layers_with_dim_gt"] for d in shape):
+                b = h["block_size"]
+                cuts = [[(s, min(s + b, d)) for s in range(0, d, b)] if b < d else [(0, d)]
+                        for d in shape]
+                blocks = [()]
+                for c in cuts:
+                    blocks = [x + (slice(*y),) for x in blocks for y in c]
+            else:
+                blocks = [] if scalable else [tuple(slice(0, d) for d in shape)]
+            sides = [[sl.stop - sl.start for sl in bl] for bl in blocks]
+            state.append(dict(
+                blocks=blocks, step=0, m=np.zeros(shape, kind), gm=np.zeros(shape, kind),
+                acc=np.zeros(shape, kind),
+                stats=[[start * np.eye(d, dtype=kind) for d in sd] for sd in sides],
+                roots=[[(np.eye(d, dtype=kind) if scalable else np.zeros((d, d), kind))
+                        for d in sd] for sd in sides]))
+
+        def root(a, order):
+            p = 2 if bug == "square root" else (h["inverse_exponent_override"] or 2 * order)
+            if h["inverse_root"] == "newton":
+                return newton_root(a, p, eps)
+            return eigen_root(a, p, eps, eps_mode)
+
+        def simple(x, g, s, lr):
+            wd = h["weight_decay"]
+            if h["momentum"] > 0:
+                if s["step"] == 1:
+                    s["m"] = -g if h["maximize"] else g
+                g = g + h["momentum"] * (s["m"] - g)
+            if wd and h["decoupled_weight_decay"]:
+                x = x * (1 - wd * (1.0 if h["fixed_decay"] else lr))
+            elif wd:
+                g = g + wd * x
+            out = g
+            for i in range(g.ndim):
+                s["stats"][0][i] = s["stats"][0][i] + gram(g, i)
+                if s["step"] % h["preconditioning_compute_steps"] == 0:
+                    s["roots"][0][i] = root(s["stats"][0][i], g.ndim)
+                out = mode(out, s["roots"][0][i], i)
+            s["m"] = out
+            return x - lr * out
+
+        def scaled(x, g, s, lr):
+            b1, b2 = h["betas"]
+            ma = h["moving_average_for_momentum"]
+            w = 1 - b1 if ma else 1.0
+            mult = 1.0 if h["decoupled_learning_rate"] else lr
+            if graft_type == "adagrad":
+                s["acc"] = s["acc"] + g * g
+            elif graft_type == "rmsprop":
+                s["acc"] = b2 * s["acc"] + (1 - b2) * g * g
+            d = {"adagrad": None, "rmsprop": None, "sqrt_n": np.sign(g)}.get(graft_type, g)
+            if d is None:
+                d = g / (np.sqrt(s["acc"]) + h["diagonal_eps"])
+            d = d * mult
+            if s["blocks"]:
+                out = np.empty_like(g)
+                for bl, stats, roots in zip(s["blocks"], s["stats"], s["roots"]):
+                    piece = g[bl]
+                    for i in range(g.ndim):
+                        if s["step"] % h["statistics_compute_steps"] == 0:
+                            stats[i] = b2 * stats[i] + (1 - b2) * gram(piece, i)
+                    for i in range(g.ndim):
+                        if s["step"] % h["preconditioning_compute_steps"] == 0:
+                            roots[i] = root(stats[i], g.ndim)
+                        piece = mode(piece, roots[i].T, i)
+                    out[bl] = piece
+                sg = out * mult
+            else:
+                sg = d.copy()
+            if graft_type != "none":
+                sg = sg * (np.linalg.norm(d) / (np.linalg.norm(sg) + 1e-16))
+            wd = h["weight_decay"]
+            if wd and h["decoupled_weight_decay"]:
+                x = x * (1 - lr * wd)
+            elif wd:
+                d, sg = d + wd * x, sg + wd * x
+            s["m"] = s["m"] + w * (sg - s["m"]) if ma else b1 * s["m"] + sg
+            s["gm"] = b1 * s["gm"] + w * d
+            pre = s["step"] >= h["start_preconditioning_step"]
+            u = s["m"] if pre else s["gm"]
+            if h["nesterov"]:
+                new = sg if pre else d
+                u = u + w * (new - u) if ma else b1 * u + new
+            return x - (lr if h["decoupled_learning_rate"] else 1.0) * u
+
+        def step(grads, lr):
+            for p, g, s in zip(params, grads, state):
+                if g is None:
+                    continue
+                s["step"] += 1
+                g = np.asarray(g).astype(kind)
+                g = -g if h["maximize"] else g
+                x = p.astype(kind)
+                p[...] = (scaled if scalable else simple)(x, g, s, lr)
+            return params
+        return step
+    return make_step
+
+
 def _bf16(x):
     """float32 values rounded to bfloat16 (ties to even) by their bits."""
     bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
@@ -734,7 +885,7 @@ def muon(optimizer, bug=None):
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
-           "CAME": came, "Muon": muon}
+           "CAME": came, "Muon": muon, "Shampoo": shampoo}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -818,6 +969,11 @@ MISTAKES = [
         ("l2", "L2 decay instead of decoupled (pytorch_optimizer's CAME)"),
         ("no clipping", "CAME without update clipping"),
         ("no confidence", "CAME without the confidence (Adafactor with momentum)"),
+        ("float32", "float32 accumulation of float64")]],
+    *[("Shampoo", bug, entry) for bug, entry in [
+        ("eps added", "Shampoo's eps in the matrix, not on its eigenvalues"),
+        ("no graft", "Shampoo without grafting"),
+        ("square root", "Shampoo roots -1/2, not -1/(2k)"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

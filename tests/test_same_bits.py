@@ -278,6 +278,8 @@ _allow(LAPACK_OPTAX, "npoptim/optim/galore.py", "orthogonal_projector",
 _allow(LAPACK_LARGE, "npoptim/optim/galore.py", "orthogonal_projector",
        what=("numpy.linalg.svd",))
 _allow(LAPACK_LARGE, "npoptim/kernels/decompositions.py", "eigh", what=("numpy.linalg.eigh",))
+_allow(LIBM_AS_TORCH, "npoptim/kernels/decompositions.py", "eigh_inverse_root",
+       "coupled_newton_inverse_root", what=("math.pow",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin", what=("numpy.cos", "**"))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin_grad", what=("numpy.sin",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "quadratic",

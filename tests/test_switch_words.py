@@ -18,6 +18,7 @@ WORDS = {
     "in_max": "added to |g| inside Adamax's running max",
     "max": "a floor: max(quantity, eps)",
     "added": "added to the quantity",
+    "eigenvalues": "added to each eigenvalue of the matrix before its root",
 }
 
 #: Each eps switch and the words it takes (all of them words of :data:`WORDS`).
@@ -32,6 +33,7 @@ EPS_SWITCHES = {
     ("Adafactor", "eps1_mode"): {"max", "added"},
     ("Muon", "ns_eps_mode"): {"max", "added"},
     ("MARS", "eps_mode"): {"bias_corrected", "eps_hat"},
+    ("Shampoo", "matrix_eps_mode"): {"added", "eigenvalues"},
 }
 
 

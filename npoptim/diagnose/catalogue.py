@@ -300,6 +300,12 @@ def _set(name, value):
     return hyper
 
 
+def _shampoo_square_root(h):
+    if h.get("inverse_exponent_override", 2) in (0,):
+        return {"inverse_exponent_override": 2}
+    return None
+
+
 def _mars_without_the_ratio(h):
     # gamma' = gamma (1-β₁)/β₁ makes the reference's weight γ'β₁/(1-β₁) the mistaken γ
     beta1 = h["betas"][0]
@@ -450,6 +456,19 @@ CATALOGUE = (
           "RMS(U) is about 1/sqrt(1-β₂) (32 at β₂ = 0.999), so the momentum takes a U that "
           "much larger.",
           hyper=_set("clip_threshold", math.inf)),
+    Entry("Shampoo's eps in the matrix, not on its eigenvalues", ("Shampoo",), "convention",
+          "ε I as the statistics' initial value (pytorch_optimizer's Shampoo and "
+          "ScalableShampoo), where Meta's distributed_shampoo adds ε to the eigenvalues at "
+          "each root: with β₂ < 1 the matrix's ε decays as β₂ᵗε; on the cases that put it on "
+          "the eigenvalues.", hyper=_set("matrix_eps_mode", "added")),
+    Entry("Shampoo without grafting", ("Shampoo",), "mistake",
+          "ScalableShampoo's direction used at its own scale, not rescaled to the graft's norm "
+          "‖D‖/‖G̃‖ (and the graft's momentum a plain copy of the gradient's); on the cases "
+          "that graft.", hyper=_set("graft_type", "none")),
+    Entry("Shampoo roots -1/2, not -1/(2k)", ("Shampoo",), "mistake",
+          "every statistic's inverse square root (full-matrix AdaGrad's exponent) instead of "
+          "the -1/(2k) of an order-k tensor: L^(-1/2) G R^(-1/2) for a matrix, where Shampoo "
+          "takes L^(-1/4) G R^(-1/4).", hyper=_shampoo_square_root),
     Entry("Muon scale 0.2·sqrt(max(A, B)) (Moonlight's RMS match)", ("Muon",), "convention",
           "the orthogonalized update scaled by 0.2·sqrt(max(A, B)), AdamW's update RMS (Liu "
           "et al. 2025, Moonlight; torch's adjust_lr_fn='match_rms_adamw'), instead of Keller "

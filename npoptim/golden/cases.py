@@ -985,6 +985,41 @@ TABLE["CAME"] = [
         matches=("pytorch_optimizer.CAME 4.1.0 (weight_decouple=False, ams_bound=True)",)),
 ]
 
+TABLE["Shampoo"] = [
+    Row("Shampoo", "pytorch-optimizer-l2", "pytorch_optimizer's Shampoo: one statistic per "
+        "dimension summed from eps I (matrix_eps 1e-2), each mode preconditioned by its "
+        "inverse 2k-th root (eigen root) every step; L2 decay; a matrix and a 3-D tensor.",
+        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2), (2, 2, 2)), steps=8,
+        dtypes=("float64",), matches=("pytorch_optimizer.Shampoo 4.1.0",)),
+    Row("Shampoo", "float32", "The first row's Shampoo on a matrix alone, in float32.",
+        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2),), steps=8,
+        dtypes=("float32",), matches=("pytorch_optimizer.Shampoo 4.1.0",)),
+    Row("Shampoo", "momentum-refresh-decoupled", "momentum 0.5 (toward the last preconditioned "
+        "gradient), roots every 3 steps (zero before the first: steps 1-2 do not move), "
+        "decoupled decay.",
+        dict(lr=1e-2, momentum=0.5, weight_decay=0.1, decoupled_weight_decay=True,
+             preconditioning_compute_steps=3, matrix_eps=1e-2),
+        shapes=((3, 2), (2,)), steps=10, dtypes=("float64",),
+        matches=("pytorch_optimizer.Shampoo 4.1.0 (weight_decouple=True)",)),
+    Row("Shampoo", "scalable-adagrad-newton", "ScalableShampoo: AdaGrad grafting, blocks of 3 "
+        "(a side of 4 cut 3 + 1), the coupled Newton root every 2 steps, the Shampoo "
+        "momentum from step 4 (6 steps: the size budget), Nesterov, L2 decay.",
+        dict(lr=1e-2, variant="scalable", graft_type="adagrad", block_size=3,
+             shape_interpretation=False, preconditioning_compute_steps=2,
+             start_preconditioning_step=4, weight_decay=0.05, matrix_eps=1e-4),
+        shapes=((3, 2), (4, 2)), steps=6, dtypes=("float64",),
+        matches=("pytorch_optimizer.ScalableShampoo 4.1.0 (graft_type=ADAGRAD, power "
+                 "iteration started from npoptim's vector)",)),
+    Row("Shampoo", "scalable-eigenvalue-eps", "ScalableShampoo's form with the eigen root and "
+        "eps on the eigenvalues (Meta's placement; statistics from zero), RMSProp grafting, "
+        "decoupled decay.",
+        dict(lr=1e-2, variant="scalable", graft_type="rmsprop", shape_interpretation=False,
+             preconditioning_compute_steps=2, start_preconditioning_step=3,
+             inverse_root="eigh", matrix_eps_mode="eigenvalues", matrix_eps=1e-3,
+             weight_decay=0.1, decoupled_weight_decay=True),
+        shapes=((2, 3), (3,)), steps=6, dtypes=("float64",)),
+]
+
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
         "1e-6, no decay).", {},

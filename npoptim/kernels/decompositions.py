@@ -28,9 +28,12 @@ distance to the nearest other eigenvalue. Vectors are defined up to sign:
 :func:`fixed_signs` makes each one's entry of largest magnitude positive (scikit-learn's
 ``svd_flip``), so that the result does not depend on the routine.
 """
+import math
+
 import numpy as np
 
 from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import matmul_of
 
 #: The largest side of a matrix decomposed here; larger ones take LAPACK.
 JACOBI_MAX_SIDE = 128
@@ -207,3 +210,94 @@ def eigh(a):
     if a.shape[0] <= JACOBI_MAX_SIDE:
         return jacobi_eigh(a)
     return np.linalg.eigh(a)
+
+
+# ----------------------------------------------------------------- inverse p-th roots
+# Shampoo's preconditioners: a symmetric positive semidefinite matrix to the power -1/p, by
+# the eigendecomposition above or by a coupled Newton iteration whose products all run in
+# the fixed order of npoptim.kernels.reduction.matmul_of.
+
+def eigh_inverse_root(a, root, eps=0.0, mode="added"):
+    """``a ** (-1/root)`` of the symmetric ``a`` by :func:`eigh`: ``Q diag(f(λ)) Qᵀ`` with the
+    products by :func:`~npoptim.kernels.reduction.matmul_of`. ``mode="added"``:
+    ``f(λ) = |λ|^(-1/root)`` (``eps`` is already in the matrix; ``|λ|`` as an SVD's singular
+    values, pytorch_optimizer's ``compute_power_svd``); ``mode="eigenvalues"``:
+    ``f(λ) = (max(λ, 0) + eps)^(-1/root)`` (Meta's distributed_shampoo adds its epsilon to the
+    eigenvalues). Each power is ``math.pow`` of a Python float, as torch's ``pow_``."""
+    values, vectors = eigh(a)
+    exponent = -1.0 / root
+    powered = np.empty_like(values)
+    for i, value in enumerate(values.tolist()):
+        base = abs(value) if mode == "added" else max(value, 0.0) + eps
+        powered[i] = math.pow(base, exponent) if base > 0 else math.inf
+    return matmul_of(vectors * powered[None, :], np.ascontiguousarray(vectors.T))
+
+
+def _power_start(n, dtype):
+    """A fixed start vector for :func:`power_iteration`: the fractional parts of
+    ``(i + 1)·φ`` minus one half (every entry non-zero, no pattern an eigenvector of a small
+    symmetric matrix follows; pytorch_optimizer starts from ``torch.randn``)."""
+    golden = 0.6180339887498949
+    start = np.empty(n, dtype)
+    for i in range(n):
+        x = (i + 1) * golden
+        start[i] = (x - math.floor(x)) - 0.5
+    return start
+
+
+def power_iteration(a, num_iters=100):
+    """The largest eigenvalue of the symmetric positive semidefinite ``a`` as
+    pytorch_optimizer's ``power_iteration``: ``num_iters`` products ``v ← Av/‖Av‖`` (the norm
+    floored at the dtype's ``tiny``), then ``max(vᵀAv, 1e-16)``; from :func:`_power_start`,
+    every product and sum in a fixed order."""
+    tiny = np.finfo(a.dtype).tiny
+    v = _power_start(a.shape[0], a.dtype)[:, None]
+    for _ in range(num_iters):
+        av = matmul_of(a, v)
+        norm = math.sqrt(float(matmul_of(np.ascontiguousarray(av.T), av)[0, 0]))
+        v = av / a.dtype.type(max(norm, tiny))
+    quotient = float(matmul_of(np.ascontiguousarray(v.T), matmul_of(a, v))[0, 0])
+    return max(quotient, 1e-16)
+
+
+def coupled_newton_inverse_root(a, root, ridge_epsilon=1e-6, max_iters=100,
+                                error_tolerance=1e-3, max_error_ratio=1.2):
+    """``(a + ridge_epsilon·λ_max·I) ** (-1/root)`` by the coupled Newton iteration (Guo &
+    Higham 2006), as pytorch_optimizer's ``compute_power_schur_newton`` (and google-research's
+    ``matrix_inverse_pth_root``): with ``z = (1 + p)/(2‖A‖_F)``, ``X₀ = z^(1/p) I``,
+    ``M₀ = zA`` and ``α = -1/p``,
+
+        T = (1 - α) I + α M,   X ← X T,   M ← T^p M
+
+    (``T^p`` by ``p - 1`` products in order), stopping when ``max|M - I|`` is at most
+    ``error_tolerance`` (keeping the new ``X``) or grows past ``max_error_ratio`` times the
+    last (keeping the old), or after ``max_iters``. ``λ_max`` is :func:`power_iteration`'s. A
+    1 x 1 matrix is ``(a + ridge_epsilon·max(a, 1e-16)) ** (-1/p)`` as the source's."""
+    p = int(root)
+    n = a.shape[0]
+    dtype = a.dtype.type
+    if n == 1:
+        x = float(a[0, 0])
+        return np.full((1, 1), math.pow(x + ridge_epsilon * max(x, 1e-16), -1.0 / p), a.dtype)
+    identity = np.eye(n, dtype=a.dtype)
+    g = a + dtype(power_iteration(a) * ridge_epsilon) * identity
+    flat = np.ascontiguousarray(g).reshape(1, -1)
+    z = (1 + p) / (2 * math.sqrt(float(matmul_of(flat, np.ascontiguousarray(flat.T))[0, 0])))
+    mat_root = identity * dtype(math.pow(z, 1.0 / p))
+    mat_m = g * dtype(z)
+    alpha = -1.0 / p
+    alpha_identity = dtype(1.0 - alpha) * identity
+    prev_error = float(np.max(np.abs(mat_m - identity)))
+    for _ in range(max_iters):
+        mat_m_i = alpha_identity + dtype(alpha) * mat_m
+        new_root = matmul_of(mat_root, mat_m_i)
+        power = mat_m_i
+        for _ in range(p - 1):
+            power = matmul_of(power, mat_m_i)
+        new_m = matmul_of(power, mat_m)
+        error = float(np.max(np.abs(new_m - identity)))
+        diverged = error > prev_error * max_error_ratio
+        if diverged or error <= error_tolerance:
+            return mat_root if diverged else new_root
+        mat_root, mat_m, prev_error = new_root, new_m, error
+    return mat_root
