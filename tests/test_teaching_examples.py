@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "teaching").glob("*.py"))
 
 
-def test_the_seven_examples_are_there():
+def test_the_eight_examples_are_there():
     assert {p.stem for p in EXAMPLES} >= {
         "adam_by_hand", "eps_placement", "momentum_ill_conditioned", "lamb_variants",
-        "warmup_cosine", "lazy_sparse_adam", "adamw_decoupled_vs_l2"}
+        "warmup_cosine", "lazy_sparse_adam", "adamw_decoupled_vs_l2", "second_order_rotated"}
 
 
 def test_each_example_is_a_gallery_script_that_asserts_what_it_prints():
