@@ -64,6 +64,7 @@ OPTIMIZERS = {
     "MomoAdam": ("npoptim.optim.momo", None),
     "Grams": ("npoptim.optim.grams", None),
     "CAME": ("npoptim.optim.came", None),
+    "APOLLO": ("npoptim.optim.apollo", None),
 }
 
 
@@ -157,6 +158,8 @@ REFERENCES = {
               "pytorch_optimizer/optimizer/grams.py"),
     "CAME": (_ARXIV + "2307.02047",
              "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
+    "APOLLO": (_ARXIV + "2412.05270",
+               "https://github.com/zhuhanqing/APOLLO/blob/HEAD/apollo_torch/apollo.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),
