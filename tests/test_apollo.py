@@ -340,7 +340,8 @@ def test_projection_hook_checks_before_anything_changes():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(rank=0), "rank"), (dict(rank=1.5), "rank"), (dict(update_proj_gap=0), "update_proj_gap"),
+    (dict(rank=0), "rank"), (dict(rank=1.5), "rank"),
+    (dict(update_proj_gap=0), "update_proj_gap"),
     (dict(scale=-1.0), "scale"), (dict(scale_type="row"), "scale_type"),
     (dict(scaled_gradient="back"), "scaled_gradient"), (dict(decay_lr="wd"), "decay_lr"),
     (dict(refresh_offset=-1), "refresh_offset"), (dict(variant="apollo_max"), "variant"),
