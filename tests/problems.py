@@ -66,6 +66,9 @@ CONFIGS = {
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
     "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
+    "APOLLO": [dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1),
+               dict(lr=0.01, variant="pytorch_optimizer", rank=2, update_proj_gap=2,
+                    scale_type="channel", weight_decay=0.1)],
 }
 
 

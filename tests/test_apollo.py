@@ -222,7 +222,7 @@ def test_channel_and_tensor_scaling_differ_against_the_authors():
 
 def test_first_step_hand_derived():
     """t = 1 on a tall 3x2 matrix with a given 1x2 projector: R = G P^T, N = (1-β1)R /
-    (sqrt(1-β2)|R| + ε), one factor per row, D = diag(c) G, step γ sqrt(1-β2)/(1-β1) sqrt(s)."""
+    (sqrt(1-β2)|R| + ε), one factor per row, D = diag(c) G, step γ sqrt(1-β2)/(1-β1) √s."""
     b1, b2, eps, lr, wd, s = 0.9, 0.99, 1e-6, 0.1, 0.5, 4.0
     w = np.array([[0.5, -1.0], [2.0, 0.25], [-0.75, 1.5]])
     g = np.array([[1.0, -2.0], [0.5, 0.5], [-3.0, 1.0]])
