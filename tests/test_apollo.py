@@ -324,7 +324,8 @@ def test_projection_hook_checks_before_anything_changes():
     for bad, match in (([np.ones((3, 2)), None], "shape"),
                        ([np.ones((2, 3), np.float32), None], "dtype"),
                        ([None, np.ones(4)], "draws no projector"),
-                       ([np.ones((2, 3))], "one array")):
+                       ([np.ones((2, 3))], "one array"),
+                       (np.ones((2, 2, 3)), "one array"), (3.0, "one array")):
         before = snapshot(opt)
         with pytest.raises(ValueError, match=match):
             opt.step(grads, projection=bad)

@@ -16,8 +16,8 @@ the matrix), step count :math:`t` (from 1), at the refresh steps (the first, the
     P &\in \mathbb R^{r \times n},\quad R = G P^\top \;(m \times r)  &&\text{if } m \ge n\\
     P &\in \mathbb R^{m \times r},\quad R = P^\top G \;(r \times n)  &&\text{else}\\
     M &\leftarrow \beta_1 M + (1-\beta_1) R, \quad
-        V \leftarrow \beta_2 V + (1-\beta_2) R^2, \quad
-        N = M / (\sqrt{V} + \epsilon)
+        V \leftarrow \beta_2 V + (1-\beta_2) R^2\\
+    N &= M / (\sqrt{V} + \epsilon)
 
 The low-rank Adam direction :math:`N` is not projected back: only its ratio to :math:`R`,
 per channel (``scale_type="channel"``: the rows of :math:`R` for :math:`m \ge n`, its
@@ -27,8 +27,9 @@ columns else; one factor per row, or column, of :math:`G`) or for the whole tens
 .. math::
 
     c_i &= \frac{\lVert N_{i,:}\rVert}{\lVert R_{i,:}\rVert + 10^{-8}},\quad
-        D = \operatorname{diag}(c)\, G  &&\text{channel}, m \ge n
-        \text{ (columns and } G \operatorname{diag}(c) \text{ else)}\\
+        D = \operatorname{diag}(c)\, G  &&\text{channel, } m \ge n\\
+    c_j &= \frac{\lVert N_{:,j}\rVert}{\lVert R_{:,j}\rVert + 10^{-8}},\quad
+        D = G \operatorname{diag}(c)  &&\text{channel, } m < n\\
     c &= \frac{\lVert N\rVert_F}{\lVert R\rVert_F + 10^{-8}},\quad D = c\, G
         &&\text{tensor}
 
@@ -114,7 +115,7 @@ from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import grad_sumsq
 from npoptim.kernels.scalar import fma
-from npoptim.optim.noise import check_noise, check_seed
+from npoptim.optim.noise import check_seed
 from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
                                    check_no_variant, check_nonnegative, resolve_variant)
@@ -305,7 +306,7 @@ class APOLLO(Optimizer):
         """As :meth:`Optimizer.step`; ``projection`` gives the projectors of this step (one
         array or None per parameter; see the module docstring), checked with everything else
         before anything changes."""
-        self._projection = None if projection is None else list(projection)
+        self._projection = projection
         try:
             return super().step(grads, closure)
         finally:
@@ -316,9 +317,11 @@ class APOLLO(Optimizer):
         given = self._projection
         if given is None:
             return prepared
-        if isinstance(given, np.ndarray) or len(given) != len(self.params):
+        if isinstance(given, np.ndarray) or not hasattr(given, "__iter__") \
+                or len(given := list(given)) != len(self.params):
             raise ValueError(f"projection must be a list with one array (or None) per "
                              f"parameter ({len(self.params)})")
+        self._projection = given
         stepping = {index: group for group, index, _, _ in prepared}
         for index, array in enumerate(given):
             if array is None:
