@@ -22,7 +22,7 @@ import pytest
 from hand_derived import assert_unchanged, close, snapshot
 
 from npoptim.kernels.counter_stream import standard_normal
-from npoptim.optim.apollo import APOLLO, refreshes
+from npoptim.optim.apollo import APOLLO, random_projector, refreshes
 
 try:
     import torch
@@ -210,6 +210,54 @@ def test_the_variants_tell_the_implementations_apart():
     assert run_pair(authors, authors_refreshed, params, centres, noise, **base) < TOL
     assert run_pair(authors, authors_refreshed, params, centres, noise,
                     variant="pytorch_optimizer", **base) > 1e-6
+
+
+@pytest.mark.needs("torch", "apollo_torch")
+def test_authors_given_the_counter_stream_projectors_match_the_default():
+    """The other direction (what the golden cases' ``matches`` say): apollo-torch with its
+    projector's draw replaced by npoptim's counter stream (keyed by the parameter's index and
+    the step) follows npoptim's default APOLLO, which draws them itself."""
+    AdamW = authors_apollo()
+    projector_module = sys.modules["_apollo_torch_alone.random_projector"]
+
+    class CounterProjector(projector_module.GradientProjector):
+        def project(self, full_rank_grad, iter):
+            self.t = iter + 1
+            return super().project(full_rank_grad, iter)
+
+        def get_orthogonal_matrix(self, weights, rank, type, seed):
+            shape = (rank, weights.shape[1]) if type == "right" else (weights.shape[0], rank)
+            return torch.tensor(random_projector(7, self.index, self.t, shape, rank,
+                                                 np.float64))
+
+    params, centres, noise = problem(6)
+    tensors = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    theirs = AdamW([{"params": tensors[:2], "rank": 2, "update_proj_gap": GAP, "scale": 1.0,
+                     "proj": "random", "proj_type": "std", "scale_type": "channel"},
+                    {"params": tensors[2:]}], lr=LRS[0], weight_decay=0.1)
+
+    def initialize(group, state):
+        made = CounterProjector(group["rank"], update_proj_gap=group["update_proj_gap"],
+                                scale=group["scale"], proj_type=group["proj_type"])
+        made.index = state["seed"] - 1   # apollo-torch's seed: the parameter's place, from 1
+        return made
+    theirs._initialize_projector = initialize
+    ours_params = [p.copy() for p in params]
+    ours = APOLLO(ours_params, lr=LRS[0], rank=2, update_proj_gap=GAP, weight_decay=0.1,
+                  seed=7)
+    worst = 0.0
+    for t in range(STEPS):
+        for opt in (theirs, ours):
+            for group in opt.param_groups:
+                group["lr"] = LRS[t]
+        for x, c, n in zip(tensors, centres, noise[t]):
+            x.grad = torch.tensor(grad_of(x.detach().numpy(), c, n, t))
+        theirs.step()
+        ours.step([grad_of(p, c, n, t) for p, c, n in zip(ours_params, centres, noise[t])])
+        for p, x in zip(ours_params, tensors):
+            worst = max(worst, float(np.abs(p - x.detach().numpy()).max()))
+    print(f"apollo-torch with the counter-stream projectors vs APOLLO: worst {worst:.2e}")
+    assert worst < TOL
 
 
 @pytest.mark.needs("torch", "apollo_torch")
