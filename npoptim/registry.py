@@ -65,6 +65,7 @@ OPTIMIZERS = {
     "Grams": ("npoptim.optim.grams", None),
     "CAME": ("npoptim.optim.came", None),
     "Shampoo": ("npoptim.optim.shampoo", None),
+    "APOLLO": ("npoptim.optim.apollo", None),
 }
 
 
@@ -160,6 +161,8 @@ REFERENCES = {
              "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
     "Shampoo": (_ARXIV + "1802.09568", "https://github.com/kozistr/pytorch_optimizer/blob/"
                 "v4.1.0/pytorch_optimizer/optimizer/shampoo.py"),
+    "APOLLO": (_ARXIV + "2412.05270",
+               "https://github.com/zhuhanqing/APOLLO/blob/HEAD/apollo_torch/apollo.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

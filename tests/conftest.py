@@ -43,6 +43,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_GRAMS_PYTORCH``: the authors' grams-pytorch (module ``grams``; Grams's
   ``eps_mode="eps_hat"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_CAME_PYTORCH``: the authors' came-pytorch (CAME), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_APOLLO_TORCH``: the authors' apollo-torch (APOLLO; ``--no-deps``, only
+  located here: its package ``__init__`` imports transformers, and tests/test_apollo.py loads
+  its optimizer files alone).
 * ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
   ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
@@ -146,6 +149,7 @@ REQUIRED = {
     "SOPHIA_OPT": ("sophia_opt",),
     "GRAMS_PYTORCH": ("grams",),
     "CAME_PYTORCH": ("came_pytorch",),
+    "APOLLO_TORCH": ("apollo_torch",),
     "MUON_OPTIMIZER": ("muon",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
@@ -163,10 +167,11 @@ BLOCKED = _start_blocker()
 
 
 def _importable(module):
-    if module in ("timm", "keras", "torchao", "galore_torch"):  # only located: importing them
+    if module in ("timm", "keras", "torchao", "galore_torch",
+                  "apollo_torch"):  # only located: importing them
         # here would run timm's package __init__, fix keras's backend before a test chooses
         # it, register torchao's torch.compile machinery for the whole session, or import
-        # galore-torch's transformers (see above)
+        # galore-torch's or apollo-torch's transformers (see above)
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None

@@ -70,6 +70,9 @@ CONFIGS = {
                 dict(lr=0.01, variant="scalable", graft_type="adagrad", block_size=2,
                      shape_interpretation=False, start_preconditioning_step=2,
                      preconditioning_compute_steps=2)],
+    "APOLLO": [dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1),
+               dict(lr=0.01, variant="pytorch_optimizer", rank=2, update_proj_gap=2,
+                    scale_type="channel", weight_decay=0.1)],
 }
 
 

@@ -817,6 +817,80 @@ def shampoo(optimizer, bug=None):
     return make_step
 
 
+def apollo(optimizer, bug=None):
+    """APOLLO with its switches (the authors' full-gradient scaling or pytorch_optimizer's
+    projected back), projectors from npoptim's counter stream (the cases' definition of
+    them). Bugs: ``"tensor"`` (one factor where the case scales channels), ``"no limiter"``,
+    ``"no refresh"`` (the first projector kept), ``"projected back"`` (pytorch_optimizer's
+    scaled low-rank gradient where the case scales the full one), ``"float32"``."""
+    from npoptim.kernels.counter_stream import standard_normal
+
+    def make_step(params, h):
+        kind = kind_of(bug)
+        beta1, beta2 = h["betas"]
+        rank, gap = h["rank"], h["update_proj_gap"]
+        state = [dict(t=0, m=None, v=None, proj=None, nu=None) for _ in params]
+
+        def refreshes(t):
+            return t == 1 or (bug != "no refresh" and (t - h["refresh_offset"]) % gap == 0)
+
+        def step(grads, lr):
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                s = state[i]
+                s["t"] += 1
+                t = s["t"]
+                x, g = p.astype(kind), np.asarray(g).astype(kind)
+                size = math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if h["correct_bias"] else 1
+                step_size = lr * size
+                matrix = p.ndim == 2 and min(p.shape) > 0
+                tall = matrix and p.shape[0] >= p.shape[1]
+                if matrix and refreshes(t):
+                    shape = (rank, p.shape[1]) if tall else (p.shape[0], rank)
+                    z = standard_normal(h["seed"], i, t, shape[0] * shape[1]) / math.sqrt(rank)
+                    s["proj"] = z.reshape(shape).astype(p.dtype).astype(kind)
+                r = (g @ s["proj"].T if tall else s["proj"].T @ g) if matrix else g
+                if s["m"] is None:
+                    s["m"], s["v"] = np.zeros_like(r), np.zeros_like(r)
+                s["m"] = beta1 * s["m"] + (1 - beta1) * r
+                s["v"] = beta2 * s["v"] + (1 - beta2) * r * r
+                n = s["m"] / (np.sqrt(s["v"]) + h["eps"])
+                if matrix:
+                    back = h["scaled_gradient"] == "projected_back" or bug == "projected back"
+                    base = r if back else g
+                    axis = 0 if base.shape[0] < base.shape[1] else 1
+                    if h["scale_type"] == "tensor" or bug == "tensor":
+                        c = np.linalg.norm(n) / (np.linalg.norm(r) + 1e-8)
+                    else:
+                        c = (np.linalg.norm(n, axis=axis) / (np.linalg.norm(r, axis=axis) + 1e-8))
+                        c = c[:, None] if axis == 1 else c[None, :]
+                    d = base * c
+                    root = math.sqrt(h["scale"])
+                    if h["scale_front"]:
+                        d = d * root
+                    if h["norm_growth_limiter"] and bug != "no limiter":
+                        size_d = np.linalg.norm(d)
+                        if s["nu"] is not None:
+                            limiter = max(size_d / (s["nu"] + 1e-8), 1.01) / 1.01
+                            d, size_d = d / limiter, size_d / limiter
+                        s["nu"] = size_d
+                    if not h["scale_front"]:
+                        d = d * root
+                    if back:
+                        d = (d @ s["proj"] if tall else s["proj"] @ d) * h["scale"]
+                    n = d
+                x = x - step_size * n
+                if h["decay_lr"] == "lr":
+                    x = x - lr * h["weight_decay"] * x
+                else:
+                    x = x * (1 - h["weight_decay"] * step_size)
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 def _bf16(x):
     """float32 values rounded to bfloat16 (ties to even) by their bits."""
     bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
@@ -885,7 +959,7 @@ def muon(optimizer, bug=None):
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
-           "CAME": came, "Muon": muon, "Shampoo": shampoo}
+           "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -974,6 +1048,13 @@ MISTAKES = [
         ("eps added", "Shampoo's eps in the matrix, not on its eigenvalues"),
         ("no graft", "Shampoo without grafting"),
         ("square root", "Shampoo roots -1/2, not -1/(2k)"),
+        ("float32", "float32 accumulation of float64")]],
+    *[("APOLLO", bug, entry) for bug, entry in [
+        ("tensor", "APOLLO tensor-wise scaling instead of channel-wise"),
+        ("no limiter", "APOLLO without the norm-growth limiter"),
+        ("no refresh", "APOLLO projector never refreshed"),
+        ("projected back",
+         "APOLLO's low-rank gradient projected back (pytorch_optimizer's APOLLO)"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

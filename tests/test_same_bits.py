@@ -220,6 +220,7 @@ for _file, _functions in {
         "npoptim/optim/adamax.py": ["Adamax._update"],
         "npoptim/optim/adamaxw.py": ["AdamaxW._update"],
         "npoptim/optim/adan.py": ["Adan._update"],
+        "npoptim/optim/apollo.py": ["APOLLO._update"],
         "npoptim/optim/ademamix.py": ["AdEMAMix._update", "SimplifiedAdEMAMix._update"],
         "npoptim/optim/adopt.py": ["ADOPT._update"],
         "npoptim/optim/asgd.py": ["ASGD._update"],

@@ -469,6 +469,25 @@ CATALOGUE = (
           "every statistic's inverse square root (full-matrix AdaGrad's exponent) instead of "
           "the -1/(2k) of an order-k tensor: L^(-1/2) G R^(-1/2) for a matrix, where Shampoo "
           "takes L^(-1/4) G R^(-1/4).", hyper=_shampoo_square_root),
+    Entry("APOLLO tensor-wise scaling instead of channel-wise", ("APOLLO",), "mistake",
+          "one factor ‖N‖/(‖R‖ + 1e-8) for the whole matrix (APOLLO-Mini's, "
+          "scale_type='tensor') where APOLLO scales each channel (row of a tall, column of a "
+          "wide matrix) by its own; on the channel-wise cases.",
+          hyper=_set("scale_type", "tensor")),
+    Entry("APOLLO without the norm-growth limiter", ("APOLLO",), "mistake",
+          "the scaled gradient used as is, not divided by max(‖D‖/(ν + 1e-8), 1.01)/1.01 "
+          "(Fira's limiter, the authors' disable_nl=True): the update may grow by more than "
+          "1.01 per step.", hyper=_set("norm_growth_limiter", False)),
+    Entry("APOLLO projector never refreshed", ("APOLLO",), "mistake",
+          "the random projector drawn at the first step and kept, not drawn anew every "
+          "update_proj_gap steps; on the cases that refresh.",
+          hyper=lambda h: {"update_proj_gap": 2 ** 40} if "update_proj_gap" in h else None),
+    Entry("APOLLO's low-rank gradient projected back (pytorch_optimizer's APOLLO)",
+          ("APOLLO",), "convention",
+          "the factors scale the low-rank R = GPᵀ (not G), and the step is its projection back "
+          "RP (or PR) times scale once more (pytorch_optimizer 4.1.0's "
+          "GaLoreProjector.project_back), instead of the authors' scaled full gradient.",
+          hyper=_set("scaled_gradient", "projected_back")),
     Entry("Muon scale 0.2·sqrt(max(A, B)) (Moonlight's RMS match)", ("Muon",), "convention",
           "the orthogonalized update scaled by 0.2·sqrt(max(A, B)), AdamW's update RMS (Liu "
           "et al. 2025, Moonlight; torch's adjust_lr_fn='match_rms_adamw'), instead of Keller "

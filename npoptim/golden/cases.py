@@ -984,6 +984,27 @@ TABLE["CAME"] = [
              ams_bound=True), shapes=((2, 3), (2,)), steps=10, schedule="warmup-cosine",
         matches=("pytorch_optimizer.CAME 4.1.0 (weight_decouple=False, ams_bound=True)",)),
 ]
+TABLE["APOLLO"] = [
+    Row("APOLLO", "tall-wide-vector", "The authors' APOLLO, channel-wise, rank 2 on a tall (5x3, "
+        "right projector, one factor per row) and a wide (2x5, left projector, one per column) "
+        "matrix, plain AdamW on a vector; projectors from the counter stream at steps 1 and "
+        "5, the norm-growth limiter, decoupled decay 0.1.",
+        dict(lr=1e-2, rank=2, update_proj_gap=4, weight_decay=0.1),
+        shapes=((5, 3), (2, 5), (3,)), steps=8,
+        matches=("apollo-torch 1.0.3 APOLLOAdamW (given these projectors)",)),
+    Row("APOLLO", "mini", "APOLLO-Mini: rank 1, tensor-wise, scale 128 (sqrt(128) on the "
+        "update), a refresh every 4 steps, under warmup + cosine (float64 only: the suite's "
+        "size budget).", dict(variant="apollo_mini", lr=1e-3, update_proj_gap=4),
+        shapes=((5, 3), (3,)), steps=8, schedule="warmup-cosine", dtypes=("float64",),
+        matches=("apollo-torch 1.0.3 APOLLOAdamW rank 1 tensor (given these projectors)",)),
+    Row("APOLLO", "pytorch-optimizer-channel", "pytorch_optimizer's APOLLO, channel-wise, "
+        "scale 2: the scaled low-rank gradient projected back (times s^1.5), refreshes at "
+        "steps 1, 4 and 8, the decay by the bias-corrected step size (float64 only).",
+        dict(variant="pytorch_optimizer", lr=1e-2, rank=2, update_proj_gap=4, scale=2.0,
+             scale_type="channel", weight_decay=0.1),
+        shapes=((4, 3), (2, 5)), steps=8, dtypes=("float64",),
+        matches=("pytorch_optimizer.APOLLO 4.1.0 (given these projectors)",)),
+]
 
 TABLE["Shampoo"] = [
     Row("Shampoo", "pytorch-optimizer-l2", "pytorch_optimizer's Shampoo: one statistic per "

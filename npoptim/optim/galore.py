@@ -105,11 +105,11 @@ from npoptim.kernels.decompositions import (JACOBI_MAX_SIDE, fixed_signs,
                                             jacobi_singular_vectors)
 from npoptim.kernels.drivers import apply_dense
 from npoptim.kernels.jit import kernel
-from npoptim.kernels.reduction import matmul_of
 from npoptim.kernels.scalar import fma
 from npoptim.optim.optimizer import Optimizer, typed_record
 from npoptim.optim.options import (check_betas, check_choice, check_flag, check_nonnegative,
                                    flavored)
+from npoptim.optim.projection import project, project_back, projection_shapes, projects_right
 
 
 class GaLoreHyper(NamedTuple):
@@ -161,14 +161,6 @@ def _galore_param(param, direction, states, hyper):
     apply_dense(galore_param_rule, param, direction, states, GaLoreHyper(*hyper))
 
 
-def projects_right(shape, projected_side):
-    """Is the projector on the right (:math:`R = G P^\\top`, :math:`P` of shape
-    :math:`r \\times n`)? It reduces the smaller side (the authors': :math:`m \\ge n`) or the
-    larger one (optax's: :math:`m < n`)."""
-    m, n = shape
-    return m >= n if projected_side == "smaller" else m < n
-
-
 def svd_input(g, svd_dtype="param"):
     """The matrix whose SVD gives the projector: ``g``, or ``g`` cast to float32 (a value
     beyond float32's range becomes infinite, which the step refuses)."""
@@ -197,16 +189,6 @@ def orthogonal_projector(g, shape, right, svd_dtype="param", svd_signs="fixed"):
         vectors = fixed_signs(vectors)
     vectors = vectors.astype(g.dtype, copy=False)
     return vectors.T if right else vectors
-
-
-def projection_shapes(shape, rank, projected_side="smaller"):
-    """``(projector shape, low-rank shape)`` of a parameter, or None if it is not
-    projected (not 2-D, or empty)."""
-    if len(shape) != 2 or min(shape) == 0:
-        return None
-    m, n = shape
-    r = min(rank, m, n)
-    return ((r, n), (m, r)) if projects_right(shape, projected_side) else ((m, r), (r, n))
 
 
 def refreshes(state, group):
@@ -353,9 +335,9 @@ class GaLoreAdamW(Optimizer):
         projector = state["ortho_matrix"]
         if refresh:
             projector[...] = self._projectors.pop(index)
-        low = matmul_of(g, projector.T) if right else matmul_of(projector.T, g)
+        low = project(g, projector, right)
         direction = np.zeros_like(low)
         _galore_moments(direction.reshape(-1), low.reshape(-1), moments, hyper)
-        full = matmul_of(direction, projector) if right else matmul_of(projector, direction)
+        full = project_back(direction, projector, right)
         full *= param.dtype.type(group["scale"])
         _galore_param(param, full.reshape(-1), (), hyper)
