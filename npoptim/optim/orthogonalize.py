@@ -1,4 +1,4 @@
-"""Newton–Schulz orthogonalization: the matrix pushed towards the nearest semi-orthogonal one
+r"""Newton–Schulz orthogonalization: the matrix pushed towards the nearest semi-orthogonal one
 (every singular value towards 1, roughly :math:`U \mapsto U(U^\top U)^{-1/2}`), as Muon
 (:mod:`npoptim.optim.muon`) and Scion (:mod:`npoptim.optim.scion`) use it.
 
