@@ -32,6 +32,7 @@ EPS_SWITCHES = {
     ("Adafactor", "eps1_mode"): {"max", "added"},
     ("Muon", "ns_eps_mode"): {"max", "added"},
     ("MARS", "eps_mode"): {"bias_corrected", "eps_hat"},
+    ("Scion", "ns_eps_mode"): {"max", "added"},
 }
 
 

@@ -74,6 +74,11 @@ explicitly overrides it):
   ``@torch.compile``, whose inductor fuses the elementwise parts in float32 and rounds once
   per fused kernel: their compiled bits differ from their eager ones (and from npoptim's, the
   eager order) by bfloat16 units; with ``TORCHDYNAMO_DISABLE=1`` they are the eager ones.
+  Measured against the authors' ``scion.py`` (commit f58a393, torch 2.13 CPU, not part of the
+  tests: their code is not committed here): eager, 24 steps of every norm and shape of
+  tests/test_scion.py, Scion and ScionLight, constrained or not, momentum 0.1, 0.5 and 1, the
+  float64 parameters agree to 2.7e-16 of their scale (the same bfloat16 updates); compiled,
+  to 5.6e-3.
 * ``momentum_form``: pytorch_optimizer's ``d.lerp_(grad, α)`` (``"lerp"``, torch's lerp
   rounding) and the authors' ``buf.mul_(1-α).add_(g, alpha=α)`` (``"mul_add"``), the same
   in real arithmetic (an ulp apart); ``"sum"`` is either's ScionLight.
@@ -85,8 +90,8 @@ and ``constraint=False``: pass ``constraint=True`` for the authors' default form
 :math:`\sqrt A` (an ulp apart). The authors' ``SpectralConv`` divides a 4-D parameter by
 :math:`k^2` (its third size squared), pytorch_optimizer by :math:`\prod k` (the kernel's
 volume): the same for square kernels; npoptim takes the volume. The authors have no weight
-decay (beyond the constraint), no ``"none"`` norm, and refuse 2-D ``sign`` only as
-pytorch_optimizer does not (npoptim takes pytorch_optimizer's shapes). pytorch_optimizer's
+decay (beyond the constraint) and no ``"none"`` norm; their ``Sign`` takes 2-D parameters
+only, pytorch_optimizer's any with a second size (npoptim takes pytorch_optimizer's shapes). pytorch_optimizer's
 ``foreach`` path stacks parameters of one shape into a batched Newton–Schulz (``baddbmm``);
 npoptim orthogonalizes one matrix at a time (its per-parameter path, ``foreach=False``).
 Neither the ``init()`` methods (the norm-ball initializations) nor pytorch_optimizer's
