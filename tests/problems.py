@@ -66,6 +66,8 @@ CONFIGS = {
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
     "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
+    "Scion": [dict(lr=0.01, momentum=0.3, weight_decay=0.1),
+              dict(lr=0.01, constraint=True, momentum_form="sum", ns_dtype="param")],
 }
 
 

@@ -358,3 +358,11 @@ def test_float32_stays_float32():
     opt.step([rng.standard_normal(p.shape).astype(np.float32) for p in ps])
     assert all(p.dtype == np.float32 for p in ps)
     assert all(s["momentum_buffer"].dtype == np.float32 for s in opt.state.values())
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4), (2, 0, 3)])
+def test_a_zero_size_parameter_is_left_alone(shape):
+    p = np.ones(shape)
+    opt = Scion([p], lr=0.1)
+    opt.step([np.ones(shape)])
+    assert p.shape == shape and opt.state[0]["momentum_buffer"].shape == shape

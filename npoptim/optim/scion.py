@@ -95,7 +95,7 @@ only, pytorch_optimizer's any with a second size (npoptim takes pytorch_optimize
 ``foreach`` path stacks parameters of one shape into a batched Newton–Schulz (``baddbmm``);
 npoptim orthogonalizes one matrix at a time (its per-parameter path, ``foreach=False``).
 Neither the ``init()`` methods (the norm-ball initializations) nor pytorch_optimizer's
-``maximize`` are reproduced.
+``maximize`` are reproduced. A zero-size parameter is left alone.
 """
 import math
 import typing
@@ -338,6 +338,8 @@ class Scion(Optimizer):
         return ("momentum_buffer",)
 
     def _update(self, param, grad, state, group, index, shape):
+        if param.size == 0:  # nothing to move (a norm of no elements would divide by zero)
+            return
         lr, alpha = group["lr"], group["momentum"]
         if not group["constraint"] and group["weight_decay"] > 0:
             if group["weight_decouple"]:
