@@ -78,7 +78,9 @@ explicitly overrides it):
   tests: their code is not committed here): eager, 24 steps of every norm and shape of
   tests/test_scion.py, Scion and ScionLight, constrained or not, momentum 0.1, 0.5 and 1, the
   float64 parameters agree to 2.7e-16 of their scale (the same bfloat16 updates); compiled,
-  to 5.6e-3.
+  to 5.6e-3. tests/test_scion.py checks the eager form in CI against the authors' step
+  written out in torch around their Newton–Schulz, which is Keller Jordan's
+  ``zeropower_via_newtonschulz5`` (muon-optimizer 0.1.0's, the same code).
 * ``momentum_form``: pytorch_optimizer's ``d.lerp_(grad, α)`` (``"lerp"``, torch's lerp
   rounding) and the authors' ``buf.mul_(1-α).add_(g, alpha=α)`` (``"mul_add"``), the same
   in real arithmetic (an ulp apart); ``"sum"`` is either's ScionLight.
