@@ -114,9 +114,10 @@ from npoptim.optim.orthogonalize import (DEFAULT_A, DEFAULT_B, DEFAULT_C, DEFAUL
 
 #: The floor ε' added to the col, row and bias norms (both implementations' 1e-8).
 LMO_EPS = 1e-8
-#: The norms (``norm=``), each with the parameter dimensions it takes (see the docstring).
-NORMS = {"auto": (0, 1, 2, 3, 4), "spectral": (2,), "spectral_conv": "3+", "sign": "2+",
-         "bias": "any", "col": (2,), "row": "1+", "none": "any"}
+#: The norms (``norm=``), each with the fewest and most dimensions (None: no limit) of the
+#: parameters it takes (see the docstring).
+NORMS = {"auto": (0, 4), "spectral": (2, 2), "spectral_conv": (3, None), "sign": (2, None),
+         "bias": (0, None), "col": (2, 2), "row": (1, None), "none": (0, None)}
 #: The options of the norms (None: the norm's own default), and the norms that take them.
 NORM_OPTIONS = {"normalized": ("spectral", "sign", "col", "row"), "max_scale": ("spectral",),
                 "transpose": ("col", "row")}
@@ -142,12 +143,14 @@ class ScionLMO(typing.NamedTuple):
 
 
 def _takes(norm, ndim):
-    dims = NORMS[norm]
-    if dims == "any":
-        return True
-    if isinstance(dims, str):  # "k+"
-        return ndim >= int(dims[0])
-    return ndim in dims
+    fewest, most = NORMS[norm]
+    return fewest <= ndim and (most is None or ndim <= most)
+
+
+def _dimensions(norm):
+    fewest, most = NORMS[norm]
+    return (f"{fewest}" if most == fewest else f"{fewest} or more" if most is None
+            else f"{fewest} to {most}")
 
 
 def resolve_lmo(group, shape):
@@ -155,7 +158,7 @@ def resolve_lmo(group, shape):
     norm does not take it."""
     norm, ndim = group["norm"], len(shape)
     if not _takes(norm, ndim):
-        raise ValueError(f"Scion's norm={norm!r} takes parameters of {NORMS[norm]} "
+        raise ValueError(f"Scion's norm={norm!r} takes parameters of {_dimensions(norm)} "
                          f"dimensions, got shape {tuple(shape)}")
     if norm == "auto":
         norm = "bias" if ndim <= 1 else "spectral" if ndim == 2 else "spectral_conv"
