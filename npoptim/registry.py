@@ -66,6 +66,7 @@ OPTIMIZERS = {
     "CAME": ("npoptim.optim.came", None),
     "Shampoo": ("npoptim.optim.shampoo", None),
     "APOLLO": ("npoptim.optim.apollo", None),
+    "Scion": ("npoptim.optim.scion", None),
 }
 
 
@@ -163,6 +164,7 @@ REFERENCES = {
                 "v4.1.0/pytorch_optimizer/optimizer/shampoo.py"),
     "APOLLO": (_ARXIV + "2412.05270",
                "https://github.com/zhuhanqing/APOLLO/blob/HEAD/apollo_torch/apollo.py"),
+    "Scion": (_ARXIV + "2502.07529", "https://github.com/LIONS-EPFL/scion/blob/HEAD/scion.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

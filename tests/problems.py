@@ -73,6 +73,8 @@ CONFIGS = {
     "APOLLO": [dict(lr=0.01, rank=2, update_proj_gap=2, weight_decay=0.1),
                dict(lr=0.01, variant="pytorch_optimizer", rank=2, update_proj_gap=2,
                     scale_type="channel", weight_decay=0.1)],
+    "Scion": [dict(lr=0.01, momentum=0.3, weight_decay=0.1),
+              dict(lr=0.01, constraint=True, momentum_form="sum", ns_dtype="param")],
 }
 
 

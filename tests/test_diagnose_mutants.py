@@ -956,10 +956,118 @@ def muon(optimizer, bug=None):
     return make_step
 
 
+def scion(optimizer, bug=None):
+    """Scion as pytorch_optimizer's SCION/SCIONLight and the authors' (variant "lions_epfl":
+    eps added to the norm, each op of the iteration rounded, the average as mul-add), every
+    norm, the Newton–Schulz in bfloat16 or float64. Bugs: ``"beta"`` (momentum read as the
+    usual β), ``"constrained"`` (θ(1-γ) always), ``"no radius"``, ``"textbook ns"`` (the
+    coefficients (15/8, -5/4, 3/8)), ``"sign"`` (sign(M)/B for norm="spectral"),
+    ``"float32"``."""
+    def make_step(params, h):
+        kind = kind_of(bug)
+        bufs = [np.zeros(p.shape, kind) for p in params]
+        bf16 = h["ns_dtype"] == "bfloat16"
+        added, separate = h["ns_eps_mode"] == "added", h["ns_form"] == "separate"
+        a, b, c = (1.875, -1.25, 0.375) if bug == "textbook ns" else h["ns_coefficients"]
+
+        def newton_schulz(u):
+            tall = u.shape[0] > u.shape[1]
+            u = u.T if tall else u
+            if not bf16:
+                x = u / ((np.sqrt(np.sum(u * u)) + h["eps"]) if added
+                         else max(np.sqrt(np.sum(u * u)), h["eps"]))
+                for _ in range(h["ns_steps"]):
+                    gram = x @ x.T
+                    x = a * x + (b * gram + c * gram @ gram) @ x
+                return x.T if tall else x
+            x = _bf16(u.astype(np.float32))
+            norm = _bf16(np.float32(np.sqrt(np.sum(x.astype(np.float64) ** 2))))
+            eps = _bf16(np.float32(h["eps"]))
+            x = _bf16(x / (_bf16(norm + eps) if added else max(norm, eps)))
+            for _ in range(h["ns_steps"]):
+                gram = _bf16_mm(x, x.T)
+                if separate:
+                    gu = _bf16(_bf16(np.float32(b) * gram)
+                               + _bf16_mm(_bf16(np.float32(c) * gram), gram))
+                    x = _bf16(_bf16(np.float32(a) * x) + _bf16_mm(gu, x))
+                else:
+                    gu = _bf16((b * gram.astype(np.float64) + c * (
+                        gram.astype(np.float64) @ gram)).astype(np.float32))
+                    x = _bf16((a * x.astype(np.float64) + gu.astype(np.float64) @ x)
+                              .astype(np.float32))
+            return x.T if tall else x
+
+        def times(o, factor):  # in bfloat16 as torch multiplies the bfloat16 update
+            return _bf16(np.float32(factor) * o) if bf16 else o * factor
+
+        def lmo(m):
+            norm = h["norm"]
+            if norm == "auto":
+                norm = "bias" if m.ndim <= 1 else "spectral" if m.ndim == 2 else "spectral_conv"
+            normalized = h["normalized"] if norm != "auto" and h["normalized"] is not None \
+                else norm != "col"
+            if h["norm"] == "auto":
+                normalized = True
+            if h["norm"] == "spectral" and bug == "sign":
+                norm, normalized = "sign", True
+            if norm == "none":
+                return m, False
+            if norm == "sign":
+                return np.sign(m) / (m.shape[1] if normalized else 1), False
+            if norm == "bias":
+                v = m.reshape(-1) if m.ndim == 0 else m
+                return (v / (np.sqrt(np.mean(v * v, axis=0)) + 1e-8)).reshape(m.shape), False
+            if norm in ("col", "row"):
+                g = m.T if h["transpose"] else m
+                if norm == "col":
+                    r = np.sqrt(np.sum(g * g, axis=0)) / math.sqrt(g.shape[0])
+                    r = r * g.shape[1] if normalized else r
+                else:
+                    r = np.sqrt(np.sum(g * g, axis=-1, keepdims=True))
+                    r = r * math.sqrt(g.shape[-1]) if normalized else r
+                out = g / (r + 1e-8)
+                return (out.T if h["transpose"] else out), False
+            o = newton_schulz(m.reshape(m.shape[0], -1))
+            if norm == "spectral":
+                s = math.sqrt(m.shape[0] / m.shape[1]) if normalized else math.sqrt(m.shape[0])
+                s = max(1.0, s) if h["max_scale"] else s
+            else:
+                s = math.sqrt(m.shape[0] / m.shape[1]) / math.prod(m.shape[2:])
+            return times(o, s).reshape(m.shape), bf16
+
+        def step(grads, lr):
+            alpha = 1 - h["momentum"] if bug == "beta" and h["momentum"] < 1 else h["momentum"]
+            constrained = h["constraint"] or (bug == "constrained" and not h["weight_decay"])
+            wd = 0.0 if constrained else h["weight_decay"]
+            for i, (p, g) in enumerate(zip(params, grads)):
+                if g is None:
+                    continue
+                x = p.astype(kind)
+                g = np.asarray(g).astype(kind)
+                if wd and h["weight_decouple"]:
+                    x = x * (1 - lr * wd)
+                elif wd:
+                    g = g + wd * x
+                if h["momentum_form"] == "sum":
+                    bufs[i] = (1 - alpha) * bufs[i] + g
+                else:
+                    bufs[i] = (1 - alpha) * bufs[i] + alpha * g
+                d, rounded = lmo(bufs[i])
+                if bug != "no radius":
+                    d = times(d, h["scale"]) if rounded else d * h["scale"]
+                if constrained:
+                    x = x * (1 - lr)
+                p[...] = x - lr * d.astype(kind)
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
-           "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo}
+           "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo,
+           "Scion": scion}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -1055,6 +1163,13 @@ MISTAKES = [
         ("no refresh", "APOLLO projector never refreshed"),
         ("projected back",
          "APOLLO's low-rank gradient projected back (pytorch_optimizer's APOLLO)"),
+        ("float32", "float32 accumulation of float64")]],
+    *[("Scion", bug, entry) for bug, entry in [
+        ("beta", "Scion's momentum read as the usual β (1 - α)"),
+        ("constrained", "Scion constrained (the authors' default unconstrained=False)"),
+        ("no radius", "Scion without the radius (scale ignored)"),
+        ("textbook ns", "Newton–Schulz with the textbook quintic (15/8, -5/4, 3/8)"),
+        ("sign", "sign oracle instead of spectral (Scion)"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

@@ -34,6 +34,7 @@ EPS_SWITCHES = {
     ("Muon", "ns_eps_mode"): {"max", "added"},
     ("MARS", "eps_mode"): {"bias_corrected", "eps_hat"},
     ("Shampoo", "matrix_eps_mode"): {"added", "eigenvalues"},
+    ("Scion", "ns_eps_mode"): {"max", "added"},
 }
 
 
@@ -62,7 +63,7 @@ def test_the_older_word_clamp_is_rewritten(name, switch):
 
 
 def test_newton_schulz_called_directly_takes_the_older_word_and_refuses_others():
-    from npoptim.optim.muon import zeropower_via_newtonschulz
+    from npoptim.optim.orthogonalize import zeropower_via_newtonschulz
     g = np.random.default_rng(0).standard_normal((4, 3))
     args = (g, (3.4445, -4.7750, 2.0315), 5, 1e-7, "param")
     np.testing.assert_array_equal(zeropower_via_newtonschulz(*args, ns_eps_mode="clamp"),

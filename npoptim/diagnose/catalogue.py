@@ -324,6 +324,22 @@ def _muon_rms_scale(h):
         "adjust_lr_fn": "match_rms_adamw"}
 
 
+def _scion_momentum_as_beta(h):
+    # the weight of the new gradient read as the usual momentum: α -> 1 - α
+    m = h.get("momentum")
+    return None if m is None or m >= 1 or m == 0.5 else {"momentum": 1 - m}
+
+
+def _scion_constrained(h):
+    # the authors' default (unconstrained=False) where pytorch_optimizer's is unconstrained
+    return None if h.get("constraint", True) or h.get("weight_decay") else {"constraint": True}
+
+
+def _scion_sign_for_spectral(h):
+    return None if h.get("norm") != "spectral" else {"norm": "sign", "normalized": None,
+                                                     "max_scale": False}
+
+
 ADAMS = ("Adam", "AdamW")
 #: The optimizers with cautious=True (npoptim.optim.cautious) and golden cases of it.
 CAUTIOUS = ("Lion",)
@@ -493,6 +509,29 @@ CATALOGUE = (
           "et al. 2025, Moonlight; torch's adjust_lr_fn='match_rms_adamw'), instead of Keller "
           "Jordan's sqrt(max(1, A/B)), torch's default: 0.2·sqrt(5) = 0.45 against 1 on a "
           "3x5 matrix.", hyper=_muon_rms_scale),
+    Entry("Scion's momentum read as the usual β (1 - α)", ("Scion",), "mistake",
+          "Scion's momentum is the weight α of the new gradient, M ← (1-α)M + αG (both "
+          "implementations' momentum=0.1 is the usual 0.9); read as the usual β, M ← αM + "
+          "(1-α)G, the average forgets almost at once.", hyper=_scion_momentum_as_beta),
+    Entry("Scion constrained (the authors' default unconstrained=False)", ("Scion",),
+          "convention", "θ ← (1-γ)θ - γρ lmo(M), the conditional-gradient form the authors' "
+          "Scion defaults to, where pytorch_optimizer's SCION (constraint=False) steps θ - "
+          "γρ lmo(M); on the unconstrained cases without weight decay.",
+          hyper=_scion_constrained),
+    Entry("Scion without the radius (scale ignored)", ("Scion",), "mistake",
+          "the oracle's direction not multiplied by the group's radius ρ (scale): the "
+          "update of a layer with ρ = 60 (the paper's output layer) 60 times too small.",
+          hyper=_set("scale", 1.0)),
+    Entry("Newton–Schulz with the textbook quintic (15/8, -5/4, 3/8)", ("Scion",), "mistake",
+          "the convergent quintic Newton–Schulz iteration (a, b, c) = (15/8, -5/4, 3/8) of the "
+          "polar factor instead of Keller Jordan's tuned (3.4445, -4.7750, 2.0315): after 5 "
+          "iterations small singular values are still far from 1, so the spectral update is "
+          "smaller in those directions.",
+          switches={"ns_coefficients": (1.875, -1.25, 0.375)}),
+    Entry("sign oracle instead of spectral (Scion)", ("Scion",), "mistake",
+          "a matrix of norm='spectral' stepped by sign(M)/B (the sign norm's, ℓ∞ → ℓ1 "
+          "operator) instead of the orthogonalized M·sqrt(A/B).",
+          hyper=_scion_sign_for_spectral),
     # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is inside)
     Entry("float32 accumulation of float64",
           tuple(o for o in registry.OPTIMIZERS if o != "Muon"), "mistake",

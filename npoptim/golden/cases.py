@@ -1041,6 +1041,50 @@ TABLE["Shampoo"] = [
         shapes=((2, 3), (3,)), steps=6, dtypes=("float64",)),
 ]
 
+SCION_TOLERANCE = {
+    "rtol": {"float32": 1e-4, "float64": 1e-4},
+    "reason": "Scion's spectral norms orthogonalize in bfloat16, as pytorch_optimizer and the "
+              "authors do; npoptim reproduces torch's CPU bfloat16 arithmetic (Muon's "
+              "emulation), but where oneDNN sums in another order torch differs by one "
+              "bfloat16 unit (2^-8 relative) in elements of the update, up to ~lr*scale*2^-8 "
+              "of the parameter per step; 1e-4 of the scale allows that at these lr."}
+_SCION_PT = "pytorch_optimizer.SCION 4.1.0 (foreach=False)"
+TABLE["Scion"] = [
+    Row("Scion", "defaults", "pytorch_optimizer's defaults (momentum 0.1, unconstrained), "
+        "lr 1e-2, norm='auto': a matrix spectral (bfloat16 Newton-Schulz, sqrt(A/B)), a "
+        "vector bias-RMS, a 3-D tensor spectral_conv.", dict(lr=1e-2),
+        shapes=((2, 3), (3,), (2, 2, 2)), steps=10, tolerance=SCION_TOLERANCE,
+        matches=(_SCION_PT,)),
+    Row("Scion", "authors-constrained-conv", "variant='lions_epfl', the authors' constrained "
+        "form (theta(1-lr) - lr*scale*lmo): a 4-D conv kernel (2, 2, 2, 2), scale 2, "
+        "momentum 0.5, under warmup + cosine.",
+        dict(lr=2e-2, momentum=0.5, scale=2.0, constraint=True, variant="lions_epfl"),
+        shapes=((2, 2, 2, 2),), steps=10, schedule="warmup-cosine", dtypes=("float64",),
+        tolerance=SCION_TOLERANCE,
+        matches=("LIONS-EPFL/scion Scion (eager: TORCHDYNAMO_DISABLE=1)",)),
+    Row("Scion", "spectral-float64-light", "ScionLight (momentum_form='sum') with the "
+        "Newton-Schulz in float64 (ns_dtype='param'), spectral with normalized=False and "
+        "max_scale on a tall matrix, decoupled decay.",
+        dict(lr=1e-2, momentum=0.2, norm="spectral", normalized=False, max_scale=True,
+             weight_decay=0.1, momentum_form="sum", ns_dtype="param"),
+        shapes=((4, 3),), steps=10, dtypes=("float64",),
+        matches=("pytorch_optimizer.SCIONLight 4.1.0 (its Newton-Schulz at dtype=float64)",)),
+    Row("Scion", "sign-radius", "The output layer's norm: sign/B with radius 60, momentum "
+        "0.3, coupled decay (weight_decouple=False).",
+        dict(lr=1e-3, momentum=0.3, norm="sign", scale=60.0, weight_decay=0.1,
+             weight_decouple=False), shapes=((2, 4),), steps=10, dtypes=("float64",),
+        matches=(_SCION_PT,)),
+    Row("Scion", "col-transpose", "Column norm of the transpose (an embedding stored (vocab, "
+        "dim)), normalized, constrained.",
+        dict(lr=1e-2, momentum=0.5, norm="col", normalized=True, transpose=True,
+             constraint=True), shapes=((4, 3),), steps=10, dtypes=("float64",),
+        matches=(_SCION_PT, "LIONS-EPFL/scion Scion, ColNorm (eager)")),
+    Row("Scion", "row-bias", "Row norm (normalized by sqrt(B)) on a matrix and a vector, "
+        "momentum 1 (no average).", dict(lr=1e-2, momentum=1.0, norm="row"),
+        shapes=((2, 3), (3,)), steps=10, dtypes=("float64",),
+        matches=(_SCION_PT, "LIONS-EPFL/scion Scion, RowNorm (unconstrained=True)")),
+]
+
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
         "1e-6, no decay).", {},

@@ -15,7 +15,7 @@ factor are float32 scalars:
 
 The orthogonalization is torch's whatever the parameter's dtype: ``update.bfloat16()``, then
 bfloat16 arithmetic with its matrix products accumulated in float32 in torch's CPU order
-(:func:`npoptim.optim.muon.zeropower_via_newtonschulz`, and its limits: an inner dimension
+(:func:`npoptim.optim.orthogonalize.zeropower_via_newtonschulz`, and its limits: an inner dimension
 above 512, or a CPU whose oneDNN uses other instructions, sums in another order). ``O`` is so
 a bfloat16 matrix for a float16 parameter too, and the last op differs by format:
 
