@@ -64,6 +64,7 @@ OPTIMIZERS = {
     "MomoAdam": ("npoptim.optim.momo", None),
     "Grams": ("npoptim.optim.grams", None),
     "CAME": ("npoptim.optim.came", None),
+    "AdamMini": ("npoptim.optim.adam_mini", None),
 }
 
 
@@ -157,6 +158,8 @@ REFERENCES = {
               "pytorch_optimizer/optimizer/grams.py"),
     "CAME": (_ARXIV + "2307.02047",
              "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
+    "AdamMini": (_ARXIV + "2406.16793",
+                 "https://github.com/zyushun/Adam-mini/blob/HEAD/adam_mini/adam_mini.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

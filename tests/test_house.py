@@ -20,6 +20,7 @@ NOT_ALGORITHMS = {
     "npoptim/optim/zoom_linesearch.py": "a line search (optax's zoom), used by L-BFGS",
     "npoptim/optim/noise.py": "seeds, noise arrays and noise streams of the noisy optimizers",
     "npoptim/optim/cautious.py": "the cautious mask and its scale (cautious=True)",
+    "npoptim/optim/naming.py": "parameter names ((name, array) pairs, param_names=)",
     "npoptim/precision/__init__.py": "the package: re-exports the classes",
     "npoptim/precision/optimizer.py": "the shared API of the 16-bit optimizers",
     "npoptim/precision/formats.py": "the 16-bit formats and their rounding",
