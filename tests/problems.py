@@ -66,6 +66,9 @@ CONFIGS = {
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
     "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
+    "AdamMini": [dict(lr=0.01, weight_decay=0.1),
+                 dict(lr=0.01, weight_decay=0.1, dim=3, n_heads=3,
+                      param_names=("embed.weight", "layers.0.q_proj.weight"))],
 }
 
 

@@ -159,6 +159,16 @@ def test_each_name_gets_the_packages_blocks():
         True, False, False, False, True]
 
 
+def test_none_is_an_unnamed_parameter_and_param_names_round_trip():
+    opt = AdamMini([np.ones(2), np.ones((2, 2))], param_names=[None, "wq"], dim=2, n_heads=2)
+    assert opt.param_names == [None, "wq"]
+    again = AdamMini([np.ones(2), np.ones((2, 2))], param_names=opt.param_names, dim=2,
+                     n_heads=2)
+    assert again.param_names == [None, "wq"]
+    assert AdamMini([np.ones(2)]).param_names == [None]
+    assert AdamMini([(None, np.ones(2))], param_names=None).param_names == [None]
+
+
 def test_unnamed_parameters_are_one_block_each_with_decay():
     p = np.array([[1.0, -2.0], [3.0, 4.0]])
     g = np.array([[1.0, 2.0], [2.0, 4.0]])
@@ -278,3 +288,38 @@ def test_a_bad_partition_is_refused_before_anything_changes():
     with pytest.raises(ValueError, match="wq.*multiple of n_heads"):
         opt.step([np.ones((2, 4)), np.ones(3)])
     assert_unchanged(opt, snap)
+
+
+# ------------------------------------------------------------------ the golden cases
+@pytest.mark.needs("torch", "adam_mini")
+def test_golden_cases_are_the_packages_steps():
+    """Every case of reference_results/cases/AdamMini.json, replayed through adam-mini 1.1.1
+    itself (names from the case, or none: its default partition), to 1e-12 (float64) and
+    1e-6 (float32) of each tensor's scale."""
+    import json
+    import pathlib
+
+    import torch
+    from adam_mini import Adam_mini
+
+    from npoptim.golden import codec
+    path = pathlib.Path(__file__).resolve().parents[1] / "reference_results/cases/AdamMini.json"
+    cases = json.loads(path.read_text())["cases"]
+    assert len(cases) == 3
+    for case in cases:
+        hyper = codec.from_json_hyper(case["hyperparameters"])
+        names = [name or f"p{i}" for i, name in enumerate(hyper.pop("param_names"))]
+        tensors = [torch.nn.Parameter(torch.tensor(codec.decode_array(p).copy()))
+                   for p in case["params"]]
+        opt = Adam_mini(list(zip(names, tensors)), verbose=False, **hyper)
+        rtol = 1e-12 if case["dtype"] == "float64" else 1e-6
+        for step in case["steps"]:
+            for group in opt.param_groups:
+                group["lr"] = step["lr"]
+            for t, g in zip(tensors, step["grads"]):
+                t.grad = torch.tensor(codec.decode_grad(g).copy())
+            opt.step()
+            for t, e in zip(tensors, step["expected"]["params"]):
+                expected = codec.decode_array(e)
+                err = np.max(np.abs(t.detach().numpy() - expected), initial=0.0)
+                assert err <= rtol * max(np.max(np.abs(expected)), 1e-300), (case["id"], err)

@@ -10,9 +10,11 @@ subclass. Such an optimizer takes its parameters in any of three forms:
 * plain arrays or groups of them, with ``param_names=`` a sequence of one name per parameter
   in param-group order (the order :meth:`step` takes gradients in).
 
-Plain arrays without ``param_names`` are unnamed: :attr:`NamedParameters.param_names` holds
-``None`` for them, and the optimizer says what an unnamed parameter is. Names are strings, not
-empty, each used once; a parameter group is all named or all unnamed. Everything is checked
+Plain arrays without ``param_names`` are unnamed, and so is a parameter whose name is None (in
+a pair or in ``param_names``): :attr:`NamedParameters.param_names` holds ``None`` for it, and
+the optimizer says what an unnamed parameter is; ``param_names=opt.param_names`` builds the
+same naming again. Names are strings, not empty, each used once; in a group given as pairs,
+every parameter is a pair. Everything is checked
 before the optimizer takes a parameter. The names are not hyperparameters: they belong to the
 parameters, as the arrays do, so a ``state_dict`` does not hold them and loading one keeps
 the optimizer's own.
@@ -21,7 +23,8 @@ import numpy as np
 
 
 def _is_pair(item):
-    return (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+    return (isinstance(item, tuple) and len(item) == 2
+            and (isinstance(item[0], str) or item[0] is None)
             and not isinstance(item[1], (str, tuple)))
 
 
@@ -70,8 +73,9 @@ def with_names(params, param_names):
         raise ValueError(f"param_names has {len(names)} names for {count} parameters (one "
                          "name per parameter, in param-group order)")
     for k, name in enumerate(names):
-        if not isinstance(name, str):
-            raise TypeError(f"param_names[{k}] must be a string, got {type(name).__name__}")
+        if not isinstance(name, str) and name is not None:
+            raise TypeError(f"param_names[{k}] must be a string (or None: unnamed), got "
+                            f"{type(name).__name__}")
     named, used = [], 0
     for group, items in zip(groups, members):
         named.append(dict(group, params=list(zip(names[used:used + len(items)], items))))
@@ -107,6 +111,8 @@ class NamedParameters:
         taken = set(getattr(self, "param_names", None) or ()) - {None}
         if names is not None:
             for k, name in enumerate(names):
+                if name is None:
+                    continue
                 if not name:
                     raise ValueError(f"{where}[{k}]: a parameter name must not be empty")
                 if name in taken:
