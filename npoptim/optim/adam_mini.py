@@ -33,7 +33,9 @@ for how names are given), by substrings, tested in this order:
 
 The weight decay is 0 for a name containing ``norm``, ``ln`` or ``bias`` (the package builds
 one param group per parameter with that decay), :math:`\lambda` for every other.
-``vmean`` has shape ``(blocks, 1)`` for 2 and 3, as the package's. ``n_kv_heads`` is checked
+``vmean`` has shape ``(blocks, 1)`` for 2 and 3, as the package's; ``m`` has the
+parameter's shape (the package keeps a query's or key's as ``(heads, head size)``: the same
+numbers). ``n_kv_heads`` is checked
 (it must divide ``n_heads``) but, as in the package, does not change the blocks: a key's
 blocks have the size of a query's.
 
