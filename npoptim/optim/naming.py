@@ -54,14 +54,13 @@ def with_names(params, param_names):
     names = list(param_names)
     if isinstance(params, np.ndarray) or isinstance(params, dict):
         return params  # the base class refuses it, with its message
-    groups = list(params)
-    plain = not groups or not isinstance(groups[0], dict)
-    if plain:
-        groups = [{"params": groups}]
+    given = list(params)  # (a generator is read once: what is returned below is this list)
+    plain = not given or not isinstance(given[0], dict)
+    groups = [{"params": given}] if plain else given
     members = []
     for gi, group in enumerate(groups):
         if not isinstance(group, dict) or group.get("params") is None:
-            return params  # a mix of groups and arrays, or no params: the base class refuses
+            return given  # a mix of groups and arrays, or no params: the base class refuses
         items = group["params"]
         items = [items] if isinstance(items, np.ndarray) else list(items)
         if any(_is_pair(item) for item in items):
