@@ -67,6 +67,7 @@ OPTIMIZERS = {
     "Shampoo": ("npoptim.optim.shampoo", None),
     "APOLLO": ("npoptim.optim.apollo", None),
     "Scion": ("npoptim.optim.scion", None),
+    "AdamMini": ("npoptim.optim.adam_mini", None),
 }
 
 
@@ -165,6 +166,8 @@ REFERENCES = {
     "APOLLO": (_ARXIV + "2412.05270",
                "https://github.com/zhuhanqing/APOLLO/blob/HEAD/apollo_torch/apollo.py"),
     "Scion": (_ARXIV + "2502.07529", "https://github.com/LIONS-EPFL/scion/blob/HEAD/scion.py"),
+    "AdamMini": (_ARXIV + "2406.16793",
+                 "https://github.com/zyushun/Adam-mini/blob/HEAD/adam_mini/adam_mini.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

@@ -48,6 +48,7 @@ cross-check ran:
   its optimizer files alone).
 * ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
   ``variant="keller_jordan"``), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_ADAM_MINI``: the authors' adam-mini (Adam-mini), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -151,6 +152,7 @@ REQUIRED = {
     "CAME_PYTORCH": ("came_pytorch",),
     "APOLLO_TORCH": ("apollo_torch",),
     "MUON_OPTIMIZER": ("muon",),
+    "ADAM_MINI": ("adam_mini",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),

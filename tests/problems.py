@@ -75,6 +75,9 @@ CONFIGS = {
                     scale_type="channel", weight_decay=0.1)],
     "Scion": [dict(lr=0.01, momentum=0.3, weight_decay=0.1),
               dict(lr=0.01, constraint=True, momentum_form="sum", ns_dtype="param")],
+    "AdamMini": [dict(lr=0.01, weight_decay=0.1),
+                 dict(lr=0.01, weight_decay=0.1, dim=3, n_heads=3,
+                      param_names=("embed.weight", "layers.0.q_proj.weight"))],
 }
 
 

@@ -1063,11 +1063,66 @@ def scion(optimizer, bug=None):
     return make_step
 
 
+def adam_mini(optimizer, bug=None):
+    """Adam-mini (the authors' adam-mini 1.1.1): one second moment per block, the blocks read
+    from the case's param_names. Bugs: ``"qk per tensor"`` (a query or key with one second
+    moment for the whole tensor, not one per head), ``"norm decay"`` (the weight decay on
+    the norms too), ``"float32"``."""
+    qk = ("k_proj", "q_proj", "wq", "wk", "query", "key")
+    neuron = ("embed", "embd", "wte", "lm_head", "output", "final_layer", "v_proj", "wv",
+              "value", "o_proj", "wo", "attn.proj", "feed_forward", "linear", "mlp")
+
+    def make_step(params, h):
+        kind = kind_of(bug)
+        names = [(n or "").lower() for n in h.get("param_names") or [None] * len(params)]
+        state = [dict(m=np.zeros(p.shape, kind), v=np.zeros(p.shape, kind), t=0)
+                 for p in params]
+        head = h["dim"] * h["dim"] // h["n_heads"]
+
+        def blocks(name, x):  # x as (blocks, block size), or None for Adam's per element
+            if "bias" in name:
+                return None
+            if any(w in name for w in qk) and bug != "qk per tensor":
+                return x.reshape(-1, head)
+            if any(w in name for w in neuron):
+                return x.reshape(x.shape[0], -1)
+            return x.reshape(1, -1)
+
+        def step(grads, lr):
+            b1, b2 = h["betas"]
+            for p, g, s, name in zip(params, grads, state, names):
+                if g is None:
+                    continue
+                s["t"] += 1
+                x = p.astype(kind)
+                g = np.asarray(g).astype(kind)
+                decay = bug == "norm decay" and "bias" not in name or not any(
+                    w in name for w in ("norm", "ln", "bias"))
+                if decay and h["weight_decay"]:
+                    x = x * (1 - lr * h["weight_decay"])
+                s["m"] = s["m"] + (1 - b1) * (g - s["m"])
+                c1, c2 = 1 - b1 ** s["t"], 1 - b2 ** s["t"]
+                gb = blocks(name, g)
+                if gb is None:
+                    s["v"] = b2 * s["v"] + (1 - b2) * g * g
+                    v = s["v"]
+                else:
+                    vb = blocks(name, s["v"])[:, :1]  # the block's v in its first element
+                    vb = b2 * vb + (1 - b2) * (gb * gb).mean(axis=1, keepdims=True)
+                    v = np.broadcast_to(vb, gb.shape).reshape(p.shape)
+                    s["v"] = v.copy()
+                x = x - lr / c1 * s["m"] / (np.sqrt(v) / math.sqrt(c2) + h["eps"])
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
            "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo,
-           "Scion": scion}
+           "Scion": scion, "AdamMini": adam_mini}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -1170,6 +1225,10 @@ MISTAKES = [
         ("no radius", "Scion without the radius (scale ignored)"),
         ("textbook ns", "Newton–Schulz with the textbook quintic (15/8, -5/4, 3/8)"),
         ("sign", "sign oracle instead of spectral (Scion)"),
+        ("float32", "float32 accumulation of float64")]],
+    *[("AdamMini", bug, entry) for bug, entry in [
+        ("qk per tensor", "Adam-mini's query and key with one second moment per tensor"),
+        ("norm decay", "Adam-mini's weight decay on the norms too"),
         ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),

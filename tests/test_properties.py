@@ -223,6 +223,10 @@ def hyperparameters(draw, name, sparse=False):
         return draw(st.fixed_dictionaries(dict(
             lr=st.floats(1e-4, 0.1), update_interval=st.integers(1, 3),
             hessian_estimate=st.just("squared-gradient"))))
+    if name == "AdamMini":  # unnamed parameters: one second moment per tensor
+        return draw(st.fixed_dictionaries(dict(lr=st.floats(1e-4, 0.1),
+                                               betas=st.tuples(beta, beta), eps=eps,
+                                               weight_decay=wd)))
     return {"lr": draw(st.floats(1e-4, 0.1))}
 
 

@@ -217,6 +217,7 @@ for _file, _functions in {
         "npoptim/optim/adabelief.py": ["AdaBelief._step_form"],
         "npoptim/optim/adafactor.py": ["Adafactor._update"],
         "npoptim/optim/adam.py": ["Adam._update"],
+        "npoptim/optim/adam_mini.py": ["AdamMini._update"],
         "npoptim/optim/adamax.py": ["Adamax._update"],
         "npoptim/optim/adamaxw.py": ["AdamaxW._update"],
         "npoptim/optim/adan.py": ["Adan._update"],

@@ -340,6 +340,29 @@ def _scion_sign_for_spectral(h):
                                                      "max_scale": False}
 
 
+#: Adam-mini's name rules (npoptim.optim.adam_mini): a query's or key's, a norm's
+_ADAM_MINI_QK = ("k_proj", "q_proj", "wq", "wk", "query", "key")
+_ADAM_MINI_NO_DECAY = ("norm", "ln", "bias")
+
+
+def _adam_mini_unnamed(matches):
+    """AdamMini's case with the parameters whose lower-cased name ``matches`` unnamed: one
+    second moment for the whole tensor, and the weight decay (None: no name matches)."""
+    def hyper(h):
+        names = h.get("param_names") or ()
+        renamed = tuple(None if n is not None and matches(n.lower()) else n for n in names)
+        return {"param_names": renamed} if renamed != tuple(names) else None
+    return hyper
+
+
+def _adam_mini_decayed_norm(h):
+    # (a bias keeps Adam's per-element v, which needs its name; a norm unnamed is one block)
+    if not h.get("weight_decay"):
+        return None
+    return _adam_mini_unnamed(lambda n: "bias" not in n and any(
+        w in n for w in _ADAM_MINI_NO_DECAY))(h)
+
+
 ADAMS = ("Adam", "AdamW")
 #: The optimizers with cautious=True (npoptim.optim.cautious) and golden cases of it.
 CAUTIOUS = ("Lion",)
@@ -504,6 +527,16 @@ CATALOGUE = (
           "RP (or PR) times scale once more (pytorch_optimizer 4.1.0's "
           "GaLoreProjector.project_back), instead of the authors' scaled full gradient.",
           hyper=_set("scaled_gradient", "projected_back")),
+    Entry("Adam-mini's query and key with one second moment per tensor", ("AdamMini",),
+          "mistake", "a query's or key's mean of g² taken over the whole tensor, not per "
+          "attention head (dim·dim/n_heads elements each): as if its name matched no rule; on "
+          "the cases with a query or key of more than one head.",
+          hyper=_adam_mini_unnamed(lambda n: "bias" not in n and any(
+              w in n for w in _ADAM_MINI_QK))),
+    Entry("Adam-mini's weight decay on the norms too", ("AdamMini",), "mistake",
+          "θ(1 - γλ) on the norm layers as well, where the package builds their param groups "
+          "with no decay (names with norm or ln); on the cases with decay and a norm.",
+          hyper=_adam_mini_decayed_norm),
     Entry("Muon scale 0.2·sqrt(max(A, B)) (Moonlight's RMS match)", ("Muon",), "convention",
           "the orthogonalized update scaled by 0.2·sqrt(max(A, B)), AdamW's update RMS (Liu "
           "et al. 2025, Moonlight; torch's adjust_lr_fn='match_rms_adamw'), instead of Keller "

@@ -1085,6 +1085,26 @@ TABLE["Scion"] = [
         matches=(_SCION_PT, "LIONS-EPFL/scion Scion, RowNorm (unconstrained=True)")),
 ]
 
+#: a toy transformer's names for AdamMini's rows (dim 2, 2 heads of 2 elements, 1 kv head)
+_ADAM_MINI_NAMES = ("embed_tokens.weight", "layers.0.attn.q_proj.weight",
+                    "layers.0.attn.k_proj.weight", "layers.0.mlp.up_proj.weight",
+                    "layers.0.mlp.up_proj.bias", "layers.0.input_layernorm.weight")
+TABLE["AdamMini"] = [
+    Row("AdamMini", "toy-transformer", "A toy transformer's named parameters (dim 2, 2 heads, "
+        "1 kv head): one second moment per token of the embedding, per head of the query and "
+        "the key, per neuron of the MLP, Adam's per element for its bias, one for the norm; "
+        "weight decay except on the bias and the norm, under warmup + cosine (float64 only: "
+        "the suite's size budget).",
+        dict(lr=1e-2, weight_decay=0.1, dim=2, n_heads=2, n_kv_heads=1,
+             param_names=_ADAM_MINI_NAMES),
+        shapes=((3, 2), (2, 2), (1, 2), (2, 2), (2,), (2,)), steps=8, dtypes=("float64",),
+        schedule="warmup-cosine", matches=("adam-mini 1.1.1 Adam_mini",)),
+    Row("AdamMini", "unnamed", "Unnamed parameters, the package's default partition: one "
+        "second moment per tensor (a matrix and a vector), weight decay on both.",
+        dict(lr=1e-2, weight_decay=0.1), shapes=((3, 2), (2,)), steps=8,
+        matches=("adam-mini 1.1.1 Adam_mini (names matching no rule)",)),
+]
+
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
         "1e-6, no decay).", {},

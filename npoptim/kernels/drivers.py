@@ -25,7 +25,10 @@ arrives as a plain tuple of the record's fields (see
 The drivers are element-wise: every element's result depends only on that element, so the
 output is bit-identical whatever the order or the thread count. Rules with a per-row reduction
 (row-wise Adagrad) are *row rules*, applied a whole row at a time by
-:func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below). Large
+:func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below); rules
+with one reduction per block of consecutive elements and element states besides (Adam-mini)
+are *block rules*, applied a block at a time by :func:`apply_block_rule_dense` (see "block
+rules" below). Large
 updates run on several threads (see :mod:`npoptim.kernels.parallel` for the threshold and how
 to set it).
 """
@@ -421,3 +424,49 @@ def apply_row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, ro
     else:
         _row_rule_rows(row_rule, param, ncols, rows, row_ptr, indices, data, row_states,
                        hyper, 0, n)
+
+
+# ---------------------------------------------------------------------------- block rules
+# A block rule updates one block of ``block_size`` consecutive elements of a flat parameter at
+# once, for rules that share one scalar state per block and keep element states as well
+# (Adam-mini: one second moment per attention head, per output neuron or per tensor, fed by
+# the block's mean of g², and a first moment per element)::
+#
+#     block_rule(p, g, s, b, h) -> new_b
+#
+# ``p`` and ``g`` are the block's slices of the parameter (written in place) and of its
+# gradient (read only), ``s`` the tuple of the block's slices of the element states (written
+# in place), ``b`` the tuple of the block's scalar states (``block_states[k][block]``), ``h``
+# the hyperparameter record. The rule computes its reduction itself, in a fixed order (e.g.
+# :func:`npoptim.kernels.reduction.mean_of_squares`, which this module cannot import: the
+# reductions are built on these drivers). Each block depends on itself only, so the result
+# is bit-identical whatever the order or the thread count.
+
+
+@driver
+def _block_rule_on(block_rule, param, grad, block_size, block, states, block_states, hyper):
+    start = block * block_size
+    stop = start + block_size
+    values = block_rule(param[start:stop], grad[start:stop], slice_states(states, start, stop),
+                        load_state(block_states, block), hyper)
+    store_state(block_states, block, values)
+
+
+@driver(parallel=True)
+def apply_block_rule_dense(block_rule, param, grad, block_size, states, block_states, hyper):
+    """Apply ``block_rule`` to every block of ``block_size`` consecutive elements of the flat
+    arrays ``param``, ``grad`` and ``states`` (``param.size`` a multiple of ``block_size``);
+    ``block_states`` are flat arrays of ``param.size // block_size``. Nothing happens for
+    ``block_size == 0`` (an empty parameter). Above the parallel threshold the blocks are
+    shared among the threads (one block, a whole tensor, runs on one)."""
+    if block_size == 0:
+        return
+    blocks = param.size // block_size
+    if param.size >= parallel_threshold() and blocks > 1:
+        for block in prange(blocks):
+            _block_rule_on(block_rule, param, grad, block_size, block, states, block_states,
+                           hyper)
+    else:
+        for block in range(blocks):
+            _block_rule_on(block_rule, param, grad, block_size, block, states, block_states,
+                           hyper)

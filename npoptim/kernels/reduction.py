@@ -8,7 +8,8 @@ SGD), the gradient norms (DP-SGD's clipping, SAM), and a matrix product in a fix
 the rule returns, in an order fixed by the array's size alone: bit-identical whatever the
 thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
 :func:`sum_pair` is the same with plain sums (the values themselves, not their squares).
-:func:`grad_sumsq` is the plain ``‖g‖²`` built on it. :func:`matmul` is ``a @ b`` with each
+:func:`grad_sumsq` is the plain ``‖g‖²`` built on it, and :func:`mean_of_squares` the same
+order on one thread, divided by the size (a block rule's mean of g², Adam-mini). :func:`matmul` is ``a @ b`` with each
 entry summed over the inner index in order, not by BLAS (whose kernels, and so whose
 roundings, OpenBLAS picks by CPU).
 """
@@ -176,6 +177,20 @@ def grad_term(p, g, s, h):
 def grad_sumsq(grad):
     """``‖grad‖²`` in the gradient's dtype (deterministic, see :func:`sumsq_pair`)."""
     return sumsq_pair(grad_term, grad, grad, (), ())[0]
+
+
+@kernel
+def mean_of_squares(x):
+    """``sum(x**2) / x.size`` of a flat array in its dtype, the sum in :func:`grad_sumsq`'s
+    order (bit-identical with it) but on one thread: a helper that a block rule calls on each
+    block (Adam-mini's one second moment per block, see
+    :func:`npoptim.kernels.drivers.apply_block_rule_dense`), inside a parallel loop over the
+    blocks. NaN for an empty array (0/0)."""
+    n = x.size
+    sums = np.empty(((n + BLOCK - 1) // BLOCK, 2), x.dtype)
+    _sum_blocks(grad_term, _square, x, x, (), (), sums, 0, sums.shape[0])
+    total = _combine_blocks(sums)[0]
+    return total / constant(n, total)
 
 
 @kernel
