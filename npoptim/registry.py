@@ -64,6 +64,8 @@ OPTIMIZERS = {
     "MomoAdam": ("npoptim.optim.momo", None),
     "Grams": ("npoptim.optim.grams", None),
     "CAME": ("npoptim.optim.came", None),
+    "SOAP": ("npoptim.optim.soap", None),
+    "SPlus": ("npoptim.optim.splus", None),
 }
 
 
@@ -157,6 +159,10 @@ REFERENCES = {
               "pytorch_optimizer/optimizer/grams.py"),
     "CAME": (_ARXIV + "2307.02047",
              "https://github.com/yangluo7/CAME/blob/HEAD/came_pytorch/CAME.py"),
+    "SOAP": (_ARXIV + "2409.11321", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
+             "pytorch_optimizer/optimizer/soap.py"),
+    "SPlus": (_ARXIV + "2506.07254", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
+              "pytorch_optimizer/optimizer/splus.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

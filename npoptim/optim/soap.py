@@ -292,7 +292,7 @@ class SOAP(Optimizer):
         Scale the step by sqrt(1-β2^t)/(1-β1^t).
     maximize : bool, default: False
         Maximize the objective: the gradient is negated (pytorch_optimizer).
-    variant : {"pytorch_optimizer", "authors"}, default: "pytorch_optimizer"
+    variant : {"pytorch_optimizer", "authors"}, default: 'pytorch_optimizer'
         The published form whose switches are the defaults of the next four.
     normalize_floor : float or "eps", default: the variant's
         The normalization's floor: "eps" (pytorch_optimizer) or a number (the authors' 1e-30).
