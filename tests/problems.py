@@ -66,6 +66,10 @@ CONFIGS = {
     "Momo": [dict(weight_decay=0.1, adapt_lower_bound=True)],
     "MomoAdam": [dict(lr=0.1, weight_decay=0.1)],
     "CAME": [dict(lr=0.01, weight_decay=0.1), dict(lr=0.01, ams_bound=True, maximize=True)],
+    "SOAP": [dict(lr=0.01, weight_decay=0.1, precondition_frequency=2),
+             dict(lr=0.01, variant="authors", normalize_gradient=True, max_precond_dim=4)],
+    "SPlus": [dict(lr=0.1, inverse_steps=2), dict(lr=0.1, maximize=True, ema_rate=0.9,
+                                                 decoupled_weight_decay=False)],
 }
 
 

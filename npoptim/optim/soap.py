@@ -71,8 +71,13 @@ Sources and where they differ:
   eigenbasis (note 1), no ``maximize``, decay ``p.add_(p, alpha=-lr*wd)`` (the same
   product, rounding apart). Same defaults otherwise (``shampoo_beta=-1`` there means
   :math:`\beta_2`, ``None`` here).
-* heavyball 3.2.1's ``SOAP`` was not run for this module (no time in issue 29's slot; not
-  pinned).
+* heavyball 3.2.1's ``SOAP`` (``heavyball/__init__.py``, ``chainable.py``'s
+  ``scale_by_soap``; installed and read, not run against this module, not pinned) is another
+  form: its momentum of the *projected* gradient through ``utils.adam_`` with debiased betas
+  (:math:`1 - (1-\beta)/(1-\beta^t)`, the bias correction inside the averages) and eps as a
+  floor (``clamp(min=eps)``), state stored in float32 (``storage_dtype``), ``merge_dims=True``,
+  ``precondition_frequency=2`` and ``max_precond_dim=2048`` by default, with clipping,
+  PaLM's β₂ schedule and a precondition schedule as options: none of them a switch here.
 
 **Eigenvectors and the cross-checks.** The update (3) does not change when a column of
 :math:`Q_i` changes sign (the sign multiplies :math:`\tilde G` and :math:`\mathcal{Q}(m)`
