@@ -68,6 +68,8 @@ OPTIMIZERS = {
     "APOLLO": ("npoptim.optim.apollo", None),
     "Scion": ("npoptim.optim.scion", None),
     "AdamMini": ("npoptim.optim.adam_mini", None),
+    "SOAP": ("npoptim.optim.soap", None),
+    "SPlus": ("npoptim.optim.splus", None),
 }
 
 
@@ -168,6 +170,10 @@ REFERENCES = {
     "Scion": (_ARXIV + "2502.07529", "https://github.com/LIONS-EPFL/scion/blob/HEAD/scion.py"),
     "AdamMini": (_ARXIV + "2406.16793",
                  "https://github.com/zyushun/Adam-mini/blob/HEAD/adam_mini/adam_mini.py"),
+    "SOAP": (_ARXIV + "2409.11321", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
+             "pytorch_optimizer/optimizer/soap.py"),
+    "SPlus": (_ARXIV + "2506.07254", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
+              "pytorch_optimizer/optimizer/splus.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

@@ -160,3 +160,50 @@ def test_inverse_roots_same_bits_for_any_layout():
     f = np.asfortranarray(a)
     for root in (decompositions.eigh_inverse_root, decompositions.coupled_newton_inverse_root):
         np.testing.assert_array_equal(root(a, 4), root(f, 4))
+
+
+# ------------------------------------------------------------------ Householder QR (SOAP)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (5, 5), (8, 3), (16, 16), (33, 33)])
+def test_householder_qr_agrees_with_lapack_signs_included(shape):
+    from npoptim.kernels.decompositions import householder_qr
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    a = rng.standard_normal(shape)
+    q, r = householder_qr(a)
+    ref_q, ref_r = np.linalg.qr(a)
+    n = shape[1]
+    assert q.shape == shape and r.shape == (n, n) and q.dtype == a.dtype
+    np.testing.assert_array_equal(np.tril(r, -1), 0)
+    np.testing.assert_allclose(q.T @ q, np.eye(n), rtol=0, atol=4e-16 * shape[0])
+    np.testing.assert_allclose(q @ r, a, rtol=0, atol=4e-16 * shape[0] * np.abs(a).max())
+    # the same sign convention as LAPACK's geqrf: the same q and r, not just up to sign
+    np.testing.assert_allclose(q, ref_q, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(r, ref_r, rtol=0, atol=1e-13)
+
+
+def test_householder_qr_edge_columns_and_float32():
+    from npoptim.kernels.decompositions import householder_qr
+    # a column already upper triangular (nothing below the diagonal) takes no reflector,
+    # whatever its sign, as LAPACK's dlarfg: q keeps e_0, r keeps the negative entry
+    a = np.array([[-2.0, 1.0], [0.0, 3.0]])
+    q, r = householder_qr(a)
+    ref_q, ref_r = np.linalg.qr(a)
+    np.testing.assert_array_equal(q, ref_q)
+    np.testing.assert_array_equal(r, ref_r)
+    a32 = np.random.default_rng(3).standard_normal((6, 6)).astype(np.float32)
+    q32, r32 = householder_qr(a32)
+    assert q32.dtype == np.float32 and r32.dtype == np.float32
+    np.testing.assert_allclose(q32.astype(float), np.linalg.qr(a32.astype(float))[0],
+                               rtol=0, atol=2e-5)
+    # layout does not change the bits
+    a = np.random.default_rng(4).standard_normal((7, 7))
+    np.testing.assert_array_equal(householder_qr(a)[0], householder_qr(np.asfortranarray(a))[0])
+
+
+def test_householder_qr_refuses_what_it_cannot_factor():
+    from npoptim.kernels.decompositions import householder_qr
+    with pytest.raises(ValueError, match="m >= n"):
+        householder_qr(np.ones((2, 3)))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        householder_qr(np.ones((2, 2), dtype=np.int64))
+    with pytest.raises(FloatingPointError, match="NaN"):
+        householder_qr(np.array([[1.0, np.nan], [0.0, 1.0]]))

@@ -1063,6 +1063,78 @@ def scion(optimizer, bug=None):
     return make_step
 
 
+def soap(optimizer, bug=None):
+    """SOAP as pytorch_optimizer's soap.py (and the authors' with their switches: float32
+    eigendecompositions, the 1e-30 normalization floor), LAPACK's eigh and QR; the golden
+    cases' options (no merge_dims, no 1-D preconditioning). Bugs: ``"no correction"`` (no
+    bias correction), ``"never refreshed"`` (the first call's eigenbases kept)."""
+    def make_step(params, h):
+        b1, b2 = h["betas"]
+        bs = b2 if h["shampoo_beta"] is None else h["shampoo_beta"]
+        state = []
+        for p in params:
+            sides = [d <= h["max_precond_dim"] for d in p.shape] if p.ndim >= 2 else \
+                [h["precondition_1d"] and p.shape[0] <= h["max_precond_dim"]] * p.ndim
+            state.append(dict(t=0, m=np.zeros(p.shape), v=np.zeros(p.shape),
+                              L=[np.zeros((d, d)) if f else None
+                                 for d, f in zip(p.shape, sides)], Q=None))
+
+        def along(x, q, back):   # Q^T (or Q) along each side with a basis
+            for i, qi in enumerate(q):
+                if qi is not None:
+                    x = np.moveaxis(np.tensordot(x, qi, axes=([i], [1 if back else 0])), -1, i)
+            return x
+
+        def stats(g, L):
+            for i, li in enumerate(L):
+                if li is not None:
+                    other = [k for k in range(g.ndim) if k != i]
+                    li += (1 - bs) * (np.tensordot(g, g, axes=(other, other)) - li)
+
+        def step(grads, lr):
+            for p, g, s in zip(params, grads, state):
+                if g is None:
+                    continue
+                g = np.asarray(g, np.float64)
+                g = -g if h["maximize"] else g
+                if s["t"] == 0:
+                    stats(g, s["L"])
+                    f32 = h["eigh_dtype"] == "float32"
+                    s["Q"] = [None if li is None else np.linalg.eigh(
+                        (li.astype(np.float32) if f32 else li)
+                        + 1e-30 * np.eye(len(li), dtype=np.float32 if f32 else np.float64)
+                    )[1][:, ::-1].astype(np.float64) for li in s["L"]]
+                    s["t"] = 1
+                    continue
+                t = s["t"]
+                gp = along(g, s["Q"], False)
+                s["m"] = s["m"] + (1 - b1) * (g - s["m"])
+                s["v"] = s["v"] + (1 - b2) * (gp * gp - s["v"])
+                u = along(along(s["m"], s["Q"], False) / (np.sqrt(s["v"]) + h["eps"]),
+                          s["Q"], True)
+                if h["normalize_gradient"]:
+                    floor = h["eps"] if h["normalize_floor"] == "eps" else h["normalize_floor"]
+                    u = u / (np.sqrt(np.mean(u * u)) + floor)
+                size = lr
+                if h["correct_bias"] and bug != "no correction":
+                    size = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                p[...] = (p - size * u) * (1 - lr * h["weight_decay"])
+                stats(g, s["L"])
+                if t % h["precondition_frequency"] == 0 and bug != "never refreshed":
+                    for i, (li, qi) in enumerate(zip(s["L"], s["Q"])):
+                        if li is None:
+                            continue
+                        power = li @ qi
+                        order = np.argsort(-np.sum(qi * power, axis=0), kind="stable")
+                        s["v"] = np.take(s["v"], order, axis=i)
+                        s["Q"][i] = np.linalg.qr(power[:, order].astype(np.float32))[0].astype(
+                            np.float64)
+                s["t"] = t + 1
+            return params
+        return step
+    return make_step
+
+
 def adam_mini(optimizer, bug=None):
     """Adam-mini (the authors' adam-mini 1.1.1): one second moment per block, the blocks read
     from the case's param_names. Bugs: ``"qk per tensor"`` (a query or key with one second
@@ -1118,11 +1190,77 @@ def adam_mini(optimizer, bug=None):
     return make_step
 
 
+def splus(optimizer, bug=None):
+    """SPlus as pytorch_optimizer's splus.py (and the authors' torch file: 1/(2(m+n)), eigh
+    in float64), LAPACK's eigh. Bugs: ``"authors scale"`` (s = 1/(2(m+n)) everywhere),
+    ``"l2"`` (the decoupled decay added to the gradient), ``"identity basis"`` (the bases
+    recomputed at step 1 only)."""
+    def make_step(params, h):
+        b1, b2 = h["betas"]
+        md = h["max_dim"]
+        state = [dict(m=np.zeros(p.shape), L=[np.zeros((d, d)) if p.ndim == 2 and d < md
+                                             else None for d in p.shape[:2]],
+                      Q=[np.eye(d) if p.ndim == 2 and d < md else None for d in p.shape[:2]])
+                 for p in params]
+        count = [0]
+
+        def scale(shape):
+            if len(shape) != 2 or shape[0] > md or shape[1] > md:
+                return h["nonstandard_constant"]
+            half = bug == "authors scale" or h["matrix_scale"] == "half_over_sum"
+            return 1 / (shape[0] + shape[1]) / 2 if half else 2 / (shape[0] + shape[1])
+
+        def step(grads, lr):
+            count[0] += 1
+            t = count[0]
+            for p, g, s in zip(params, grads, state):
+                if g is None:
+                    continue
+                g = np.asarray(g, np.float64)
+                g = -g if h["maximize"] else g
+                sl = lr * scale(p.shape)
+                wd = h["weight_decay"]
+                l2 = bug == "l2" or not h["decoupled_weight_decay"]
+                if l2:
+                    g = g + wd * p
+                s["m"] = s["m"] + (1 - b1) * (g - s["m"])
+                if p.ndim == 2:
+                    ql, qr = s["Q"]
+                    r = s["m"]
+                    r = ql.T @ r if ql is not None else r
+                    r = r @ qr if qr is not None else r
+                    for k, li in enumerate(s["L"]):
+                        if li is not None:
+                            li += (1 - b2) * ((g @ g.T if k == 0 else g.T @ g) - li)
+                    u = np.sign(r)
+                    u = ql @ u if ql is not None else u
+                    u = u @ qr.T if qr is not None else u
+                    if t == 1 or (t % h["inverse_steps"] == 0 and bug != "identity basis"):
+                        f32 = h["eigh_dtype"] == "float32"
+                        s["Q"] = [None if li is None else np.linalg.eigh(
+                            (li.astype(np.float32) if f32 else li)
+                            + h["eps"] * np.eye(len(li), dtype=np.float32 if f32
+                                                else np.float64))[1].astype(np.float64)
+                            for li in s["L"]]
+                else:
+                    u = np.sign(s["m"])
+                x = p - sl * u
+                s.setdefault("ema", np.zeros(p.shape))
+                s["ema"] = s["ema"] + (1 - h["ema_rate"]) * (x - s["ema"])
+                if not l2 and wd:
+                    x = x * (1 - wd * (1.0 if h["fixed_decay"] else sl))
+                p[...] = x
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
            "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo,
-           "Scion": scion, "AdamMini": adam_mini}
+           "Scion": scion, "AdamMini": adam_mini,
+           "SOAP": soap, "SPlus": splus}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -1230,6 +1368,13 @@ MISTAKES = [
         ("qk per tensor", "Adam-mini's query and key with one second moment per tensor"),
         ("norm decay", "Adam-mini's weight decay on the norms too"),
         ("float32", "float32 accumulation of float64")]],
+    *[("SOAP", bug, entry) for bug, entry in [
+        ("no correction", "SOAP without bias correction"),
+        ("never refreshed", "SOAP's eigenbases never refreshed")]],
+    *[("SPlus", bug, entry) for bug, entry in [
+        ("authors scale", "SPlus scale 1/(2(m+n)) (the authors' torch file)"),
+        ("l2", "L2 decay instead of decoupled (pytorch_optimizer's SPlus)"),
+        ("identity basis", "SPlus's eigenbases computed at step 1 only")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),
         ("drop zeros", "explicit CSR zero dropped"),

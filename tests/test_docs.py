@@ -211,14 +211,15 @@ def _pages():
 @pytest.mark.parametrize("name, module", _optimizer_classes())
 def test_every_generated_example_runs_and_moves_the_parameter(name, module, capsys):
     """Issue 27: the example on each optimizer's page runs as written and takes a step (ADOPT's
-    first step only sets its second moment: its parameter moves from the second on)."""
+    first step only sets its second moment, SOAP's its statistics and eigenbases: their
+    parameters move from the second on)."""
     import numpy as np
     code = _pages().example(name)
     namespace = {}
     exec(compile(code, f"<example of {name}>", "exec"), namespace)
     param = namespace["param"]
     assert np.all(np.isfinite(param))
-    assert np.array_equal(param, [[1.0, -2.0], [0.5, 3.0]]) == (name == "ADOPT"), name
+    assert np.array_equal(param, [[1.0, -2.0], [0.5, 3.0]]) == (name in ("ADOPT", "SOAP")), name
     assert capsys.readouterr().out.strip()
 
 

@@ -245,8 +245,9 @@ def cases(draw, names, grad="dense", sparse=False):
     # SparseAdam takes no 0-d parameter (torch's refuses its dense gradient outright)
     rows_needed = grad == "csr" or name == "SparseAdam"
     shape = draw(shapes(name, min_dims=1 if rows_needed else 0))
-    # a zero-size parameter raises, as in torch (CAME: its update's RMS divides by the size)
-    if name in ("Adafactor", "LBFGS", "CAME"):
+    # a zero-size parameter raises, as in torch (CAME: its update's RMS divides by the size;
+    # SOAP: no statistic of a side of 0)
+    if name in ("Adafactor", "LBFGS", "CAME", "SOAP"):
         shape = tuple(max(n, 1) for n in shape)
     return dict(name=name, hyper=draw(hyperparameters(name, sparse=sparse)),
                 dtype=draw(st.sampled_from(["float32", "float64"])), shape=list(shape),

@@ -314,6 +314,15 @@ def _mars_without_the_ratio(h):
     return {"gamma": h["gamma"] * (1 - beta1) / beta1}
 
 
+def _soap_without_refresh(h):
+    return {"precondition_frequency": 10 ** 9} if h.get("precondition_frequency", 0) < 10 ** 9 \
+        else None
+
+
+def _splus_without_refresh(h):
+    return {"inverse_steps": 10 ** 9} if h.get("inverse_steps", 0) < 10 ** 9 else None
+
+
 def _mars_for_every_tensor(h):
     return None if h.get("optimize_1d", True) else {"optimize_1d": True}
 
@@ -565,9 +574,31 @@ CATALOGUE = (
           "a matrix of norm='spectral' stepped by sign(M)/B (the sign norm's, ℓ∞ → ℓ1 "
           "operator) instead of the orthogonalized M·sqrt(A/B).",
           hyper=_scion_sign_for_spectral),
-    # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is inside)
+    Entry("SOAP without bias correction", ("SOAP",), "mistake",
+          "the step is γU, not γ·sqrt(1-β₂ᵗ)/(1-β₁ᵗ)·U: at the first update with β = 0.95 "
+          "that is 4.5 times smaller.", hyper=_set("correct_bias", False)),
+    Entry("SOAP's eigenbases never refreshed", ("SOAP",), "mistake",
+          "the eigenbases of the first call kept, no power iteration and QR every "
+          "precondition_frequency updates: the trajectory leaves the reference at the first "
+          "refresh.", hyper=_soap_without_refresh),
+    Entry("SPlus scale 1/(2(m+n)) (the authors' torch file)", ("SPlus",), "convention",
+          "a matrix's lr scaled by 1/(2(m+n)), the authors' torch/splus.py "
+          "(lr * (1 / (m + n) / 2)), not the paper's and pytorch_optimizer's 2/(m+n): a "
+          "quarter of the step.", hyper=_set("matrix_scale", "half_over_sum")),
+    Entry("L2 decay instead of decoupled (pytorch_optimizer's SPlus)", ("SPlus",),
+          "convention", "SPlus's weight decay added to the gradient, g + λθ, before the "
+          "momentum and the statistics (pytorch_optimizer 4.1.0's weight_decouple=False), "
+          "instead of θ ← θ(1 - γsλ) after the step; on the cases that decouple.",
+          scope=decouples, hyper=_set("decoupled_weight_decay", False)),
+    Entry("SPlus's eigenbases computed at step 1 only", ("SPlus",), "mistake",
+          "the bases of step 1's statistics kept, not recomputed every inverse_steps steps.",
+          hyper=_splus_without_refresh),
+    # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is
+    # inside; not SOAP and SPlus: their cases whose source decomposes in float32 allow 1e-6
+    # and 1e-5 for it, and a whole run in float32 can fall inside that)
     Entry("float32 accumulation of float64",
-          tuple(o for o in registry.OPTIMIZERS if o != "Muon"), "mistake",
+          tuple(o for o in registry.OPTIMIZERS if o not in ("Muon", "SOAP", "SPlus")),
+          "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),
     Entry("explicit CSR zero dropped", ("SparseAdam",), "mistake",

@@ -1105,6 +1105,52 @@ TABLE["AdamMini"] = [
         matches=("adam-mini 1.1.1 Adam_mini (names matching no rule)",)),
 ]
 
+TABLE["SOAP"] = [
+    Row("SOAP", "refresh-every-3", "pytorch_optimizer's defaults but lr 1e-2 and the bases "
+        "refreshed every 3 updates (power iteration and a float32 QR): a matrix "
+        "preconditioned on both sides, a vector as Adam; the first call moves nothing.",
+        dict(lr=1e-2, precondition_frequency=3), shapes=((3, 3), (2,)), steps=10,
+        tolerance={"rtol": {"float64": 1e-6}, "reason": (
+            "the refresh's QR runs in float32 in both sources: two float32 QRs (LAPACK's, "
+            "npoptim's fixed-order Householder) differ by float32 rounding, and the float64 "
+            "trajectory by as much (pytorch_optimizer: 1.9e-8 over 24 steps, "
+            "tests/test_soap.py)")},
+        matches=("pytorch_optimizer.SOAP 4.1.0 (to its float32 QR's rounding)",)),
+    Row("SOAP", "authors-normalize-3d", "variant='authors' (float32 eigh and QR, "
+        "normalize_floor 1e-30) with normalize_gradient, decay 0.1, betas (0.9, 0.99); a 3-D "
+        "tensor with its last side beyond max_precond_dim 2 (float64 only: the suite's size "
+        "budget).", dict(lr=1e-2, weight_decay=0.1, betas=(0.9, 0.99), variant="authors",
+                         normalize_gradient=True, precondition_frequency=2, max_precond_dim=2),
+        shapes=((2, 2, 3), (2,)), steps=10, dtypes=("float64",),
+        tolerance={"rtol": {"float64": 1e-5}, "reason": (
+            "the authors' eigendecompositions and QR run in float32: another float32 LAPACK "
+            "differs by float32 rounding (see refresh-every-3)")},
+        matches=("nikhilvyas/SOAP soap.py f42d296 (float32 decompositions)",)),
+]
+TABLE["SPlus"] = [
+    Row("SPlus", "refresh-every-3", "pytorch_optimizer's defaults but lr 0.1 and the bases "
+        "recomputed at step 1 and every 3 (float32 eigh): a matrix at 2/(m+n), a vector's "
+        "sign descent at the nonstandard constant.", dict(lr=0.1, inverse_steps=3),
+        shapes=((3, 3), (2,)), steps=10,
+        tolerance={"rtol": {"float64": 1e-5}, "reason": (
+            "pytorch_optimizer's eigendecompositions run in float32: two float32 eigh (LAPACK's, "
+            "npoptim's fixed-order Jacobi) differ by float32 rounding, and the float64 "
+            "trajectory by as much (2.0e-6 over 24 steps, tests/test_splus.py)")},
+        matches=("pytorch_optimizer.SPlus 4.1.0 (to its float32 eigh's rounding)",)),
+    Row("SPlus", "pytorch-optimizer-options", "maximize, L2 decay (weight_decouple=False), "
+        "the eigh in float64, max_dim 3: the 3-side has no statistic and s stays 2/(m+n) "
+        "(float64 only: the suite's size budget).",
+        dict(lr=0.1, weight_decay=0.05, maximize=True, decoupled_weight_decay=False,
+             eigh_dtype="param", max_dim=3, inverse_steps=4), shapes=((2, 3), (2, 2, 2)),
+        steps=10, dtypes=("float64",),
+        matches=("pytorch_optimizer.SPlus 4.1.0 (weight_decouple=False, float64 eigh)",)),
+    Row("SPlus", "authors", "variant='authors': s = 1/(2(m+n)), the eigh in the parameter's "
+        "dtype, decay 0.1 (float64 only).", dict(lr=0.1, weight_decay=0.1, variant="authors",
+                                                 inverse_steps=2),
+        shapes=((3, 3),), steps=10, dtypes=("float64",),
+        matches=("kvfrans/splus torch/splus.py",)),
+]
+
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
         "1e-6, no decay).", {},

@@ -301,3 +301,83 @@ def coupled_newton_inverse_root(a, root, ridge_epsilon=1e-6, max_iters=100,
             return mat_root if diverged else new_root
         mat_root, mat_m, prev_error = new_root, new_m, error
     return mat_root
+
+
+# ------------------------------------------------------------------ Householder QR (SOAP)
+@kernel
+def _householder_qr(a, q):
+    """Reduce ``a`` (m x n, m >= n) in place to R by Householder reflections, column by
+    column, and write the first n columns of Q = H_0 H_1 ... H_{n-1} into ``q`` (m x n).
+    Each reflector is LAPACK's ``dlarfg`` convention: for the column ``x`` below and at the
+    diagonal, ``beta = -sign(x_0) ||x||`` (sign(0) = +1), ``v = (1, x_1..)/(x_0 - beta)``,
+    ``tau = (beta - x_0)/beta``; none (tau = 0) when ``x_1..`` is zero. Every sum runs over
+    its index in order."""
+    m, n = a.shape
+    zero = a[0, 0] - a[0, 0]
+    one = zero + 1
+    taus = np.zeros(n, a.dtype)
+    for k in range(n):
+        tail = zero
+        for i in range(k + 1, m):
+            tail += a[i, k] * a[i, k]
+        if tail == zero:
+            taus[k] = zero
+            continue
+        alpha = a[k, k]
+        beta = np.sqrt(alpha * alpha + tail)
+        if alpha >= zero:
+            beta = -beta
+        taus[k] = (beta - alpha) / beta
+        scale = one / (alpha - beta)
+        for i in range(k + 1, m):
+            a[i, k] *= scale
+        a[k, k] = beta
+        for j in range(k + 1, n):   # a[k:, j] -= tau v (v . a[k:, j])
+            dot = a[k, j]
+            for i in range(k + 1, m):
+                dot += a[i, k] * a[i, j]
+            dot *= taus[k]
+            a[k, j] -= dot
+            for i in range(k + 1, m):
+                a[i, j] -= dot * a[i, k]
+    for i in range(m):
+        for j in range(n):
+            q[i, j] = zero
+    for j in range(n):
+        q[j, j] = one
+    for k in range(n - 1, -1, -1):   # q <- H_k q, the reflectors applied last to first
+        tau = taus[k]
+        if tau == zero:
+            continue
+        for j in range(k, n):
+            dot = q[k, j]
+            for i in range(k + 1, m):
+                dot += a[i, k] * q[i, j]
+            dot *= tau
+            q[k, j] -= dot
+            for i in range(k + 1, m):
+                q[i, j] -= dot * a[i, k]
+
+
+def householder_qr(a):
+    """``(q, r)``, the reduced QR decomposition of ``a`` (m x n, m >= n, float32 or float64)
+    by Householder reflections in a fixed order (:func:`_householder_qr`) in ``a``'s dtype:
+    ``q`` (m x n) has orthonormal columns, ``r`` (n x n) is upper triangular, ``q @ r == a``
+    up to rounding. The signs are LAPACK's ``geqrf``/``orgqr`` convention (``r``'s diagonal
+    entry negative where the column's leading entry is non-negative), so ``q`` matches
+    ``numpy.linalg.qr``'s and ``torch.linalg.qr``'s up to rounding, not column signs apart;
+    the same bits on every CPU. SOAP's eigenbasis refresh (one power iteration) uses it."""
+    a = np.asarray(a)
+    if a.ndim != 2 or a.shape[0] < a.shape[1]:
+        raise ValueError(f"householder_qr takes an m x n matrix with m >= n, got shape "
+                         f"{a.shape}")
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"householder_qr takes float32 or float64, got {a.dtype}")
+    if not np.all(np.isfinite(a)):
+        raise FloatingPointError("a matrix to factor has a NaN or infinite entry")
+    work = np.array(a, order="C", copy=True)
+    m, n = work.shape
+    q = np.empty((m, n), work.dtype)
+    if n:
+        _householder_qr(work, q)
+    return q, np.triu(work[:n, :n])
