@@ -11,7 +11,8 @@ import pytest
 from hand_derived import assert_unchanged, close, snapshot
 
 from npoptim.kernels.decompositions import coupled_newton_inverse_root, eigh_inverse_root
-from npoptim.optim.shampoo import Shampoo, block_slices, merge_small_dims
+from npoptim.optim.dimensions import merge_small_dims
+from npoptim.optim.shampoo import Shampoo, block_slices
 
 try:
     import torch
@@ -247,9 +248,9 @@ def test_newton_with_the_sources_random_start():
 def test_merged_small_shapes_are_grafted():
     """merge_small_dims folds a shape of at most block_size entries into [1]: not
     preconditioned, as pytorch_optimizer's."""
-    assert merge_small_dims((3, 6), 512) == [1]
-    assert merge_small_dims((1, 2, 512, 1, 2048, 1, 3, 4), 1024) == [1024, 2048, 12]
-    assert merge_small_dims((1, 2, 768, 1, 2048), 1024) == [2, 768, 2048]
+    assert merge_small_dims((3, 6), 512) == (1,)
+    assert merge_small_dims((1, 2, 512, 1, 2048, 1, 3, 4), 1024) == (1024, 2048, 12)
+    assert merge_small_dims((1, 2, 768, 1, 2048), 1024) == (2, 768, 2048)
     assert len(block_slices((7, 4), 4)) == 2
     p = np.ones((3, 6))
     opt = Shampoo([p], variant="scalable")

@@ -138,6 +138,7 @@ import numpy as np
 
 from npoptim.kernels.decompositions import coupled_newton_inverse_root, eigh_inverse_root
 from npoptim.kernels.reduction import grad_sumsq, matmul_of
+from npoptim.optim.dimensions import merge_small_dims
 from npoptim.optim.optimizer import Optimizer
 from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
                                    check_no_variant, check_nonnegative, is_real,
@@ -158,19 +159,6 @@ MATRIX_EPS_MODES = ("added", "eigenvalues")
 
 
 # ---------------------------------------------------------------------------- shapes
-def merge_small_dims(shape, max_dim):
-    """pytorch_optimizer's ``merge_small_dims``: consecutive dimensions merged while their
-    product stays at most ``max_dim``; a shape that merges into one becomes ``[1]``."""
-    merged, product = [], 1
-    for dim in shape:
-        product *= dim
-        if product > max_dim:
-            merged.append(product // dim)
-            product = dim
-    merged.append(product)
-    return merged if len(merged) > 1 else [1]
-
-
 def block_slices(shape, block_size):
     """The blocks of an array of ``shape``: a list of slice tuples, each dimension larger than
     ``block_size`` cut into pieces of ``block_size`` (the last shorter), the first dimension
@@ -363,7 +351,7 @@ class Shampoo(Optimizer):
         """``(shape, blocks, exponent)`` of the scalable form: the reshaped shape, the block
         slices of a preconditioned parameter (``[]`` if it is not) and the root's order."""
         shape = tuple(shape)
-        reshaped = (tuple(merge_small_dims(shape, group["block_size"]))
+        reshaped = (merge_small_dims(shape, group["block_size"])
                     if group["shape_interpretation"] else shape)
         limit = group["no_preconditioning_for_layers_with_dim_gt"]
         if len(reshaped) <= 1 or any(d > limit for d in shape):

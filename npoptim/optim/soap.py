@@ -107,6 +107,7 @@ import numpy as np
 
 from npoptim.kernels.decompositions import eigh, householder_qr
 from npoptim.kernels.reduction import matmul_of
+from npoptim.optim.dimensions import merge_small_dims
 from npoptim.optim.optimizer import Optimizer
 from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, check_flag,
                                    check_no_variant, check_nonnegative, resolve_variant)
@@ -139,37 +140,6 @@ class SOAPHyper(NamedTuple):
     qr_dtype: str          # "param" or "float32": the dtype of the refresh's QR
 
 
-# ------------------------------------------------------------------------------ shapes
-def merged_shape(shape, max_dim, rule):
-    """The sides a parameter of ``shape`` is preconditioned over with ``merge_dims``: runs
-    of sides multiplied together while the product stays <= ``max_dim`` (``rule`` names
-    the source, see the module docstring). pytorch_optimizer's rule gives ``[1]`` for a
-    shape it would merge to one side."""
-    if rule == "pytorch_optimizer":
-        merged, product = [], 1
-        for side in shape:
-            product *= side
-            if product > max_dim:
-                merged.append(product // side)
-                product = side
-        merged.append(product)
-        return tuple(merged) if len(merged) > 1 else (1,)
-    merged, current = [], 1
-    for side in shape:
-        if current * side > max_dim:
-            if current > 1:
-                merged.append(current)
-                current = side
-            else:
-                merged.append(side)
-                current = 1
-        else:
-            current *= side
-    if current > 1 or not merged:
-        merged.append(current)
-    return tuple(merged)
-
-
 def preconditioned_shape(shape, group):
     """``(sides, factored)``: the shape the update works on and, per side, whether it has a
     statistic and a basis."""
@@ -177,7 +147,7 @@ def preconditioned_shape(shape, group):
     if len(shape) <= 1:
         factored = (len(shape) == 1 and group["precondition_1d"] and shape[0] <= max_dim,)
         return tuple(shape), factored[:len(shape)]
-    sides = merged_shape(shape, max_dim, group["merge_rule"]) if group["merge_dims"] \
+    sides = merge_small_dims(shape, max_dim, group["merge_rule"]) if group["merge_dims"] \
         else tuple(shape)
     return sides, tuple(side <= max_dim for side in sides)
 

@@ -1,0 +1,41 @@
+"""How the matrix optimizers fold a tensor's dimensions into the sides they precondition
+(Shampoo's ``shape_interpretation``, SOAP's ``merge_dims``): runs of consecutive sizes
+multiplied together while the product stays at most a bound. Two sources write the rule
+differently:
+
+* ``"pytorch_optimizer"``: kozistr/pytorch_optimizer ``pytorch_optimizer/optimizer/utils/
+  shape.py`` ``merge_small_dims`` (4.1.0; Shampoo's and SOAP's there): a size that would take
+  the product past the bound closes the side and starts the next one; a shape that merges
+  into a single side becomes ``(1,)``.
+* ``"authors"``: nikhilvyas/SOAP ``soap.py`` ``merge_dims``: a size that would take the
+  product past the bound closes the side (a size alone past it is a side of its own); a
+  trailing product of 1 is dropped.
+"""
+
+
+def merge_small_dims(shape, max_dim, rule="pytorch_optimizer"):
+    """The sides of ``shape`` merged under ``max_dim`` by ``rule`` (see the module
+    docstring), as a tuple."""
+    if rule == "pytorch_optimizer":
+        merged, product = [], 1
+        for side in shape:
+            product *= side
+            if product > max_dim:
+                merged.append(product // side)
+                product = side
+        merged.append(product)
+        return tuple(merged) if len(merged) > 1 else (1,)
+    merged, current = [], 1
+    for side in shape:
+        if current * side > max_dim:
+            if current > 1:
+                merged.append(current)
+                current = side
+            else:
+                merged.append(side)
+                current = 1
+        else:
+            current *= side
+    if current > 1 or not merged:
+        merged.append(current)
+    return tuple(merged)
