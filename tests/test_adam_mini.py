@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, close, snapshot
+from scheduled_runs import npoptim_trajectory, random_problem, worst_error
 
 from npoptim.kernels.parallel import parallel_threshold_set
 from npoptim.kernels.reduction import grad_sumsq, mean_of_squares
@@ -43,11 +44,7 @@ MODEL = dict(dim=DIM, n_heads=HEADS, n_kv_heads=KV_HEADS)
 
 
 def problem(seed, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    params = [rng.uniform(-1, 1, s).astype(dtype) for s in SHAPES.values()]
-    grads = [[(rng.standard_normal(s) * rng.uniform(0.1, 3.0)).astype(dtype)
-              for s in SHAPES.values()] for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, list(SHAPES.values()), STEPS, dtype)
 
 
 def run_adam_mini(params, grads, **kw):
@@ -70,19 +67,7 @@ def run_npoptim(params, grads, named=True, **kw):
     ps = [p.copy() for p in params]
     opt = (AdamMini(list(zip(NAMES, ps)), lr=LRS[0], **kw) if named
            else AdamMini(ps, lr=LRS[0], param_names=NAMES, **kw))
-    out = []
-    for lr, step_grads in zip(LRS, grads):
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step([g.copy() for g in step_grads])
-        out.append([p.copy() for p in ps])
-    return out, opt
-
-
-def worst_error(actual, expected):
-    """The largest error of any step and tensor, relative to that tensor's scale (max |x|)."""
-    return max(float(np.max(np.abs(a - e))) / max(float(np.max(np.abs(e))), 1e-300)
-               for a_step, e_step in zip(actual, expected) for a, e in zip(a_step, e_step))
+    return npoptim_trajectory(opt, ps, grads, LRS), opt
 
 
 @pytest.mark.needs("torch", "adam_mini")

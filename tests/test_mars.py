@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 from hand_derived import assert_typed_float32, assert_unchanged, close, snapshot
+from scheduled_runs import worst_error
 
 from npoptim.optim.mars import MARS, MARSHyper, mars_rule
 
@@ -63,12 +64,6 @@ def run_npoptim(params, grads, lrs, **kw):
         opt.step(step_grads)
         out.append([p.copy() for p in ps])
     return out, opt
-
-
-def worst_error(actual, expected):
-    """The largest error of any step and tensor, relative to that tensor's scale (max |x|)."""
-    return max(float(np.max(np.abs(a - e))) / max(float(np.max(np.abs(e))), 1e-300)
-               for a_step, e_step in zip(actual, expected) for a, e in zip(a_step, e_step))
 
 
 def _pytorch_optimizer_kw(kw):

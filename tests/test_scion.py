@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, close, snapshot
+from scheduled_runs import npoptim_trajectory, random_problem, worst_error
 
 from npoptim.optim import scion as scion_module
 from npoptim.optim.orthogonalize import zeropower_via_newtonschulz
@@ -65,23 +66,13 @@ def pt_norm_kwargs(options):
 
 
 def problem(seed, groups=GROUPS):
-    rng = np.random.default_rng(seed)
-    params = [np.asarray(rng.uniform(-1, 1, s)) for s, _ in groups]
-    grads = [[np.asarray(rng.standard_normal(s) * rng.uniform(0.1, 3.0)) for s, _ in groups]
-             for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, [s for s, _ in groups], STEPS)
 
 
 def run_npoptim(params, grads, groups=GROUPS, **kw):
     ps = [p.copy() for p in params]
     opt = Scion([dict(params=[p], **o) for p, (_, o) in zip(ps, groups)], lr=LRS[0], **kw)
-    out = []
-    for lr, step_grads in zip(LRS, grads):
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step([g.copy() for g in step_grads])
-        out.append([p.copy() for p in ps])
-    return out, opt
+    return npoptim_trajectory(opt, ps, grads, LRS), opt
 
 
 def run_pytorch_optimizer(params, grads, groups=GROUPS, light=False, **kw):
@@ -106,12 +97,6 @@ def run_pytorch_optimizer(params, grads, groups=GROUPS, light=False, **kw):
         opt.step()
         out.append([t.numpy().copy() for t in tensors])
     return out, opt, tensors
-
-
-def worst_error(actual, expected):
-    """The largest error of any step and tensor, relative to that tensor's scale (max |x|)."""
-    return max(float(np.max(np.abs(a - e))) / max(float(np.max(np.abs(e))), 1e-300)
-               for a_step, e_step in zip(actual, expected) for a, e in zip(a_step, e_step))
 
 
 @pytest.fixture

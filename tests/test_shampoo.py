@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, close, snapshot
+from scheduled_runs import npoptim_trajectory, random_problem, torch_trajectory, worst_error
 
 from npoptim.kernels.decompositions import coupled_newton_inverse_root, eigh_inverse_root
 from npoptim.optim.dimensions import merge_small_dims
@@ -30,43 +31,17 @@ RTOL64 = 1e-12
 
 
 def problem(seed, dtype=np.float64, shapes=SHAPES):
-    rng = np.random.default_rng(seed)
-    params = [np.asarray(rng.uniform(-1, 1, s)).astype(dtype) for s in shapes]
-    grads = [[np.asarray(rng.standard_normal(s) * rng.uniform(0.1, 3.0)).astype(dtype)
-              for s in shapes] for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, shapes, STEPS, dtype)
 
 
 def run_torch(make, params, grads):
-    tensors = [torch.tensor(p.copy()) for p in params]
-    opt = make(tensors)
-    out = []
-    for lr, step_grads in zip(LRS, grads):
-        for group in opt.param_groups:
-            group["lr"] = lr
-        for t, g in zip(tensors, step_grads):
-            t.grad = torch.tensor(g.copy())
-        opt.step()
-        out.append([t.numpy().copy() for t in tensors])
-    return out
+    return torch_trajectory(make, params, grads, LRS)[0]
 
 
 def run_npoptim(params, grads, **kw):
     ps = [p.copy() for p in params]
     opt = Shampoo(ps, lr=LRS[0], **kw)
-    out = []
-    for lr, step_grads in zip(LRS, grads):
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step([g.copy() for g in step_grads])
-        out.append([p.copy() for p in ps])
-    return out, opt
-
-
-def worst_error(actual, expected):
-    """The largest error of any step and tensor, relative to that tensor's scale (max |x|)."""
-    return max(float(np.max(np.abs(a - e))) / max(float(np.max(np.abs(e))), 1e-300)
-               for a_step, e_step in zip(actual, expected) for a, e in zip(a_step, e_step))
+    return npoptim_trajectory(opt, ps, grads, LRS), opt
 
 
 WORST = {}  # worst errors, printed at the end of a -s run (the report's numbers)
