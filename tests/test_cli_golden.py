@@ -46,6 +46,20 @@ def test_list_json_and_variants(capsys):
     assert run_cli(capsys, "list", "NoSuchOpt")[0] == 2
 
 
+def test_list_names_each_optimizer_s_sources_and_each_variant_with_what_it_sets(capsys):
+    code, out, _ = run_cli(capsys, "list", "Shampoo", "SOAP")
+    assert code == 0
+    assert ("  sources: paper https://arxiv.org/abs/1802.09568; implementation "
+            "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/pytorch_optimizer/"
+            "optimizer/shampoo.py") in out
+    assert "    pytorch_optimizer (= shampoo) [default]: inverse_root='eigh'" in out
+    assert "    authors (= nikhilvyas): normalize_floor=1e-30, merge_rule='authors'" in out
+    code, out, _ = run_cli(capsys, "list", "--json", "Shampoo")
+    info = json.loads(out)[0]
+    assert info["sources"]["paper"] == "https://arxiv.org/abs/1802.09568"
+    assert info["variant_switches"]["scalable"]["inverse_root"] == "newton"
+
+
 # -------------------------------------------------------------------------------- golden
 def test_golden_custom_sparse_case_roundtrips_through_verify(capsys, tmp_path):
     out = tmp_path / "case.json"

@@ -15,7 +15,11 @@ def add_arguments(parser):
 
 
 def describe(name):
-    """``{name, torch, module, sparse_kind, hyperparameters, variants, switches}``."""
+    """``{name, torch, module, sparse_kind, sources, hyperparameters, variants,
+    variant_switches, switches, conventions, flavors}``: ``sources`` the paper and the
+    implementation it follows (:data:`npoptim.registry.REFERENCES`); ``variants`` each
+    published form's other names, ``variant_switches`` what it sets (a variant is named for
+    its source; the module docstring says where each differs)."""
     from npoptim.golden.generate import hyperparameters, signature_defaults
     cls = registry.get(name)
     module_name, torch_name = registry.OPTIMIZERS[name]
@@ -27,14 +31,17 @@ def describe(name):
     from npoptim import flavors
     flavor_info = {f.name: f.differs.get(name, "torch's math") for f in flavors.FLAVORS.values()
                    if name in f.switches and f.name != "torch"}
+    paper, implementation = registry.REFERENCES.get(name, (None, None))
     return {
         "name": name,
         "torch": f"torch.optim.{torch_name}" if torch_name else None,
         "module": module_name,
         "sparse_kind": cls.sparse_kind,
+        "sources": {"paper": paper, "implementation": implementation},
         "hyperparameters": hyper,
         "variants": {v: sorted(a for a, target in aliases.items() if target == v)
                      for v in variants},
+        "variant_switches": {v: _json_values(switches) for v, switches in variants.items()},
         "switches": [k for k, v in hyper.items() if isinstance(v, bool)],
         "conventions": dict(getattr(cls, "torch_conventions", {}),
                             **{k: v for k, v in OPTIMIZER_CONVENTIONS.items()
@@ -52,17 +59,22 @@ def describe_wrapper(name):
             "sparse_kind": cls.sparse_kind, "hyperparameters": _signature_values(cls)}
 
 
+def _json_values(values):
+    """``values`` (a dict) as JSON values (one that has none: its ``repr``)."""
+    from npoptim.golden.codec import to_json_value
+    out = {}
+    for k, v in values.items():
+        try:
+            out[k] = to_json_value(v)
+        except TypeError:
+            out[k] = repr(v)
+    return out
+
+
 def _signature_values(cls):
     """The constructor's defaults as JSON values (one that has none: its ``repr``)."""
-    from npoptim.golden.codec import to_json_value
     from npoptim.golden.generate import signature_defaults
-    hyper = {}
-    for k, v in signature_defaults(cls).items():
-        try:
-            hyper[k] = to_json_value(v)
-        except TypeError:
-            hyper[k] = repr(v)
-    return hyper
+    return _json_values(signature_defaults(cls))
 
 
 def describe_flavors():
@@ -97,12 +109,21 @@ def run(args):
     for info in infos:
         print(f"{info['name']}  ({info['torch'] or 'no torch counterpart'}; sparse: "
               f"{info['sparse_kind']})")
+        sources = [f"{k} {v}" for k, v in info["sources"].items() if v]
+        if sources:
+            print(f"  sources: {'; '.join(sources)}")
         hyper = "  ".join(f"{k}={_value(v)}" for k, v in info["hyperparameters"].items())
         print(f"  hyperparameters: {hyper}")
         if info["variants"]:
-            names_ = [v + (f" (= {', '.join(a)})" if a else "")
-                      for v, a in info["variants"].items()]
-            print(f"  variants: {', '.join(names_)}")
+            default = info["hyperparameters"].get("variant")
+            print("  variants (each named for its source; the module docstring says where "
+                  "they differ):")
+            for v, a in info["variants"].items():
+                also = f" (= {', '.join(a)})" if a else ""
+                sets = ", ".join(f"{k}={_value(x)}"
+                                 for k, x in info["variant_switches"][v].items())
+                print(f"    {v}{also}{' [default]' if v == default else ''}: "
+                      f"{sets or 'the defaults'}")
         if info["switches"]:
             print(f"  switches: {', '.join(info['switches'])}")
         if info["conventions"]:
