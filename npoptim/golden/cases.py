@@ -987,22 +987,22 @@ TABLE["CAME"] = [
 TABLE["APOLLO"] = [
     Row("APOLLO", "tall-wide-vector", "The authors' APOLLO, channel-wise, rank 2 on a tall (5x3, "
         "right projector, one factor per row) and a wide (2x5, left projector, one per column) "
-        "matrix, plain AdamW on a vector; projectors from the counter stream at steps 1 and "
-        "5, the norm-growth limiter, decoupled decay 0.1.",
+        "matrix, plain AdamW on a vector; projectors from the counter stream at steps 1, 5 "
+        "and 9, the norm-growth limiter, decoupled decay 0.1.",
         dict(lr=1e-2, rank=2, update_proj_gap=4, weight_decay=0.1),
-        shapes=((5, 3), (2, 5), (3,)), steps=8,
+        shapes=((5, 3), (2, 5), (3,)), steps=10,
         matches=("apollo-torch 1.0.3 APOLLOAdamW (given these projectors)",)),
     Row("APOLLO", "mini", "APOLLO-Mini: rank 1, tensor-wise, scale 128 (sqrt(128) on the "
         "update), a refresh every 4 steps, under warmup + cosine (float64 only: the suite's "
         "size budget).", dict(variant="apollo_mini", lr=1e-3, update_proj_gap=4),
-        shapes=((5, 3), (3,)), steps=8, schedule="warmup-cosine", dtypes=("float64",),
+        shapes=((5, 3), (3,)), steps=10, schedule="warmup-cosine", dtypes=("float64",),
         matches=("apollo-torch 1.0.3 APOLLOAdamW rank 1 tensor (given these projectors)",)),
     Row("APOLLO", "pytorch-optimizer-channel", "pytorch_optimizer's APOLLO, channel-wise, "
         "scale 2: the scaled low-rank gradient projected back (times s^1.5), refreshes at "
         "steps 1, 4 and 8, the decay by the bias-corrected step size (float64 only).",
         dict(variant="pytorch_optimizer", lr=1e-2, rank=2, update_proj_gap=4, scale=2.0,
              scale_type="channel", weight_decay=0.1),
-        shapes=((4, 3), (2, 5)), steps=8, dtypes=("float64",),
+        shapes=((4, 3), (2, 5)), steps=10, dtypes=("float64",),
         matches=("pytorch_optimizer.APOLLO 4.1.0 (given these projectors)",)),
 ]
 
@@ -1010,10 +1010,10 @@ TABLE["Shampoo"] = [
     Row("Shampoo", "pytorch-optimizer-l2", "pytorch_optimizer's Shampoo: one statistic per "
         "dimension summed from eps I (matrix_eps 1e-2), each mode preconditioned by its "
         "inverse 2k-th root (eigen root) every step; L2 decay; a matrix and a 3-D tensor.",
-        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2), (2, 2, 2)), steps=8,
+        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2), (2, 2, 2)), steps=10,
         dtypes=("float64",), matches=("pytorch_optimizer.Shampoo 4.1.0",)),
     Row("Shampoo", "float32", "The first row's Shampoo on a matrix alone, in float32.",
-        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2),), steps=8,
+        dict(lr=1e-2, weight_decay=0.1, matrix_eps=1e-2), shapes=((3, 2),), steps=10,
         dtypes=("float32",), matches=("pytorch_optimizer.Shampoo 4.1.0",)),
     Row("Shampoo", "momentum-refresh-decoupled", "momentum 0.5 (toward the last preconditioned "
         "gradient), roots every 3 steps (zero before the first: steps 1-2 do not move), "
@@ -1024,11 +1024,11 @@ TABLE["Shampoo"] = [
         matches=("pytorch_optimizer.Shampoo 4.1.0 (weight_decouple=True)",)),
     Row("Shampoo", "scalable-adagrad-newton", "ScalableShampoo: AdaGrad grafting, blocks of 3 "
         "(a side of 4 cut 3 + 1), the coupled Newton root every 2 steps, the Shampoo "
-        "momentum from step 4 (6 steps: the size budget), Nesterov, L2 decay.",
+        "momentum from step 4, Nesterov, L2 decay.",
         dict(lr=1e-2, variant="scalable", graft_type="adagrad", block_size=3,
              shape_interpretation=False, preconditioning_compute_steps=2,
              start_preconditioning_step=4, weight_decay=0.05, matrix_eps=1e-4),
-        shapes=((3, 2), (4, 2)), steps=6, dtypes=("float64",),
+        shapes=((3, 2), (4, 2)), steps=10, dtypes=("float64",),
         matches=("pytorch_optimizer.ScalableShampoo 4.1.0 (graft_type=ADAGRAD, power "
                  "iteration started from npoptim's vector)",)),
     Row("Shampoo", "scalable-eigenvalue-eps", "ScalableShampoo's form with the eigen root and "
@@ -1038,7 +1038,7 @@ TABLE["Shampoo"] = [
              preconditioning_compute_steps=2, start_preconditioning_step=3,
              inverse_root="eigh", matrix_eps_mode="eigenvalues", matrix_eps=1e-3,
              weight_decay=0.1, decoupled_weight_decay=True),
-        shapes=((2, 3), (3,)), steps=6, dtypes=("float64",)),
+        shapes=((2, 3), (3,)), steps=10, dtypes=("float64",)),
 ]
 
 SCION_TOLERANCE = {
@@ -1097,11 +1097,11 @@ TABLE["AdamMini"] = [
         "the suite's size budget).",
         dict(lr=1e-2, weight_decay=0.1, dim=2, n_heads=2, n_kv_heads=1,
              param_names=_ADAM_MINI_NAMES),
-        shapes=((3, 2), (2, 2), (1, 2), (2, 2), (2,), (2,)), steps=8, dtypes=("float64",),
+        shapes=((3, 2), (2, 2), (1, 2), (2, 2), (2,), (2,)), steps=10, dtypes=("float64",),
         schedule="warmup-cosine", matches=("adam-mini 1.1.1 Adam_mini",)),
     Row("AdamMini", "unnamed", "Unnamed parameters, the package's default partition: one "
         "second moment per tensor (a matrix and a vector), weight decay on both.",
-        dict(lr=1e-2, weight_decay=0.1), shapes=((3, 2), (2,)), steps=8,
+        dict(lr=1e-2, weight_decay=0.1), shapes=((3, 2), (2,)), steps=10,
         matches=("adam-mini 1.1.1 Adam_mini (names matching no rule)",)),
 ]
 
