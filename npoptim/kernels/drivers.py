@@ -28,9 +28,8 @@ output is bit-identical whatever the order or the thread count. Rules with a per
 :func:`apply_row_rule_dense` and :func:`apply_row_rule_rows` (see "row rules" below); rules
 with one reduction per block of consecutive elements and element states besides (Adam-mini)
 are *block rules*, applied a block at a time by :func:`apply_block_rule_dense` (see "block
-rules" below). Large
-updates run on several threads (see :mod:`npoptim.kernels.parallel` for the threshold and how
-to set it).
+rules" below). Large updates run on several threads (see :mod:`npoptim.kernels.parallel` for
+the threshold and how to set it).
 """
 import numpy as np
 from llvmlite import ir

@@ -9,9 +9,9 @@ the rule returns, in an order fixed by the array's size alone: bit-identical wha
 thread count and the parallel threshold (see :mod:`npoptim.kernels.parallel`).
 :func:`sum_pair` is the same with plain sums (the values themselves, not their squares).
 :func:`grad_sumsq` is the plain ``‖g‖²`` built on it, and :func:`mean_of_squares` the same
-order on one thread, divided by the size (a block rule's mean of g², Adam-mini). :func:`matmul` is ``a @ b`` with each
-entry summed over the inner index in order, not by BLAS (whose kernels, and so whose
-roundings, OpenBLAS picks by CPU).
+order on one thread, divided by the size (a block rule's mean of g², Adam-mini).
+:func:`matmul` is ``a @ b`` with each entry summed over the inner index in order, not by BLAS
+(whose kernels, and so whose roundings, OpenBLAS picks by CPU).
 """
 import numpy as np
 from numba import prange
