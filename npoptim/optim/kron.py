@@ -16,7 +16,7 @@ preconditioner step :math:`\eta` (``precond_lr``) and weight decay :math:`\lambd
 
     m_t &= \beta m_{t-1} + (1-\beta) G, \qquad \hat m = m_t / (1-\beta^t) &&\quad (1)\\
     &\text{(when the preconditioner is updated)}\ V \sim N(0, 1),\
-        H = \hat m + \sqrt{\epsilon_{32}}\,\overline{|\hat m|}\, V\ \text{(kron_torch)}
+        H = \hat m + \sqrt{\epsilon_{32}}\,\overline{|\hat m|}\, V\ \text{(kron\_torch)}
                                                                         &&\quad (2)\\
     A &= H \times_1 Q_1 \cdots \times_k Q_k, \qquad
         B = V \times_1 Q_1^{-\top} \cdots \times_k Q_k^{-\top}          &&\quad (3)\\
