@@ -140,6 +140,7 @@ class KronHyper(NamedTuple):
     floor: float           # the norms' floor
     lower_bound: str       # "columns" or "rows_or_columns"
     balance_mean: str      # "log" or "prod"
+    clip: bool             # clip U to RMS 1.1 (5) (both sources; False: no clip)
     clip_eps: float        # ε_c of the RMS clip (5)
     solve_dtype: str       # "float32" or "param"
 
@@ -330,7 +331,8 @@ def kron_update(param, grad, momentum, factors, probe, hyper):
     u = preconditioned(m, factors)
     flat = np.ascontiguousarray(u).reshape(-1)
     rms = np.sqrt(ordered_sum(flat * flat) / dtype(flat.size))
-    u = u * min(dtype(1), dtype(1.1) / (rms + dtype(hyper.clip_eps)))
+    if hyper.clip:
+        u = u * min(dtype(1), dtype(1.1) / (rms + dtype(hyper.clip_eps)))
     if hyper.weight_decay != 0 and hyper.matrix and hyper.decouple:
         u = u + dtype(hyper.weight_decay) * param
     param -= dtype(hyper.lr) * u
@@ -406,6 +408,8 @@ class Kron(Optimizer):
         Probability of balancing the factors at a preconditioner update.
     weight_decouple : bool, default: True
         λθ added to the update (else to the gradient, pytorch_optimizer's False).
+    clip_update : bool, default: True
+        Clip U to RMS 1.1 (both sources); False leaves it as it is.
     seed : int, default: 0
         The counter stream's key of the probes and balancing draws.
     variant : {"kron_torch", "pytorch_optimizer"}, default: 'kron_torch'
@@ -430,7 +434,8 @@ class Kron(Optimizer):
                  preconditioner_update_probability=None, max_size_triangular=8192,
                  min_ndim_triangular=2, memory_save_mode=None,
                  momentum_into_precond_update=True, precond_lr=0.1, precond_init_scale=1.0,
-                 balance_prob=0.01, weight_decouple=True, *, seed=0, variant="kron_torch",
+                 balance_prob=0.01, weight_decouple=True, clip_update=True, *, seed=0,
+                 variant="kron_torch",
                  merge_dims=VARIANT_DEFAULT, probe_damping=VARIANT_DEFAULT,
                  norm_floor_mode=VARIANT_DEFAULT, lower_bound=VARIANT_DEFAULT,
                  balance_mean=VARIANT_DEFAULT, clip_eps=VARIANT_DEFAULT, solve_dtype="float32"):
@@ -446,7 +451,7 @@ class Kron(Optimizer):
             memory_save_mode=memory_save_mode,
             momentum_into_precond_update=momentum_into_precond_update, precond_lr=precond_lr,
             precond_init_scale=precond_init_scale, balance_prob=balance_prob,
-            weight_decouple=weight_decouple, seed=seed, solve_dtype=solve_dtype, **switches))
+            weight_decouple=weight_decouple, clip_update=clip_update, seed=seed, solve_dtype=solve_dtype, **switches))
         #: The optimizer-wide counters (both sources keep them on the optimizer / group 0):
         #: steps taken (the schedule's n) and steps since the last preconditioner update.
         self.param_groups[0].setdefault("prob_step", 0)
@@ -487,7 +492,7 @@ class Kron(Optimizer):
         if isinstance(bp, bool) or not isinstance(bp, (int, float)) or not 0 <= bp <= 1:
             raise ValueError(f"balance_prob must be in [0, 1], got {bp!r}")
         check_flag(group, "momentum_into_precond_update", "weight_decouple", "merge_dims",
-                   "probe_damping")
+                   "probe_damping", "clip_update")
         check_seed(group["seed"])
         check_choice(group, "norm_floor_mode", ("max", "added"))
         check_choice(group, "lower_bound", ("columns", "rows_or_columns"))
@@ -587,5 +592,5 @@ class Kron(Optimizer):
             balance=balance, into=group["momentum_into_precond_update"],
             damping=group["probe_damping"], floor_mode=group["norm_floor_mode"], floor=floor,
             lower_bound=group["lower_bound"], balance_mean=group["balance_mean"],
-            clip_eps=group["clip_eps"], solve_dtype=group["solve_dtype"])
+            clip=group["clip_update"], clip_eps=group["clip_eps"], solve_dtype=group["solve_dtype"])
         kron_update(p, g, state["momentum_buffer"].reshape(sides), factors, probe, hyper)
