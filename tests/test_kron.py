@@ -332,3 +332,24 @@ def test_bad_step_input_changes_nothing():
     with pytest.raises(ValueError):
         opt.step([np.ones((3, 2)), np.ones(5)])
     assert opt.param_groups[0]["update_counter"] == counters["update_counter"]
+
+
+def test_state_dict_resumes_bit_for_bit():
+    """The step counters (param_groups[0]'s prob_step and update_counter, as
+    pytorch_optimizer keeps them in its first group) and the factors travel in the
+    state_dict: a loaded copy continues the same run, probes and schedule included."""
+    rng = np.random.default_rng(5)
+    params = [rng.standard_normal((3, 2)), rng.standard_normal(4)]
+    grads = [[rng.standard_normal(p.shape) for p in params] for _ in range(8)]
+    kw = dict(preconditioner_update_probability=(1.0, 0.3, 0.5, 1), lr=0.1)
+    opt = Kron(params, **kw)
+    for g in grads[:3]:
+        opt.step([x.copy() for x in g])
+    copies = [p.copy() for p in params]
+    resumed = Kron(copies, **kw)
+    resumed.load_state_dict(opt.state_dict())
+    for g in grads[3:]:
+        opt.step([x.copy() for x in g])
+        resumed.step([x.copy() for x in g])
+    assert all(np.array_equal(a, b) for a, b in zip(params, copies))
+    assert resumed.param_groups[0]["prob_step"] == 8
