@@ -225,7 +225,9 @@ def lower_bound(s, rule):
     times its max-abs entry as they return it."""
     dtype = s.dtype.type
     max_abs = np.max(np.abs(s))
-    if rule == "columns":      # kron_torch's _lb (called only when max_abs > 0)
+    if rule == "columns":      # kron_torch's _lb (which it calls only when max_abs > 0)
+        if not max_abs > 0:
+            return max_abs
         a = s / max_abs
         columns = np.array([ordered_sum(np.ascontiguousarray(a[:, j] * a[:, j]))
                             for j in range(a.shape[1])], s.dtype)
