@@ -70,6 +70,7 @@ OPTIMIZERS = {
     "AdamMini": ("npoptim.optim.adam_mini", None),
     "SOAP": ("npoptim.optim.soap", None),
     "SPlus": ("npoptim.optim.splus", None),
+    "Kron": ("npoptim.optim.kron", None),
 }
 
 
@@ -174,6 +175,8 @@ REFERENCES = {
              "pytorch_optimizer/optimizer/soap.py"),
     "SPlus": (_ARXIV + "2506.07254", "https://github.com/kozistr/pytorch_optimizer/blob/v4.1.0/"
               "pytorch_optimizer/optimizer/splus.py"),
+    "Kron": (_ARXIV + "1512.04202", "https://github.com/evanatyourservice/kron_torch/blob/"
+             "HEAD/kron_torch/kron.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

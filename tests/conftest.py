@@ -153,6 +153,7 @@ REQUIRED = {
     "APOLLO_TORCH": ("apollo_torch",),
     "MUON_OPTIMIZER": ("muon",),
     "ADAM_MINI": ("adam_mini",),
+    "KRON_TORCH": ("kron_torch",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
@@ -170,10 +171,11 @@ BLOCKED = _start_blocker()
 
 def _importable(module):
     if module in ("timm", "keras", "torchao", "galore_torch",
-                  "apollo_torch"):  # only located: importing them
+                  "apollo_torch", "kron_torch"):  # only located: importing them
         # here would run timm's package __init__, fix keras's backend before a test chooses
         # it, register torchao's torch.compile machinery for the whole session, or import
-        # galore-torch's or apollo-torch's transformers (see above)
+        # galore-torch's or apollo-torch's transformers (see above), or wrap kron-torch's
+        # functions in torch.compile before tests/test_kron.py turns it off
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None

@@ -650,7 +650,7 @@ def came(optimizer, bug=None):
                     s["hat"] = np.maximum(s["hat"], 1 / inv)
                     inv = 1 / np.sqrt(s["hat"] / b2)
                 u = g * inv
-                if bug != "no clipping":
+                if bug != "no clipping" and h["clip_update"]:
                     u = u / max(1.0, np.sqrt(np.mean(u * u)) / h["clip_threshold"])
                 s["m"] = b1 * s["m"] + (1 - b1) * u
                 if p.ndim >= 2 and bug != "no confidence":
@@ -1255,12 +1255,147 @@ def splus(optimizer, bug=None):
     return make_step
 
 
+def kron(optimizer, bug=None):
+    """PSGD Kron as kron_torch's kron.py (and pytorch_optimizer's psgd.py with its switches:
+    no merge, no damping, the added floor, the rows-or-columns bound, prod balancing), the
+    counter stream's probes and balancing draws as npoptim's defaults, LAPACK's triangular
+    solve, einsum for the rest. Bugs: ``"no clipping"`` (U not clipped to RMS 1.1),
+    ``"every step"`` (the preconditioner updated at every step, not on the schedule),
+    ``"no damping"`` (kron_torch's pair without its damping)."""
+    import scipy.linalg
+    from npoptim.kernels.counter_stream import standard_normal, uniform
+    from npoptim.optim.kron import BALANCE_STREAM
+
+    def make_step(params, h):
+        def sides_of(shape):
+            shape = tuple(shape) or (1,)
+            if len(shape) > 2 and h["merge_dims"]:
+                a = [math.prod(shape[:-1]), shape[-1]]
+                b = [shape[0], math.prod(shape[1:])]
+                shape = tuple(a) if a[1] - a[0] <= b[1] - b[0] else tuple(b)
+            return shape
+        state = []
+        for p in params:
+            sides = sides_of(p.shape)
+            scale = h["precond_init_scale"] ** (1 / len(sides))
+            diag = [d == 1 or d > h["max_size_triangular"]
+                    or len(sides) < h["min_ndim_triangular"] for d in sides]
+            state.append(dict(t=0, m=np.zeros(sides), sides=sides, Q=[
+                scale * np.ones(d) if dg else scale * np.eye(d) for d, dg in zip(sides, diag)]))
+        glob = dict(n=0, counter=0)
+        kron_torch = h["norm_floor_mode"] == "max"
+
+        def apply(x, q, axis, transpose=False):
+            if q.ndim == 1:
+                shape = [1] * x.ndim
+                shape[axis] = q.size
+                return x * q.reshape(shape)
+            return np.moveaxis(np.tensordot(q.T if transpose else q, x, axes=([1], [axis])),
+                               0, axis)
+
+        def bound(s):
+            mx = np.max(np.abs(s))
+            if kron_torch:
+                a = s / mx
+                x = a[:, np.argmax((a * a).sum(0))] @ a
+                return np.linalg.norm(a @ (x / np.linalg.norm(x))) * mx
+            a = s / (mx if mx > 0 else 1)
+            c, r = (a * a).sum(0), (a * a).sum(1)
+            if c.max() > r.max():
+                x = a[:, np.argmax(c)] @ a
+                return mx * np.linalg.norm((x / np.linalg.norm(x)) @ a.T)
+            x = a @ a[np.argmax(r)]
+            return mx * np.linalg.norm(a.T @ (x / np.linalg.norm(x)))
+
+        def step(grads, lr):
+            prob = h["preconditioner_update_probability"]
+            glob["counter"] += 1
+            if prob is None or isinstance(prob, (list, tuple)):
+                mx, mn, dec, fs = (np.float32(x) for x in (prob or (1.0, 0.03, 0.001, 500)))
+                pr = min(max(mx * np.exp(np.float32(-dec) * (np.float32(glob["n"]) - fs)),
+                             mn), mx)
+                update = glob["counter"] >= np.float32(1) / pr
+            else:
+                update = glob["counter"] >= 1 / prob
+            update = update or bug == "every step"
+            if update:
+                glob["counter"] = 0
+            glob["n"] += 1
+            t = glob["n"]
+            balance = update and uniform(h["seed"], BALANCE_STREAM, t, 1)[0] < h["balance_prob"]
+            for index, (p, g, s) in enumerate(zip(params, grads, state)):
+                if g is None:
+                    continue
+                g = np.asarray(g, np.float64).reshape(s["sides"])
+                x = np.asarray(p, np.float64).reshape(s["sides"])
+                wd, matrix = h["weight_decay"], p.ndim >= 2
+                if wd and matrix and not h["weight_decouple"]:
+                    g = g + wd * x
+                s["t"] += 1
+                s["m"] = h["b1"] * s["m"] + (1 - h["b1"]) * g
+                m = s["m"] / (1 - h["b1"] ** s["t"])
+                qs = s["Q"]
+                if balance and len(qs) > 1:
+                    norms = np.array([np.max(np.abs(q)) for q in qs])
+                    gm = np.prod(norms) ** (1 / len(qs))
+                    s["Q"] = qs = [q * (gm / n) for q, n in zip(qs, norms)]
+                if update:
+                    v = standard_normal(h["seed"], index, t, g.size).reshape(s["sides"])
+                    hh = m if h["momentum_into_precond_update"] else g
+                    if h["probe_damping"] and bug != "no damping":
+                        hh = hh + math.sqrt(2.0 ** -23) * np.mean(np.abs(hh)) * v
+                        if h["momentum_into_precond_update"]:
+                            m = hh
+                    a, b = hh, v
+                    for i, q in enumerate(qs):
+                        a = apply(a, q, i)
+                        if q.ndim == 1:
+                            shape = [1] * b.ndim
+                            shape[i] = q.size
+                            b = b / q.reshape(shape)
+                        else:
+                            moved = np.moveaxis(b, i, -1)
+                            flat = moved.reshape(-1, q.shape[0])
+                            f32 = h["solve_dtype"] == "float32"
+                            sol = scipy.linalg.solve_triangular(
+                                q.astype(np.float32) if f32 else q,
+                                (flat.astype(np.float32) if f32 else flat).T, trans="T",
+                                lower=False).T.astype(np.float64)
+                            b = np.moveaxis(sol.reshape(moved.shape), -1, i)
+                    floor = np.finfo(np.float64).tiny if kron_torch else 2.0 ** -126
+                    for i, q in enumerate(qs):
+                        other = [k for k in range(a.ndim) if k != i]
+                        if q.ndim == 1:
+                            ta, tb = (a * a).sum(axis=tuple(other)), (b * b).sum(axis=tuple(other))
+                        else:
+                            ta = np.tensordot(a, a, axes=(other, other))
+                            tb = np.tensordot(b, b, axes=(other, other))
+                        d, tot = (ta - tb) * h["precond_lr"], ta + tb
+                        if q.ndim == 1:
+                            q -= d * q / (max(np.max(np.abs(tot)), floor) if kron_torch
+                                          else np.max(np.abs(tot)) + floor)
+                        else:
+                            n = bound(tot)
+                            q -= np.triu(d) / (max(n, floor) if kron_torch else n + floor) @ q
+                u = m
+                for i, q in enumerate(qs):
+                    u = apply(apply(u, q, i), q, i, transpose=True)
+                if bug != "no clipping" and h["clip_update"]:
+                    u = u * min(1.0, 1.1 / (np.sqrt(np.mean(u * u)) + h["clip_eps"]))
+                if wd and matrix and h["weight_decouple"]:
+                    u = u + wd * x
+                p[...] = (x - lr * u).reshape(p.shape)
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
            "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo,
            "Scion": scion, "AdamMini": adam_mini,
-           "SOAP": soap, "SPlus": splus}
+           "SOAP": soap, "SPlus": splus, "Kron": kron}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -1375,6 +1510,10 @@ MISTAKES = [
         ("authors scale", "SPlus scale 1/(2(m+n)) (the authors' torch file)"),
         ("l2", "L2 decay instead of decoupled (pytorch_optimizer's SPlus)"),
         ("identity basis", "SPlus's eigenbases computed at step 1 only")]],
+    *[("Kron", bug, entry) for bug, entry in [
+        ("no clipping", "Kron without the update clipping"),
+        ("every step", "Kron's preconditioner updated at every step"),
+        ("no damping", "Kron's pair without the damping (pytorch_optimizer's Kron)")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),
         ("drop zeros", "explicit CSR zero dropped"),

@@ -284,6 +284,13 @@ _allow(LAPACK_LARGE, "npoptim/optim/galore.py", "orthogonal_projector",
 _allow(LAPACK_LARGE, "npoptim/kernels/decompositions.py", "eigh", what=("numpy.linalg.eigh",))
 _allow(LIBM_AS_TORCH, "npoptim/kernels/decompositions.py", "eigh_inverse_root",
        "coupled_newton_inverse_root", what=("math.pow",))
+# PSGD Kron: 1 - b1**t and scale**(1/k) as the sources write them, the balancing's geometric
+# mean (kron_torch's exp(mean(log)), pytorch_optimizer's prod ** (1/k)) and the update
+# probability's exp (the sources' float32 exp, here libm's float64 exp rounded to float32).
+_allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "Kron._init_state", "Kron._update")
+_allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "balance_factors",
+       what=("**", "math.exp", "math.log"))
+_allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "float32_probability", what=("math.exp",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin", what=("numpy.cos", "**"))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin_grad", what=("numpy.sin",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "quadratic",

@@ -35,6 +35,7 @@ EPS_SWITCHES = {
     ("MARS", "eps_mode"): {"bias_corrected", "eps_hat"},
     ("Shampoo", "matrix_eps_mode"): {"added", "eigenvalues"},
     ("Scion", "ns_eps_mode"): {"max", "added"},
+    ("Kron", "norm_floor_mode"): {"max", "added"},
 }
 
 

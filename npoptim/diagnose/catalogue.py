@@ -183,6 +183,11 @@ def decouples(optimizer, hyper):
         optimizer == "AdamW" or bool(hyper.get("decoupled_weight_decay")))
 
 
+def kron_damped(optimizer, hyper):
+    """Whether a Kron case damps its pair (kron_torch's form, ``probe_damping``)."""
+    return bool(hyper.get("probe_damping"))
+
+
 def l2_decay(optimizer, hyper):
     """Whether the case adds L2 decay λθ to the gradient (a non-zero λ, not decoupled)."""
     return bool(hyper.get("weight_decay")) and not decouples(optimizer, hyper)
@@ -593,6 +598,20 @@ CATALOGUE = (
     Entry("SPlus's eigenbases computed at step 1 only", ("SPlus",), "mistake",
           "the bases of step 1's statistics kept, not recomputed every inverse_steps steps.",
           hyper=_splus_without_refresh),
+    Entry("Kron without the update clipping", ("Kron",), "mistake",
+          "the preconditioned momentum U stepped as it is, not scaled to RMS at most 1.1 "
+          "(both sources' _clip_update_rms): a step too large wherever RMS(U) > 1.1.",
+          switches={"clip_update": False}),
+    Entry("Kron's preconditioner updated at every step", ("Kron",), "mistake",
+          "the factors fitted at every step instead of when the update counter reaches "
+          "1/p of the schedule (precond_update_prob_schedule): the same run until the "
+          "schedule first skips a step.",
+          switches={"preconditioner_update_probability": 1.0}),
+    Entry("Kron's pair without the damping (pytorch_optimizer's Kron)", ("Kron",),
+          "convention", "the preconditioner fitted from the debiased momentum as it is, "
+          "without kron_torch's G += sqrt(eps_f32) mean|G| V (which the preconditioned step "
+          "then also sees); on the cases in kron_torch's form.",
+          scope=kron_damped, switches={"probe_damping": False}),
     # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is
     # inside; not SOAP and SPlus: their cases whose source decomposes in float32 allow 1e-6
     # and 1e-5 for it, and a whole run in float32 can fall inside that)

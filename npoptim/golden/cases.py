@@ -1150,6 +1150,28 @@ TABLE["SPlus"] = [
         shapes=((3, 3),), steps=10, dtypes=("float64",),
         matches=("kvfrans/splus torch/splus.py",)),
 ]
+TABLE["Kron"] = [
+    Row("Kron", "thinned-updates", "kron_torch's form with lr 0.05, decay 0.02, "
+        "precond_lr 0.2, init scale 0.7 and the schedule (1, 0.25, 0.3, 4): a matrix (two "
+        "triangular factors; the solves in float32 as the sources), a vector (a diagonal "
+        "factor); probes from the counter stream (seed 0).",
+        dict(lr=0.05, weight_decay=0.02, precond_lr=0.2, precond_init_scale=0.7,
+             preconditioner_update_probability=(1.0, 0.25, 0.3, 4)),
+        shapes=((3, 2), (2,)), steps=10, grad_scale=4.0,
+        tolerance={"rtol": {"float64": 1e-6}, "reason": (
+            "the sources' triangular solves run in float32: two float32 substitutions "
+            "(LAPACK's, npoptim's fixed order) differ by float32 rounding, and the float64 "
+            "trajectory by as much (3.0e-8 over 24 steps, tests/test_kron.py)")},
+        matches=("kron-torch 0.3.3 Kron (its torch.randn_like draws replaced by the counter "
+                 "stream's; tests/test_kron.py feeds it torch's)",)),
+    Row("Kron", "pytorch-optimizer-3d", "variant='pytorch_optimizer': a 3-D tensor with three "
+        "factors (no merge), max_size_triangular 2 (its side of 3 diagonal), balancing at "
+        "every update (balance_prob 1), solves in float64 (float64 only: the suite's size "
+        "budget).", dict(lr=0.05, weight_decay=0.02, variant="pytorch_optimizer",
+                         max_size_triangular=2, balance_prob=1.0, solve_dtype="param"),
+        shapes=((2, 2, 3),), steps=10, dtypes=("float64",), grad_scale=4.0,
+        matches=("pytorch_optimizer.Kron 4.1.0 (probes from the counter stream)",)),
+]
 
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "

@@ -134,3 +134,17 @@ def standard_normal(seed, stream, step, size):
     u1 *= np.ldexp(1.0, -53)
     u2 *= np.ldexp(1.0, -53)
     return np.sqrt(-2.0 * ln(u1)) * cos_turns(u2)
+
+
+def uniform(seed, stream, step, size):
+    """``size`` uniform values in ``[0, 1)`` keyed by ``(seed, stream, step)``: value ``i`` is
+    ``(mix(key ^ (2 i + 1)) >> 11) * 2**-53`` (the ``u2`` of the module docstring), exact
+    float64 on every machine. A random decision drawn with probability ``p`` is
+    ``uniform(...)[0] < p`` (PSGD Kron's balancing)."""
+    with np.errstate(over="ignore"):
+        key = _mix(np.array([seed], np.uint64))
+        key = _mix(key ^ np.uint64(stream))
+        key = _mix(key ^ np.uint64(step))[0]
+        counters = np.arange(size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        u = (_mix(key ^ counters) >> np.uint64(11)).astype(np.float64)
+    return u * np.ldexp(1.0, -53)

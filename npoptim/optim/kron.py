@@ -1,0 +1,598 @@
+r"""PSGD Kron (Xi-Lin Li, "Preconditioned Stochastic Gradient Descent", arXiv 1512.04202, and
+his Kronecker-factored preconditioner; Evan Walters' kron_torch): momentum preconditioned by
+:math:`P = Q^\top Q`, :math:`Q = Q_1 \otimes \dots \otimes Q_k` one factor per side of the
+(merged) parameter, each upper triangular (:math:`d_i \times d_i`) or diagonal (a vector: a
+side larger than ``max_size_triangular``, of size 1, a tensor with fewer than
+``min_ndim_triangular`` sides, or one ``memory_save_mode`` picks). kron-torch 0.3.3's ``Kron``
+by default, pytorch_optimizer 4.1.0's ``Kron`` as ``variant="pytorch_optimizer"``.
+
+:math:`X \times_i M` applies :math:`M` along side :math:`i`; :math:`X_{(i)}` is the unfolding
+(:math:`d_i` rows). Each factor starts as :math:`s^{1/k} I` (or :math:`s^{1/k}\mathbf 1`),
+:math:`s` the ``precond_init_scale``. Step :math:`t` (the optimizer's steps, 1-based), with
+gradient :math:`G`, momentum decay :math:`\beta` (``b1``), learning rate :math:`\gamma`,
+preconditioner step :math:`\eta` (``precond_lr``) and weight decay :math:`\lambda`:
+
+.. math::
+
+    m_t &= \beta m_{t-1} + (1-\beta) G, \qquad \hat m = m_t / (1-\beta^t) &&\quad (1)\\
+    &\text{(when the preconditioner is updated)}\ V \sim N(0, 1),\
+        H = \hat m + \sqrt{\epsilon_{32}}\,\overline{|\hat m|}\, V\ \text{(kron\_torch)}
+                                                                        &&\quad (2)\\
+    A &= H \times_1 Q_1 \cdots \times_k Q_k, \qquad
+        B = V \times_1 Q_1^{-\top} \cdots \times_k Q_k^{-\top}          &&\quad (3)\\
+    Q_i &\leftarrow Q_i - \frac{\eta}{\lVert A_{(i)}A_{(i)}^\top + B_{(i)}B_{(i)}^\top\rVert}
+        \,\mathrm{triu}\big(A_{(i)}A_{(i)}^\top - B_{(i)}B_{(i)}^\top\big)\, Q_i  &&\quad (4)\\
+    U &= \hat m \times_1 Q_1^\top Q_1 \cdots \times_k Q_k^\top Q_k, \qquad
+        U \leftarrow U \min\!\big(1, 1.1 / (\mathrm{RMS}(U) + \epsilon_c)\big) &&\quad (5)\\
+    \theta &\leftarrow \theta - \gamma\,(U + \lambda\theta)\quad(\lambda\theta\ \text{only
+        for a parameter of} \ge 2\ \text{sides})                         &&\quad (6)
+
+A diagonal factor takes (4) elementwise: :math:`q \leftarrow q - \eta\, q \odot (a - b) /
+\lVert a + b\rVert_\infty` with :math:`a, b` the sums of squares of :math:`A, B` over the other
+sides. The norm of a triangular factor's step is a cheap lower bound of the spectral norm
+of :math:`S = A_{(i)}A_{(i)}^\top + B_{(i)}B_{(i)}^\top`: :math:`x` its column of largest
+norm (of :math:`S/\max|S|`), :math:`\lVert S\,(x^\top S)/\lVert x^\top S\rVert\rVert`.
+:math:`B` is :math:`V` solved against the triangular factors (a fixed-order substitution
+here, :func:`solve_upper_right`; torch's ``solve_triangular``). With ``kron_torch`` the
+damped :math:`H` of (2) is the momentum then preconditioned in (5) (its ``G +=`` acts on the
+debiased momentum in place) when ``momentum_into_precond_update``; else :math:`H = G`
+(damped too, not reused).
+
+**When the preconditioner is updated** (both sources, deterministic, not a random draw): the
+probability :math:`p_n = \mathrm{clamp}(p_{max} e^{-d(n - n_0)}, p_{min}, p_{max})` of step
+:math:`n = 0, 1, \dots` (``preconditioner_update_probability``: a number, or the tuple
+``(max_prob, min_prob, decay, flat_start)``; None: ``(1.0, 0.03, 0.001, 500)``), computed in
+float32 as the sources do; a counter goes up by one each step and the update runs when
+counter :math:`\ge 1/p_n`, which resets it. **Balancing**: when the preconditioner is
+updated and a uniform draw is below ``balance_prob`` (0.01), the factors of a parameter with
+>= 2 sides are first rescaled to the same max-abs norm (their geometric mean; the product
+:math:`Q` unchanged).
+
+**Randomness, reproducible and explicit.** By default the probe :math:`V` of parameter
+``index`` at step ``t`` is :func:`npoptim.kernels.counter_stream.standard_normal` keyed
+``(seed, index, t)`` and the balancing draw is
+:func:`npoptim.kernels.counter_stream.uniform` keyed ``(seed, BALANCE_STREAM, t)``. The
+sources draw :math:`V` with ``torch.randn_like`` and the balancing draw with Python's
+``random.Random(42)`` (kron_torch, one per optimizer) or ``np.random.random()``
+(pytorch_optimizer). ``step(grads, probes=[...], update_preconditioner=..., balance=...)``
+gives any of them for one step instead (the cross-checks feed torch's draws in).
+
+Where the implementations differ (switches, set by the variant):
+
+* kron-torch 0.3.3 ``kron_torch/kron.py`` (``Kron``, the default ``variant="kron_torch"``):
+  ``merge_dims=True`` (a tensor of > 2 sides is viewed as the matrix
+  ``[prod(s[:-1]), s[-1]]`` or ``[s[0], prod(s[1:])]``, the first when
+  ``s[-1] - prod(s[:-1]) <= prod(s[1:]) - s[0]``), the damping of (2)
+  (``probe_damping=True``), the norms floored (``norm_floor_mode="max"``: ``clamp(min=tiny)``,
+  the dtype's smallest normal), the lower bound from the columns only
+  (``lower_bound="columns"``), balancing by :math:`\exp(\mathrm{mean}\log)`
+  (``balance_mean="log"``), :math:`\epsilon_c = 10^{-12}` (``clip_eps``), ``lr=3e-4``.
+* pytorch_optimizer 4.1.0 ``pytorch_optimizer/optimizer/psgd.py`` (``Kron``, with
+  ``norm_lower_bound`` of ``optimizer/utils/psgd.py``): no merge (``merge_dims=False``: a
+  3-D parameter has three factors), no damping, the floor added (``norm_floor_mode="added"``,
+  ``torch.finfo(torch.bfloat16).tiny`` = 2**-126, and the diagonal step ``(d q)/(n + f)``
+  rather than ``d (q / max(n, f))``), the bound from the larger of the largest column and row
+  (``lower_bound="rows_or_columns"``), balancing by ``prod ** (1/k)``
+  (``balance_mean="prod"``), :math:`\epsilon_c = 10^{-6}`, ``lr=1e-3``; its
+  ``weight_decouple=False`` adds :math:`\lambda\theta` to :math:`G` before (1) (same here).
+* Both solve :math:`B` in float32 (``.float()`` / ``.to(torch.float32)``) whatever the
+  dtype: ``solve_dtype="float32"`` (default) does too, ``"param"`` solves in the parameter's
+  dtype (the cross-checks patch the sources' solve to float64 for that). Both keep ``Q`` in
+  float32 by default (``precond_dtype``); npoptim keeps it in the parameter's dtype (the
+  tests pass ``precond_dtype=torch.float64``). Measured over tests/test_kron.py's 24 steps
+  (1-D, 2-D, 3-D, a diagonal factor, thinned updates, two balancings), relative to each
+  tensor's scale: with both solves in float64, 4.9e-16 (kron_torch) and 3.2e-16
+  (pytorch_optimizer); with both in float32, 2.4e-8 and 3.0e-8 (two float32 substitutions
+  in different orders; the test allows 1e-6).
+
+Written in plain NumPy in the parameter's dtype; products by
+:func:`npoptim.kernels.reduction.matmul_of` and sums in index order (:func:`ordered_sum`):
+no BLAS, the same bits on every CPU. Dense gradients only. A 0-D parameter is handled as
+one element of a vector.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from npoptim.kernels.counter_stream import standard_normal, uniform
+from npoptim.kernels.jit import kernel
+from npoptim.kernels.reduction import matmul_of
+from npoptim.optim.noise import check_noise, check_seed
+from npoptim.optim.optimizer import Optimizer
+from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
+                                   check_nonnegative, resolve_variant)
+
+#: The published forms (:func:`npoptim.optim.options.resolve_variant`).
+VARIANTS = {
+    "kron_torch": dict(merge_dims=True, probe_damping=True, norm_floor_mode="max",
+                       lower_bound="columns", balance_mean="log", clip_eps=1e-12),
+    "pytorch_optimizer": dict(merge_dims=False, probe_damping=False, norm_floor_mode="added",
+                              lower_bound="rows_or_columns", balance_mean="prod",
+                              clip_eps=1e-6),
+}
+ALIASES = {"evanatyourservice": "kron_torch", "kozistr": "pytorch_optimizer"}
+MEMORY_SAVE_MODES = (None, "smart_one_diag", "one_diag", "all_diag")
+#: The schedule of both sources' ``precond_update_prob_schedule()``.
+DEFAULT_SCHEDULE = (1.0, 0.03, 0.001, 500)
+#: The counter stream's ``stream`` key of the balancing draws (parameter indices are below).
+BALANCE_STREAM = 2 ** 64 - 1
+#: pytorch_optimizer's added floor: ``torch.finfo(torch.bfloat16).tiny``.
+BFLOAT16_TINY = 2.0 ** -126
+#: ``torch.finfo(torch.float32).eps``: its square root scales the damping of (2).
+FLOAT32_EPS = 2.0 ** -23
+
+
+class KronHyper(NamedTuple):
+    """The hyperparameters of one Kron update, as :func:`kron_update` reads them."""
+    beta: float            # b1, the momentum's decay
+    bias_correction: float  # 1 - b1^t
+    lr: float              # γ
+    weight_decay: float    # λ (only for parameters of >= 2 sides)
+    decouple: bool         # λθ added to U (True) or to G before (1) (False)
+    matrix: bool           # the parameter has >= 2 sides (weight decay applies)
+    precond_lr: float      # η
+    update: bool           # update the preconditioner this step
+    balance: bool          # balance the factors first (only with update, >= 2 merged sides)
+    into: bool             # momentum_into_precond_update: the pair's G is the momentum
+    damping: bool          # kron_torch's damping (2)
+    floor_mode: str        # "max" (kron_torch) or "added" (pytorch_optimizer)
+    floor: float           # the norms' floor
+    lower_bound: str       # "columns" or "rows_or_columns"
+    balance_mean: str      # "log" or "prod"
+    clip: bool             # clip U to RMS 1.1 (5) (both sources; False: no clip)
+    clip_eps: float        # ε_c of the RMS clip (5)
+    solve_dtype: str       # "float32" or "param"
+
+
+# ------------------------------------------------------------------- fixed-order pieces
+@kernel
+def ordered_sum(x):
+    """``((x[0] + x[1]) + x[2]) + ...`` of a flat array, in its dtype."""
+    total = x[0]
+    for i in range(1, x.size):
+        total += x[i]
+    return total
+
+
+@kernel
+def solve_upper_right(x, q, out):
+    """``out = x @ inv(q)`` for upper-triangular ``q`` (``d x d``), ``x`` and ``out``
+    ``(n, d)``: column ``c`` is ``(x[:, c] - sum_{b<c} out[:, b] q[b, c]) / q[c, c]``, the
+    sum in order of ``b``, every operation rounded (torch's ``solve_triangular(upper=True,
+    left=False)``)."""
+    rows, d = x.shape
+    for r in range(rows):
+        for c in range(d):
+            s = x[r, c]
+            for b in range(c):
+                s -= out[r, b] * q[b, c]
+            out[r, c] = s / q[c, c]
+
+
+def norm2(x):
+    """``sqrt(sum x^2)`` in order."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    return np.sqrt(ordered_sum(flat * flat))
+
+
+def along(x, axis, matrix):
+    """``matrix`` (r x d_axis) applied along ``axis`` of ``x`` (fixed-order products)."""
+    moved = np.moveaxis(x, axis, 0)
+    rest = moved.shape[1:]
+    out = matmul_of(matrix, np.ascontiguousarray(moved).reshape(moved.shape[0], -1))
+    return np.moveaxis(out.reshape((matrix.shape[0],) + rest), 0, axis)
+
+
+def scaled_along(x, axis, vector):
+    """``x`` times ``vector`` broadcast along ``axis``."""
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    return x * vector.reshape(shape)
+
+
+def gram(x, axis):
+    """:math:`X_{(i)} X_{(i)}^\\top` over ``axis``."""
+    unfolded = np.ascontiguousarray(np.moveaxis(x, axis, 0)).reshape(x.shape[axis], -1)
+    return matmul_of(unfolded, np.ascontiguousarray(unfolded.T))
+
+
+def sum_of_squares_along(x, axis):
+    """The diagonal factor's term: ``sum`` of ``x**2`` over every side but ``axis``."""
+    unfolded = np.ascontiguousarray(np.moveaxis(x, axis, 0)).reshape(x.shape[axis], -1)
+    return np.array([ordered_sum(row * row) for row in unfolded], x.dtype)
+
+
+def solved(v, factors, solve_dtype):
+    """:math:`B = V \\times_1 Q_1^{-\\top} \\cdots`: each side's last-axis solve against its
+    triangular factor (or division by its diagonal)."""
+    b = v
+    for axis, q in enumerate(factors):
+        if q.ndim < 2:
+            b = b / q.reshape([q.size if k == axis else 1 for k in range(b.ndim)])
+            continue
+        moved = np.ascontiguousarray(np.moveaxis(b, axis, -1))
+        flat = moved.reshape(-1, moved.shape[-1])
+        work = np.float32 if solve_dtype == "float32" else b.dtype
+        out = np.empty(flat.shape, work)
+        solve_upper_right(np.ascontiguousarray(flat, work), np.ascontiguousarray(q, work), out)
+        b = np.moveaxis(out.astype(b.dtype).reshape(moved.shape), -1, axis)
+    return b
+
+
+def lower_bound(s, rule):
+    """A lower bound of the spectral norm of the symmetric ``s`` (the sources' two forms),
+    times its max-abs entry as they return it."""
+    dtype = s.dtype.type
+    max_abs = np.max(np.abs(s))
+    if rule == "columns":      # kron_torch's _lb (which it calls only when max_abs > 0)
+        if not max_abs > 0:
+            return max_abs
+        a = s / max_abs
+        columns = np.array([ordered_sum(np.ascontiguousarray(a[:, j] * a[:, j]))
+                            for j in range(a.shape[1])], s.dtype)
+        x = np.ascontiguousarray(a[:, int(np.argmax(columns))])
+        x = matmul_of(x.reshape(1, -1), a).reshape(-1)
+        x = x / norm2(x)
+        x = matmul_of(a, x.reshape(-1, 1)).reshape(-1)
+        return norm2(x) * max_abs
+    # pytorch_optimizer's norm_lower_bound
+    a = s / (max_abs if max_abs > 0 else dtype(1))
+    tiny = np.finfo(s.dtype).tiny
+    aa = a * a
+    columns = np.array([ordered_sum(np.ascontiguousarray(aa[:, j]))
+                        for j in range(a.shape[1])], s.dtype)
+    rows = np.array([ordered_sum(np.ascontiguousarray(aa[i])) for i in range(a.shape[0])],
+                    s.dtype)
+    i, j = int(np.argmax(columns)), int(np.argmax(rows))
+    if columns[i] > rows[j]:
+        x0 = matmul_of(np.ascontiguousarray(a[:, i]).reshape(1, -1), a).reshape(-1)
+        x0 = x0 / max(norm2(x0), dtype(tiny))
+        bound = norm2(matmul_of(x0.reshape(1, -1), np.ascontiguousarray(a.T)))
+    else:
+        x1 = matmul_of(a, np.ascontiguousarray(a[j]).reshape(-1, 1)).reshape(-1)
+        x1 = x1 / max(norm2(x1), dtype(tiny))
+        bound = norm2(matmul_of(np.ascontiguousarray(a.T), x1.reshape(-1, 1)))
+    return max_abs * bound
+
+
+def balance_factors(factors, mean):
+    """Rescale the factors (in place) to their geometric mean max-abs norm."""
+    norms = [float(np.max(np.abs(q))) for q in factors]
+    if mean == "log":
+        geometric = math.exp(sum(math.log(n) for n in norms) / len(norms))
+    else:
+        geometric = math.prod(norms) ** (1 / len(norms))
+    for q, n in zip(factors, norms):
+        q *= q.dtype.type(geometric / n)
+
+
+def update_factors(factors, h, v, hyper):
+    """(3), (4): one preconditioner update of ``factors`` (in place) from the pair."""
+    dtype = h.dtype.type
+    a = h
+    for axis, q in enumerate(factors):
+        a = along(a, axis, q) if q.ndim == 2 else scaled_along(a, axis, q)
+    b = solved(v, factors, hyper.solve_dtype)
+    for axis, q in enumerate(factors):
+        if q.ndim < 2:
+            ta, tb = sum_of_squares_along(a, axis), sum_of_squares_along(b, axis)
+        else:
+            ta, tb = gram(a, axis), gram(b, axis)
+        diff, total = ta - tb, ta + tb
+        diff = diff * dtype(hyper.precond_lr)
+        if q.ndim < 2:
+            norm = np.max(np.abs(total))
+            if hyper.floor_mode == "max":
+                step = diff * (q / max(norm, dtype(hyper.floor)))
+            else:
+                step = diff * q / (norm + dtype(hyper.floor))
+        else:
+            diff = np.triu(diff)
+            if hyper.floor_mode == "max":
+                norm = np.max(np.abs(total))
+                bound = lower_bound(total, hyper.lower_bound) if norm > 0 else norm
+                diff = diff / max(bound, dtype(hyper.floor))
+            else:
+                diff = diff / (lower_bound(total, hyper.lower_bound) + dtype(hyper.floor))
+            step = matmul_of(np.ascontiguousarray(diff), q)
+        q -= step
+
+
+def preconditioned(m, factors):
+    """:math:`\\hat m \\times_i Q_i^\\top Q_i`."""
+    u = m
+    for axis, q in enumerate(factors):
+        if q.ndim == 2:
+            u = along(along(u, axis, q), axis, np.ascontiguousarray(q.T))
+        else:
+            u = scaled_along(scaled_along(u, axis, q), axis, q)
+    return u
+
+
+def kron_update(param, grad, momentum, factors, probe, hyper):
+    """One Kron update of ``param`` (in place, the preconditioned shape), the momentum and
+    the factors (in place)."""
+    dtype = param.dtype.type
+    if hyper.weight_decay != 0 and hyper.matrix and not hyper.decouple:
+        grad = grad + dtype(hyper.weight_decay) * param
+    momentum *= dtype(hyper.beta)
+    momentum += dtype(1 - hyper.beta) * grad
+    m = momentum / dtype(hyper.bias_correction)
+    if hyper.balance and param.ndim > 1:
+        balance_factors(factors, hyper.balance_mean)
+    if hyper.update:
+        h = m if hyper.into else grad
+        if hyper.damping:
+            flat = np.ascontiguousarray(h).reshape(-1)
+            mean = ordered_sum(np.abs(flat)) / dtype(flat.size)
+            h = h + (np.sqrt(dtype(FLOAT32_EPS)) * mean) * probe
+            if hyper.into:
+                m = h
+        update_factors(factors, h, probe, hyper)
+    u = preconditioned(m, factors)
+    flat = np.ascontiguousarray(u).reshape(-1)
+    rms = np.sqrt(ordered_sum(flat * flat) / dtype(flat.size))
+    if hyper.clip:
+        u = u * min(dtype(1), dtype(1.1) / (rms + dtype(hyper.clip_eps)))
+    if hyper.weight_decay != 0 and hyper.matrix and hyper.decouple:
+        u = u + dtype(hyper.weight_decay) * param
+    param -= dtype(hyper.lr) * u
+
+
+# ------------------------------------------------------------------------ shapes
+def merged_shape(shape, merge):
+    """kron_torch's view of a tensor of > 2 sides as a matrix (``merge_dims``)."""
+    shape = tuple(int(s) for s in shape) or (1,)
+    if len(shape) > 2 and merge:
+        first = [math.prod(shape[:-1]), shape[-1]]
+        second = [shape[0], math.prod(shape[1:])]
+        return tuple(first) if first[1] - first[0] <= second[1] - second[0] else tuple(second)
+    return shape
+
+
+def diagonal_sides(shape, group):
+    """Per side of the (merged) shape, whether its factor is diagonal."""
+    mode = group["memory_save_mode"]
+    diag = [False] * len(shape)
+    if mode == "all_diag":
+        diag = [True] * len(shape)
+    elif mode in ("one_diag", "smart_one_diag"):
+        largest = int(np.argsort(shape)[::-1][0])
+        ordered = sorted(shape)
+        if mode == "one_diag" or (len(shape) > 1 and ordered[-1] > ordered[-2]):
+            diag[largest] = True
+    return [size == 1 or size > group["max_size_triangular"]
+            or len(shape) < group["min_ndim_triangular"] or d
+            for size, d in zip(shape, diag)]
+
+
+def float32_probability(schedule, n):
+    """The sources' float32 ``clamp(max_prob * exp(-decay * (n - flat_start)), min, max)``."""
+    f32 = np.float32
+    max_prob, min_prob, decay, flat_start = (f32(x) for x in schedule)
+    exponent = f32(-decay) * (f32(n) - flat_start)
+    prob = max_prob * f32(math.exp(float(exponent)))
+    return min(max(prob, min_prob), max_prob)
+
+
+class Kron(Optimizer):
+    """PSGD Kron, kron-torch 0.3.3's ``Kron`` (``variant="pytorch_optimizer"``:
+    pytorch_optimizer 4.1.0's; see the module docstring).
+
+    Parameters
+    ----------
+    params : iterable of arrays or dicts
+        The arrays to optimize (updated in place), or param groups (dicts with ``"params"``).
+    lr : float, default: 0.0003
+        Learning rate γ.
+    b1 : float, default: 0.9
+        Decay of the momentum (bias-corrected).
+    weight_decay : float, default: 0.0
+        λ: λθ added to the clipped update of parameters with >= 2 sides.
+    preconditioner_update_probability : float, tuple or None, default: None
+        A probability in (0, 1], or the schedule ``(max_prob, min_prob, decay, flat_start)``;
+        None: ``(1.0, 0.03, 0.001, 500)``. The preconditioner is updated when a step counter
+        reaches ``1/p`` (both sources).
+    max_size_triangular : int, default: 8192
+        A side larger than this has a diagonal factor.
+    min_ndim_triangular : int, default: 2
+        A tensor with fewer sides has diagonal factors only.
+    memory_save_mode : {None, "smart_one_diag", "one_diag", "all_diag"}, default: None
+        Which further sides are diagonal.
+    momentum_into_precond_update : bool, default: True
+        Update the preconditioner from the debiased momentum (else the gradient).
+    precond_lr : float, default: 0.1
+        η, the preconditioner's step.
+    precond_init_scale : float, default: 1.0
+        The factors start at ``scale ** (1/k)`` times I (or ones).
+    balance_prob : float, default: 0.01
+        Probability of balancing the factors at a preconditioner update.
+    weight_decouple : bool, default: True
+        λθ added to the update (else to the gradient, pytorch_optimizer's False).
+    clip_update : bool, default: True
+        Clip U to RMS 1.1 (both sources); False leaves it as it is.
+    seed : int, default: 0
+        The counter stream's key of the probes and balancing draws.
+    variant : {"kron_torch", "pytorch_optimizer"}, default: 'kron_torch'
+        The published form whose switches are the defaults of the next seven.
+    merge_dims : bool, default: the variant's
+        View a tensor of > 2 sides as a matrix (kron_torch).
+    probe_damping : bool, default: the variant's
+        kron_torch's damping of the pair, (2).
+    norm_floor_mode : {"max", "added"}, default: the variant's
+        How the floor enters the factors' step normalization.
+    lower_bound : {"columns", "rows_or_columns"}, default: the variant's
+        Whose spectral-norm lower bound normalizes a triangular factor's step.
+    balance_mean : {"log", "prod"}, default: the variant's
+        exp(mean log) (kron_torch) or prod ** (1/k) (pytorch_optimizer).
+    clip_eps : float, default: the variant's
+        ε_c added to RMS(U) in the clip to 1.1.
+    solve_dtype : {"float32", "param"}, default: 'float32'
+        The dtype of the triangular solves (both sources: float32).
+    """
+
+    def __init__(self, params, lr=3e-4, b1=0.9, weight_decay=0.0,
+                 preconditioner_update_probability=None, max_size_triangular=8192,
+                 min_ndim_triangular=2, memory_save_mode=None,
+                 momentum_into_precond_update=True, precond_lr=0.1, precond_init_scale=1.0,
+                 balance_prob=0.01, weight_decouple=True, clip_update=True, *, seed=0,
+                 variant="kron_torch",
+                 merge_dims=VARIANT_DEFAULT, probe_damping=VARIANT_DEFAULT,
+                 norm_floor_mode=VARIANT_DEFAULT, lower_bound=VARIANT_DEFAULT,
+                 balance_mean=VARIANT_DEFAULT, clip_eps=VARIANT_DEFAULT, solve_dtype="float32"):
+        self.variant, switches = resolve_variant(
+            VARIANTS, ALIASES, variant, dict(
+                merge_dims=merge_dims, probe_damping=probe_damping,
+                norm_floor_mode=norm_floor_mode, lower_bound=lower_bound,
+                balance_mean=balance_mean, clip_eps=clip_eps))
+        super().__init__(params, dict(
+            lr=lr, b1=b1, weight_decay=weight_decay,
+            preconditioner_update_probability=preconditioner_update_probability,
+            max_size_triangular=max_size_triangular, min_ndim_triangular=min_ndim_triangular,
+            memory_save_mode=memory_save_mode,
+            momentum_into_precond_update=momentum_into_precond_update, precond_lr=precond_lr,
+            precond_init_scale=precond_init_scale, balance_prob=balance_prob,
+            weight_decouple=weight_decouple, clip_update=clip_update, seed=seed, solve_dtype=solve_dtype, **switches))
+        #: The optimizer-wide counters (both sources keep them on the optimizer / group 0):
+        #: steps taken (the schedule's n) and steps since the last preconditioner update.
+        self.param_groups[0].setdefault("prob_step", 0)
+        self.param_groups[0].setdefault("update_counter", 0)
+        self._given = (None, None, None)
+
+    def _check_group(self, group):
+        check_no_variant(group)
+        check_nonnegative(group, "lr", "weight_decay", "precond_lr", "clip_eps")
+        b1 = group["b1"]
+        if isinstance(b1, bool) or not isinstance(b1, (int, float)) or not 0 <= b1 < 1:
+            raise ValueError(f"b1 must be in [0, 1), got {b1!r}")
+        prob = group["preconditioner_update_probability"]
+        if prob is not None:
+            values = tuple(prob) if isinstance(prob, (tuple, list)) else (prob,)
+            if len(values) not in (1, 4) or any(
+                    isinstance(x, bool) or not isinstance(x, (int, float)) for x in values):
+                raise ValueError("preconditioner_update_probability must be None, a number in "
+                                 "(0, 1] or (max_prob, min_prob, decay, flat_start), got "
+                                 f"{prob!r}")
+            if len(values) == 1 and not 0 < values[0] <= 1:
+                raise ValueError(f"preconditioner_update_probability must be in (0, 1], got "
+                                 f"{prob!r}")
+            if len(values) == 4 and not (0 < values[1] <= values[0] <= 1 and values[2] >= 0):
+                raise ValueError("the schedule needs 0 < min_prob <= max_prob <= 1 and "
+                                 f"decay >= 0, got {prob!r}")
+        for name in ("max_size_triangular", "min_ndim_triangular"):
+            value = group[name]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        if group["memory_save_mode"] not in MEMORY_SAVE_MODES:
+            raise ValueError(f"memory_save_mode must be one of {MEMORY_SAVE_MODES}, got "
+                             f"{group['memory_save_mode']!r}")
+        scale = group["precond_init_scale"]
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ValueError(f"precond_init_scale must be > 0, got {scale!r}")
+        bp = group["balance_prob"]
+        if isinstance(bp, bool) or not isinstance(bp, (int, float)) or not 0 <= bp <= 1:
+            raise ValueError(f"balance_prob must be in [0, 1], got {bp!r}")
+        check_flag(group, "momentum_into_precond_update", "weight_decouple", "merge_dims",
+                   "probe_damping", "clip_update")
+        check_seed(group["seed"])
+        check_choice(group, "norm_floor_mode", ("max", "added"))
+        check_choice(group, "lower_bound", ("columns", "rows_or_columns"))
+        check_choice(group, "balance_mean", ("log", "prod"))
+        check_choice(group, "solve_dtype", ("float32", "param"))
+
+    def _sides(self, shape, group):
+        sides = merged_shape(shape, group["merge_dims"])
+        return sides, diagonal_sides(sides, group)
+
+    def _state_shapes(self, param, group):
+        sides, diag = self._sides(param.shape, group)
+        shapes = {"momentum_buffer": param.shape}
+        for i, (side, d) in enumerate(zip(sides, diag)):
+            shapes[f"Q{i}"] = (side,) if d else (side, side)
+        return shapes
+
+    def _init_state(self, param, group):
+        state = super()._init_state(param, group)
+        sides, diag = self._sides(param.shape, group)
+        scale = group["precond_init_scale"] ** (1 / len(sides))
+        for i, (side, d) in enumerate(zip(sides, diag)):
+            q = state[f"Q{i}"]
+            if d:
+                q[...] = scale
+            else:
+                q[...] = np.eye(side, dtype=param.dtype) * param.dtype.type(scale)
+        return state
+
+    def step(self, grads=None, closure=None, *, probes=None, update_preconditioner=None,
+             balance=None):
+        """As :meth:`Optimizer.step`; ``probes`` (one array or None per parameter, of its
+        shape and dtype: the probe V of this step where the preconditioner is updated),
+        ``update_preconditioner`` and ``balance`` (bools) replace this step's draws (see the
+        module docstring); checked before anything changes."""
+        if probes is not None:
+            probes = check_noise(self.params, probes, "probes")
+        for name, value in (("update_preconditioner", update_preconditioner),
+                            ("balance", balance)):
+            if value is not None and not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{name} must be None or a bool, got {value!r}")
+        self._given = (probes, update_preconditioner, balance)
+        try:
+            return super().step(grads, closure)
+        finally:
+            self._given = (None, None, None)
+
+    def _prepare(self, grads):
+        prepared = super()._prepare(grads)
+        for _, index, param, _ in prepared:
+            if param.size == 0:
+                raise ValueError(f"params[{index}] has no elements")
+        return prepared
+
+    def _apply(self, prepared):
+        probes, given_update, given_balance = self._given
+        first = self.param_groups[0]
+        n = first["prob_step"]
+        prob = first["preconditioner_update_probability"]
+        counter = first["update_counter"] + 1
+        if prob is None or isinstance(prob, (tuple, list)):
+            p = float32_probability(DEFAULT_SCHEDULE if prob is None else prob, n)
+            do_update = bool(counter >= np.float32(1) / p)
+        else:
+            do_update = bool(counter >= 1 / prob)
+        if given_update is not None:
+            do_update = bool(given_update)
+        first["update_counter"] = 0 if do_update else counter
+        t = first["prob_step"] = n + 1
+        if given_balance is not None:
+            draw = bool(given_balance)
+        else:
+            draw = bool(uniform(first["seed"], BALANCE_STREAM, t, 1)[0] < first["balance_prob"])
+        self._step_draws = (t, do_update, draw and do_update, probes)
+        super()._apply(prepared)
+
+    def _update(self, param, grad, state, group, index, shape):
+        t, do_update, balance, probes = self._step_draws
+        sides, diag = self._sides(shape, group)
+        p = param.reshape(sides)
+        g = grad.reshape(sides)
+        state["step"] += 1
+        factors = [state[f"Q{i}"] for i in range(len(sides))]
+        probe = None
+        if do_update:
+            given = None if probes is None else probes[index]
+            if given is None:
+                given = standard_normal(group["seed"], index, t, param.size)
+            probe = np.asarray(given).astype(param.dtype).reshape(sides)
+        b1 = group["b1"]
+        floor = (np.finfo(param.dtype).tiny if group["norm_floor_mode"] == "max"
+                 else BFLOAT16_TINY)
+        hyper = KronHyper(
+            beta=b1, bias_correction=1 - b1 ** state["step"], lr=group["lr"],
+            weight_decay=group["weight_decay"], decouple=group["weight_decouple"],
+            matrix=len(shape) >= 2, precond_lr=group["precond_lr"], update=do_update,
+            balance=balance, into=group["momentum_into_precond_update"],
+            damping=group["probe_damping"], floor_mode=group["norm_floor_mode"], floor=floor,
+            lower_bound=group["lower_bound"], balance_mean=group["balance_mean"],
+            clip=group["clip_update"], clip_eps=group["clip_eps"], solve_dtype=group["solve_dtype"])
+        kron_update(p, g, state["momentum_buffer"].reshape(sides), factors, probe, hyper)
