@@ -33,7 +33,7 @@ import pytest
 
 import cpu_probe
 import npoptim.precision as precision
-from npoptim.optim import muon as float_muon
+from npoptim.optim import orthogonalize
 from test_precision_torch import FORMATS, as_torch, bits, numpy_dtype, torch_lanes
 from test_precision_torch import problem as torch_problem
 from torch_compare import needs_torch, to_numpy, torch
@@ -194,7 +194,8 @@ def test_another_summation_order_stays_within_the_bound(monkeypatch):
     costs)."""
     if not onednn_order_here():
         pytest.skip(f"torch's oneDNN order is not emulated here ({cpu_probe.describe_probe()})")
-    monkeypatch.setattr(float_muon, "NATIVE_GEMM_MAX_SIZE", 10 ** 12)
+    # (the Newton-Schulz products read it in npoptim.optim.orthogonalize, where it lives)
+    monkeypatch.setattr(orthogonalize, "NATIVE_GEMM_MAX_SIZE", 10 ** 12)
     kwargs, differs = dict(lr=0.2), []
     for format in FORMATS:
         params, grads = problem(format, seed=7)
