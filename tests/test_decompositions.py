@@ -207,3 +207,40 @@ def test_householder_qr_refuses_what_it_cannot_factor():
         householder_qr(np.ones((2, 2), dtype=np.int64))
     with pytest.raises(FloatingPointError, match="NaN"):
         householder_qr(np.array([[1.0, np.nan], [0.0, 1.0]]))
+
+
+_MODES = """
+import sys
+import numpy as np
+from npoptim.kernels.decompositions import eigh, householder_qr, jacobi_singular_vectors
+rng = np.random.default_rng(3)
+out = []
+for dtype in (np.float32, np.float64):
+    g = rng.standard_normal((2, 5)).astype(dtype)
+    low_rank = g.T @ g                  # rank 2: three equal (zero) eigenvalues
+    full = rng.standard_normal((5, 5)).astype(dtype)
+    for a in (low_rank, (full + full.T) / 2):
+        out += list(eigh(a))
+    out += list(householder_qr(rng.standard_normal((6, 4)).astype(dtype)))
+    out.append(jacobi_singular_vectors(rng.standard_normal((4, 6)).astype(dtype), 3))
+sys.stdout.write(b"".join(np.ascontiguousarray(x).tobytes() for x in out).hex())
+"""
+
+
+def test_compiled_and_plain_python_give_the_same_bits_in_float32_and_float64():
+    """Under NUMBA_DISABLE_JIT=1 the routines run as plain Python on NumPy scalars, whose
+    promotion rules are not Numba's (float32 + 1 is float32 in NumPy, float64 in Numba): the
+    rotations' and reflections' constants are float64 in both, so the bits agree, degenerate
+    eigenvalues (a rank-deficient statistic, whose eigenvectors any rounding turns) included."""
+    import os
+    import subprocess
+    import sys
+
+    def run(disable):
+        env = dict(os.environ, NUMBA_DISABLE_JIT=disable)
+        return subprocess.run([sys.executable, "-c", _MODES], env=env, check=True,
+                              capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.dirname(__file__))).stdout
+
+    compiled = run("0")
+    assert compiled and compiled == run("1")

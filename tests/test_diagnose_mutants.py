@@ -650,7 +650,7 @@ def came(optimizer, bug=None):
                     s["hat"] = np.maximum(s["hat"], 1 / inv)
                     inv = 1 / np.sqrt(s["hat"] / b2)
                 u = g * inv
-                if bug != "no clipping" and h["clip_update"]:
+                if bug != "no clipping":
                     u = u / max(1.0, np.sqrt(np.mean(u * u)) / h["clip_threshold"])
                 s["m"] = b1 * s["m"] + (1 - b1) * u
                 if p.ndim >= 2 and bug != "no confidence":

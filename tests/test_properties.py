@@ -246,8 +246,8 @@ def cases(draw, names, grad="dense", sparse=False):
     rows_needed = grad == "csr" or name == "SparseAdam"
     shape = draw(shapes(name, min_dims=1 if rows_needed else 0))
     # a zero-size parameter raises, as in torch (CAME: its update's RMS divides by the size;
-    # SOAP: no statistic of a side of 0)
-    if name in ("Adafactor", "LBFGS", "CAME", "SOAP"):
+    # SOAP: no statistic of a side of 0; Kron: no factor of a side of 0)
+    if name in ("Adafactor", "LBFGS", "CAME", "SOAP", "Kron"):
         shape = tuple(max(n, 1) for n in shape)
     return dict(name=name, hyper=draw(hyperparameters(name, sparse=sparse)),
                 dtype=draw(st.sampled_from(["float32", "float64"])), shape=list(shape),

@@ -613,10 +613,10 @@ CATALOGUE = (
           "then also sees); on the cases in kron_torch's form.",
           scope=kron_damped, switches={"probe_damping": False}),
     # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is
-    # inside; not SOAP and SPlus: their cases whose source decomposes in float32 allow 1e-6
-    # and 1e-5 for it, and a whole run in float32 can fall inside that)
+    # inside; not SOAP, SPlus and Kron: their cases whose source decomposes or solves in
+    # float32 allow 1e-6 and 1e-5 for it, and a whole run in float32 can fall inside that)
     Entry("float32 accumulation of float64",
-          tuple(o for o in registry.OPTIMIZERS if o not in ("Muon", "SOAP", "SPlus")),
+          tuple(o for o in registry.OPTIMIZERS if o not in ("Muon", "SOAP", "SPlus", "Kron")),
           "mistake",
           "a float64 case computed in float32 (state or arithmetic in single precision) and "
           "reported in float64.", dtype="float32"),

@@ -49,7 +49,7 @@ def _jacobi_sweeps(b, w, tolerance, max_sweeps):
     identity on entry). Returns the number of sweeps."""
     rows, k = b.shape
     zero = tolerance - tolerance
-    one = zero + 1
+    one = np.float64(1.0)  # (float64: what Numba makes of float32 + 1; the same in Python)
     two = one + one
     for sweep in range(max_sweeps):
         rotated = False
@@ -95,7 +95,7 @@ def _symmetric_sweeps(a, v, tolerance, floor, max_sweeps):
     ``sym.schur2``). Returns the number of sweeps."""
     n = a.shape[0]
     zero = tolerance - tolerance
-    one = zero + 1
+    one = np.float64(1.0)  # (float64: what Numba makes of float32 + 1; the same in Python)
     two = one + one
     for sweep in range(max_sweeps):
         rotated = False
@@ -314,7 +314,7 @@ def _householder_qr(a, q):
     its index in order."""
     m, n = a.shape
     zero = a[0, 0] - a[0, 0]
-    one = zero + 1
+    one = np.float64(1.0)  # (float64: what Numba makes of float32 + 1; the same in Python)
     taus = np.zeros(n, a.dtype)
     for k in range(n):
         tail = zero
