@@ -8,9 +8,9 @@ radius (``scale``) :math:`\rho` and the oracle :math:`\mathrm{lmo}` of the chose
 
     M &\leftarrow (1-\alpha) M + \alpha G\\
     \theta &\leftarrow \theta - \gamma\rho\,\mathrm{lmo}(M)
-    \quad\text{(unconstrained, uScion)}\quad\text{or}\quad
-    \theta \leftarrow (1-\gamma)\,\theta - \gamma\rho\,\mathrm{lmo}(M)
-    \quad\text{(}\texttt{constraint=True}\text{, Scion)}
+        &&\text{(unconstrained, uScion), or}\\
+    \theta &\leftarrow (1-\gamma)\,\theta - \gamma\rho\,\mathrm{lmo}(M)
+        &&\text{(}\texttt{constraint=True}\text{, Scion)}
 
 (:math:`M` is the state ``momentum_buffer``). The constrained form is the conditional gradient
 (Frank–Wolfe) step towards the point :math:`-\rho\,\mathrm{lmo}(M)` of the norm ball of radius
