@@ -147,12 +147,19 @@ class KronHyper(NamedTuple):
 
 # ------------------------------------------------------------------- fixed-order pieces
 @kernel
-def ordered_sum(x):
-    """``((x[0] + x[1]) + x[2]) + ...`` of a flat array, in its dtype."""
+def _ordered_sum(x):
     total = x[0]
     for i in range(1, x.size):
         total += x[i]
     return total
+
+
+def ordered_sum(x):
+    """``((x[0] + x[1]) + x[2]) + ...`` of a flat array, summed in its dtype, returned as a
+    Python float (exact: the sum's value), as a compiled kernel returns it, so that what the
+    callers compute from it (``np.sqrt``, a division) is the same compiled and under
+    ``NUMBA_DISABLE_JIT``, where the kernel would return a NumPy float32."""
+    return float(_ordered_sum(x))
 
 
 @kernel
