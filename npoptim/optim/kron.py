@@ -14,13 +14,15 @@ preconditioner step :math:`\eta` (``precond_lr``) and weight decay :math:`\lambd
 
 .. math::
 
-    m_t &= \beta m_{t-1} + (1-\beta) G, \qquad \hat m = m_t / (1-\beta^t) &&\quad (1)\\
+    m_t &= \beta m_{t-1} + (1-\beta) G                                     &&\\
+    \hat m &= m_t / (1-\beta^t)                                            &&\quad (1)\\
     V &\sim N(0, 1)\ \text{(at a preconditioner update)}                  &&\\
     H &= \hat m + \sqrt{\epsilon_{32}}\,\overline{|\hat m|}\, V\ \text{(kron\_torch)}
                                                                         &&\quad (2)\\
-    A &= H \times_1 Q_1 \cdots \times_k Q_k, \qquad
-        B = V \times_1 Q_1^{-\top} \cdots \times_k Q_k^{-\top}          &&\quad (3)\\
-    Q_i &\leftarrow Q_i - \frac{\eta}{\lVert A_{(i)}A_{(i)}^\top + B_{(i)}B_{(i)}^\top\rVert}
+    A &= H \times_1 Q_1 \cdots \times_k Q_k                                &&\\
+    B &= V \times_1 Q_1^{-\top} \cdots \times_k Q_k^{-\top}                &&\quad (3)\\
+    S_i &= A_{(i)}A_{(i)}^\top + B_{(i)}B_{(i)}^\top                       &&\\
+    Q_i &\leftarrow Q_i - \frac{\eta}{\lVert S_i\rVert}
         \,\mathrm{triu}\big(A_{(i)}A_{(i)}^\top - B_{(i)}B_{(i)}^\top\big)\, Q_i  &&\quad (4)\\
     U &= \hat m \times_1 Q_1^\top Q_1 \cdots \times_k Q_k^\top Q_k                 &&\\
     U &\leftarrow U \min\!\big(1, 1.1 / (\mathrm{RMS}(U) + \epsilon_c)\big)         &&\quad (5)\\
