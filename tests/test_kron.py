@@ -19,6 +19,7 @@ import os
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, snapshot
+from scheduled_runs import random_problem
 from scheduled_runs import worst_error
 
 from npoptim.optim.kron import Kron, float32_probability, merged_shape
@@ -46,11 +47,7 @@ RTOL_FLOAT32_SOLVE = 1e-6
 
 
 def problem(seed):
-    rng = np.random.default_rng(seed)
-    params = [np.asarray(rng.uniform(-1, 1, s)) for s in SHAPES]
-    grads = [[np.asarray(rng.standard_normal(s) * rng.uniform(0.1, 3.0)) for s in SHAPES]
-             for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, SHAPES, STEPS)
 
 
 class ForcedDraws:

@@ -13,6 +13,7 @@ import types
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, close, snapshot
+from scheduled_runs import random_problem
 
 from npoptim.optim.dimensions import merge_small_dims as merged_shape
 from npoptim.optim.soap import SOAP
@@ -34,11 +35,7 @@ RTOL_FLOAT32_QR = 1e-6
 
 
 def problem(seed, shapes=SHAPES):
-    rng = np.random.default_rng(seed)
-    params = [np.asarray(rng.uniform(-1, 1, s)) for s in shapes]
-    grads = [[np.asarray(rng.standard_normal(s) * rng.uniform(0.1, 3.0)) for s in shapes]
-             for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, shapes, STEPS)
 
 
 def _float64_qr_torch():

@@ -13,6 +13,7 @@ import contextlib
 import numpy as np
 import pytest
 from hand_derived import assert_unchanged, close, snapshot
+from scheduled_runs import random_problem
 
 from npoptim.optim.splus import SPlus
 
@@ -31,11 +32,7 @@ RTOL_FLOAT32_EIGH = 1e-5
 
 
 def problem(seed):
-    rng = np.random.default_rng(seed)
-    params = [np.asarray(rng.uniform(-1, 1, s)) for s in SHAPES]
-    grads = [[np.asarray(rng.standard_normal(s) * rng.uniform(0.1, 3.0)) for s in SHAPES]
-             for _ in range(STEPS)]
-    return params, grads
+    return random_problem(seed, SHAPES, STEPS)
 
 
 @contextlib.contextmanager
