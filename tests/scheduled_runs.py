@@ -1,8 +1,7 @@
 """Cross-checks under a learning-rate schedule, shared by the test files of the optimizers
 checked against torch implementations (CAME, MARS, Shampoo, Scion, Adam-mini, SOAP, SPlus,
-Kron): a
-random problem, the two trajectories with the lr set in every param group before each step,
-and their worst error."""
+Kron): a random problem, the two trajectories with the lr set in every param group before
+each step, and their worst error."""
 import numpy as np
 
 
