@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.kernels.scalar import fma
 from npoptim.optim import adadelta
 from npoptim.precision.drivers import apply_dense16, new_states
@@ -37,7 +38,8 @@ class Adadelta16Hyper(NamedTuple):
     one_minus_rho: float
     eps: float               # R(eps)
     neg_lr_alpha: float      # R(-lr)
-    maximize: float
+    maximize: Switch         # torch's maximize
+    decays: Switch           # torch's weight_decay != 0
 
 
 @inlined
@@ -110,6 +112,7 @@ class Adadelta(LowPrecision, adadelta.Adadelta):
                          weight_decay=rounded_scalar(group["weight_decay"], code), rho=rho,
                          one_minus_rho=1 - rho, eps=rounded_scalar(group["eps"], code),
                          neg_lr_alpha=rounded_scalar(-group["lr"], code),
-                         maximize=bool(group["maximize"]))
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0)
         _adadelta_dense(param.view(np.uint16), grad.view(np.uint16),
                         self._flat_bits(state, group), hyper)

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.kernels.scalar import fma
 from npoptim.optim import adagrad
 from npoptim.precision.drivers import apply_dense16
@@ -61,7 +62,8 @@ class Adagrad16Hyper(NamedTuple):
     weight_decay: float      # R(weight_decay)
     eps: float               # R(eps) (per-op: tensor.add(scalar) rounds it too)
     neg_clr: float           # -lr / (1 + (step - 1) lr_decay) (fused: R(.))
-    maximize: float
+    maximize: Switch         # torch's maximize
+    decays: Switch           # torch's weight_decay != 0
     tail_weight_decay: float  # fused, torch's scalar tail: float32 scalars
     tail_eps: float
     tail_neg_clr: float
@@ -86,7 +88,7 @@ def adagrad_fused_rule(p, g, s, h, i, tail):
     neg_clr = h.tail_neg_clr if tail else h.neg_clr
     if h.maximize != 0:
         g = -g
-    if weight_decay != 0:
+    if h.decays:
         g = fma(p, weight_decay, g)
     total = fma(g, g, total)
     return p + neg_clr * g / (np.sqrt(total) + eps), (total,)
@@ -172,7 +174,8 @@ class Adagrad(LowPrecision, adagrad.Adagrad):
                          weight_decay=rounded_scalar(wd, code),
                          eps=rounded_scalar(eps, code),
                          neg_clr=-rounded_scalar(clr, code) if fused else -clr,
-                         maximize=bool(group["maximize"]), tail_weight_decay=wd,
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0, tail_weight_decay=wd,
                          tail_eps=eps, tail_neg_clr=-clr)
         lanes = group["torch_cpu_lanes"]
         if fused and lanes is not None:

@@ -49,6 +49,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma, lerp, maximum
+from npoptim.kernels.switches import Switch
 from npoptim.optim import adam
 from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import round_to, to_float32
@@ -67,7 +68,7 @@ class Adam16Hyper(NamedTuple):
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
-    maximize: float               # 1 or 0
+    maximize: Switch              # torch's maximize
     bias_correction2_sqrt: float
     eps: float
     neg_step_size: float          # -lr / b1

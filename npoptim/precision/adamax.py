@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.kernels.scalar import lerp, maximum
 from npoptim.optim import adamax
 from npoptim.precision.drivers import apply_dense16, new_states
@@ -36,7 +37,8 @@ class Adamax16Hyper(NamedTuple):
     beta2: float
     eps: float               # R(eps): tensor.add(scalar) rounds the scalar to the format
     neg_clr: float           # -lr / (1 - beta1**t), float32 (addcdiv's value)
-    maximize: float
+    maximize: Switch         # torch's maximize
+    decays: Switch           # torch's weight_decay != 0
 
 
 @inlined
@@ -107,6 +109,7 @@ class Adamax(LowPrecision, adamax.Adamax):
                          one_minus_beta1=1 - beta1, beta2=beta2,
                          eps=rounded_scalar(group["eps"], self._code(param, group)),
                          neg_clr=-(group["lr"] / (1 - beta1 ** state["step"])),
-                         maximize=bool(group["maximize"]))
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0)
         _adamax_dense(param.view(np.uint16), grad.view(np.uint16),
                       self._flat_bits(state, group), hyper)

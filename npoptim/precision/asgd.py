@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.optim import asgd
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import format_of, round_to
@@ -39,11 +40,12 @@ class ASGD16Hyper(NamedTuple):
     code: int
     tail_start: int
     weight_decay: float   # R(weight_decay)
-    maximize: float
+    maximize: Switch      # torch's maximize
+    decays: Switch        # torch's weight_decay != 0
     decay: float          # 1 - lambd * eta, float32 (param.mul_)
     neg_eta: float        # R(-eta) (param.add_(grad, alpha=-eta))
     mu: float             # float32 (the 0-d tensor mu's value)
-    averaging: float      # 1 once mu != 1, else 0
+    averaging: Switch     # on once mu != 1
 
 
 @inlined
@@ -120,7 +122,8 @@ class ASGD(LowPrecision, asgd.ASGD):
         eta, mu = float(scalar_state(state["eta"], fmt)), float(scalar_state(state["mu"], fmt))
         hyper = record16(ASGD16Hyper, param, group,
                          weight_decay=rounded_scalar(group["weight_decay"], code),
-                         maximize=bool(group["maximize"]), decay=1 - lambd * eta,
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0, decay=1 - lambd * eta,
                          neg_eta=rounded_scalar(-eta, code), mu=mu, averaging=mu != 1)
         _asgd_dense(param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group),
                     hyper)

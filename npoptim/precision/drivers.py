@@ -4,17 +4,19 @@ bits) and of blockwise-quantized state.
 A 16-bit rule has the shape of every npoptim rule plus the element's flat index and where it
 falls in torch's loops, ``rule(p, g, s, h, i, tail) -> (new_p, new_s)`` (see
 :mod:`npoptim.kernels.drivers`): its arguments are float32 values decoded from the 16-bit
-storage, its record ``h`` has float32 fields plus ``h.code``, the storage format
-(:mod:`npoptim.precision.formats`), and ``h.tail_start``, the first element of torch's scalar
-remainder loop: torch's CPU kernels run ``n - n % lanes`` elements through vector code and the
-rest through scalar code, which rounds some operations differently (each 16-bit module says
-where). ``tail`` is ``i >= h.tail_start``, computed by the driver, not the rule: the dense
+storage, its record ``h`` has float32 fields, on/off switches that the loop is compiled with
+(:mod:`npoptim.kernels.switches`: ``maximize``, ``decays``, ...), ``h.code``, the storage
+format (:mod:`npoptim.precision.formats`), and ``h.tail_start``, the first element of torch's
+scalar remainder loop: torch's CPU kernels run ``n - n % lanes`` elements through vector code
+and the rest through scalar code, which rounds some operations differently (each 16-bit module
+says where). ``tail`` is ``i >= h.tail_start``, computed by the driver, not the rule: the dense
 driver runs the two parts as two loops, each passing a constant, so that the vector loop
 compiles without the scalar tail's roundings (a flag computed per element made LLVM evaluate
 both and select: 4x slower, measured on 1M float16 elements). The index also numbers the
-element's draw in stochastic rounding (:mod:`npoptim.precision.stochastic`). The driver rounds what the rule returns to the format once,
-when it writes it back; a rule that rounds every operation (``rounding="per-op"``) returns
-values already in the format, so that last rounding is exact for it.
+element's draw in stochastic rounding (:mod:`npoptim.precision.stochastic`). The driver rounds
+what the rule returns to the format once, when it writes it back; a rule that rounds every
+operation (``rounding="per-op"``) returns values already in the format, so that last rounding
+is exact for it.
 
 The 16-bit rules are compiled into the drivers' loops (:func:`npoptim.kernels.jit.inlined`),
 which then vectorize. A rule with two or more states returns them as ``new_states(m, v)``, not as

@@ -61,6 +61,7 @@ import numpy as np
 
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.scalar import fma, lerp
+from npoptim.kernels.switches import Switch
 from npoptim.optim import muon
 from npoptim.precision.formats import (BFLOAT16, bits_of, from_float32, from_float32_array,
                                       round_to, to_float32)
@@ -74,7 +75,7 @@ class Muon16Hyper(NamedTuple):
     tail_start: int          # first element of torch's scalar loop in the parameter's add
     one_minus_momentum: float
     momentum: float
-    nesterov: float          # 1 or 0
+    nesterov: Switch         # torch's nesterov
     decay_factor: float      # 1 - lr * weight_decay
     alpha: float             # -adjusted lr (bfloat16: rounded to it, torch's add alpha)
 

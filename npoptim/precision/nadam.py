@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.optim import nadam
 from npoptim.precision.adam import per_op_moment_hyper, per_op_moments
 from npoptim.precision.drivers import apply_dense16, new_states
@@ -44,7 +45,7 @@ class NAdam16Hyper(NamedTuple):
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
-    maximize: float
+    maximize: Switch
     # NAdam's own
     bias_correction2: float  # 1 - beta2^t
     eps: float               # R(eps)

@@ -25,6 +25,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma
+from npoptim.kernels.switches import switch
 from npoptim.optim.optimizer import _as_step
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import round_to, to_float32_array
@@ -207,10 +208,12 @@ def add_alpha_array(a, alpha, b, code, tail_start, out):
 @inlined
 def per_op_decayed_grad(p, g, h, tail):
     """torch's per-op ``grad = -grad`` (maximize) then ``grad.add(param, alpha=weight_decay)``
-    (L2) in the 16-bit format; ``h`` has ``maximize``, ``weight_decay`` and ``code``."""
-    if h.maximize != 0:
+    (L2) in the 16-bit format; ``h`` has the switches ``maximize`` and ``decays`` (torch's
+    ``weight_decay != 0``, of the value before its rounding to the format), ``weight_decay``
+    and ``code``."""
+    if h.maximize:
         g = -g
-    if h.weight_decay != 0:
+    if h.decays:
         g = add_alpha(g, h.weight_decay, p, h.code, tail)
     return g
 
@@ -244,13 +247,16 @@ def tail_start(param, group):
 
 
 def record16(record, param, group, key=None, **values):
-    """The record ``record(**values)`` of a step on ``param``: every value a float32 (a flag
-    1 or 0), with the format code, the start of torch's scalar tail and (records that have
-    one) the stochastic-rounding ``key``."""
+    """The record ``record(**values)`` of a step on ``param``: every number a float32, every
+    truth value (a Python or NumPy bool: ``maximize``, ``nesterov``, ``decays``, ...) a
+    :class:`~npoptim.kernels.switches.Switch`, so that the kernel is compiled with it known
+    (the loop then carries no test of it: see that module), with the format code, the start of
+    torch's scalar tail and (records that have one) the stochastic-rounding ``key``."""
     extra = {} if key is None else {"key": np.uint64(key)}
     return record(code=np.int64(LowPrecision._code(param, group)),
                   tail_start=np.int64(tail_start(param, group)), **extra,
-                  **{name: np.float32(value) for name, value in values.items()})
+                  **{name: switch(value) if isinstance(value, (bool, np.bool_))
+                     else np.float32(value) for name, value in values.items()})
 
 
 def _loaded_scalar(arr, param, format, where):

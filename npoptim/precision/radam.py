@@ -25,6 +25,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import constant
+from npoptim.kernels.switches import Switch
 from npoptim.optim import radam
 from npoptim.precision.adam import per_op_moment_hyper, per_op_moments
 from npoptim.precision.drivers import apply_dense16, new_states
@@ -43,7 +44,7 @@ class RAdam16Hyper(NamedTuple):
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
-    maximize: float
+    maximize: Switch
     # RAdam's own
     bias_correction1: float
     lr: float

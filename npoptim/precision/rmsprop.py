@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.kernels.scalar import fma, lerp
 from npoptim.optim import rmsprop
 from npoptim.precision.drivers import apply_dense16, new_states
@@ -46,7 +47,8 @@ class RMSprop16Hyper(NamedTuple):
     momentum: float
     neg_lr: float            # float32 (addcdiv's value)
     neg_lr_alpha: float      # R(-lr) (param.add_(buf, alpha=-lr))
-    maximize: float
+    maximize: Switch         # torch's maximize
+    decays: Switch           # torch's weight_decay != 0
 
 
 @inlined
@@ -200,6 +202,7 @@ class RMSprop(LowPrecision, rmsprop.RMSprop):
                          one_minus_alpha=1 - alpha, eps=rounded_scalar(group["eps"], code),
                          momentum=group["momentum"], neg_lr=-group["lr"],
                          neg_lr_alpha=rounded_scalar(-group["lr"], code),
-                         maximize=bool(group["maximize"]))
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0)
         KERNELS[group["momentum"] > 0, bool(group["centered"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)

@@ -28,6 +28,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import constant
+from npoptim.kernels.switches import Switch
 from npoptim.optim import rprop
 from npoptim.precision.drivers import apply_dense16, new_states
 from npoptim.precision.formats import (MAX_FINITE, bits_of, format_of, from_float32_array,
@@ -44,7 +45,7 @@ class Rprop16Hyper(NamedTuple):
     etaplus: float
     step_size_min: float
     step_size_max: float
-    maximize: float
+    maximize: Switch
 
 
 @inlined

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.optim import sgd
 from npoptim.precision.drivers import apply_dense16
 from npoptim.precision.formats import round_to
@@ -37,11 +38,12 @@ class SGD16Hyper(NamedTuple):
     tail_start: int              # first element of torch's scalar remainder loop
     weight_decay: float          # R(weight_decay)
     neg_lr: float                # R(-lr)
-    maximize: float
+    maximize: Switch             # torch's maximize
+    decays: Switch               # torch's weight_decay != 0
     momentum: float              # float32 (buf.mul_(momentum))
     momentum_alpha: float        # R(momentum) (nesterov's grad.add(buf, alpha=momentum))
     one_minus_dampening: float   # R(1 - dampening)
-    nesterov: float
+    nesterov: Switch
 
 
 @inlined
@@ -141,7 +143,8 @@ class SGD(LowPrecision, sgd.SGD):
         hyper = record16(SGD16Hyper, param, group,
                          weight_decay=rounded_scalar(group["weight_decay"], code),
                          neg_lr=rounded_scalar(-group["lr"], code),
-                         maximize=bool(group["maximize"]), momentum=momentum,
+                         maximize=bool(group["maximize"]),
+                         decays=group["weight_decay"] != 0, momentum=momentum,
                          momentum_alpha=rounded_scalar(momentum, code),
                          one_minus_dampening=rounded_scalar(1 - group["dampening"], code),
                          nesterov=bool(group["nesterov"]))

@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
+from npoptim.kernels.switches import Switch
 from npoptim.optim import sparse_adam
 from npoptim.precision.drivers import apply_rows16, new_states
 from npoptim.precision.formats import FORMATS, format_of, from_float32, round_to, to_float32
@@ -53,7 +54,7 @@ class SparseAdam16Hyper(NamedTuple):
     one_minus_beta2: float
     eps: float           # rounded to the format
     neg_step_size: float  # -lr sqrt(1 - beta2^t) / (1 - beta1^t)
-    maximize: float      # 1 or 0
+    maximize: Switch     # torch's maximize
 
 
 @inlined
