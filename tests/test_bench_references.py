@@ -67,6 +67,9 @@ def test_quick_references_run_against_every_library(tmp_path):
     assert all(("[eager" in c["reference_name"]) == (c["library"] == "torchao.optim")
                for c in cells)
     assert result["skipped"] == []
+    full = {references.NPOPTIM: references.LBFGS_HISTORY,
+            references.REFERENCE: references.LBFGS_HISTORY}
+    assert [c["history"] for c in cells if c["optimizer"] == "LBFGS"] == [full, full]
     targets = {t["target"]: t for t in result["targets"]}
     assert all(targets[c["target"]]["value"] == pytest.approx(
         c[references.REFERENCE] / c[references.NPOPTIM]) for c in cells)

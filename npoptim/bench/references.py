@@ -36,8 +36,9 @@ optimizer's).
 
 A cell's rounds are cut, to no fewer than 3, where they would take over two minutes (timed
 from the warm-up: Muon's Newton-Schulz products, cubic in the side, take npoptim's in-order
-kernels 1.3 s a step at 256 x 256 on the 2-core EPYC this was written on, so about a minute and
-a half at 1024 x 1024); each cell records its rounds.
+kernels 1.3 s a step at 256 x 256 on the 2-core EPYC this was written on, under load: some 64
+times that at 1024 x 1024, not measured); each cell records its rounds, and LBFGS's cells the
+length of each side's history after the timed steps.
 
 Both sides run on one thread (Numba's and torch's thread counts are set to 1 for the case and
 restored after; bitsandbytes' CPU step is torch operations, torchao's compiled C++ takes
@@ -235,7 +236,9 @@ def npoptim_step(cell, fmt, size):
                 quadratic_grad16(bits, target.view(np.uint16), w, code, out)
                 return 0.0, [out.view(param.dtype)]
             opt.step(closure)
-        return cycle(step, grads)
+        call = cycle(step, grads)
+        call.history = lambda: len(opt.state_dict()["state"][0].get("old_dirs", []))
+        return call
     return cycle(lambda g: opt.step([g]), grads)
 
 
@@ -259,10 +262,13 @@ def reference_step(cell, module, fmt, size):
                 p.grad = torch.mul(w, torch.sub(p, target))
                 return 0.0
             opt.step(closure)
-    else:
-        def step(g):
-            p.grad = g
-            opt.step()
+        call = cycle(step, gs)
+        call.history = lambda: len(opt.state[p].get("old_dirs", []))
+        return call
+
+    def step(g):
+        p.grad = g
+        opt.step()
     return cycle(step, gs)
 
 
@@ -368,6 +374,9 @@ def references(report, size=SIZE, rounds=15, use_torch=True, names=None, cells=C
                       "library_version": None if module is None else library_version(module),
                       "skipped": why}
             result.update({k: v["median"] * 1e3 for k, v in timed.items()})
+            if cell.kind == "lbfgs":
+                result["history"] = {k: fn.history() for k, fn in fns.items()
+                                     if hasattr(fn, "history")}
             results.append(result)
             _row(report, result)
     finally:
