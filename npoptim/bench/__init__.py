@@ -14,6 +14,9 @@ writes the same bytes as the update and does no math, the speed of memory on thi
   framework and size (run by name: ``--cases scale``).
 * :mod:`npoptim.bench.sparse16` -- the ``sparse16`` case: 16-bit SparseAdam (npoptim.precision,
   torch) against float32 as the table and the touched rows grow.
+* :mod:`npoptim.bench.references` -- the ``references`` case: npoptim.precision's Adafactor,
+  Muon, LBFGS, Kahan and quantized steps against torch, torch-optimi, torchao and bitsandbytes
+  (run by name: ``--cases references``).
 * :mod:`npoptim.bench.runner` -- command line, tables, targets, JSON and Markdown output.
 
 These are benchmarks, not tests: the tests run only ``--quick`` (tiny sizes, few rounds,

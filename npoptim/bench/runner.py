@@ -17,10 +17,13 @@ import traceback
 
 import numba
 
-CASES = ("sparse", "dense", "threads", "startup", "scale", "lookups", "sparse16", "precision")
+CASES = ("sparse", "dense", "threads", "startup", "scale", "lookups", "sparse16", "precision",
+         "references")
 #: ``scale`` (npoptim.bench.scale: tables of 1M to 100M rows, a process per framework) takes
 #: many minutes and up to 20 GB, ``lookups`` (npoptim.bench.lookups: batches of 1,024 to
-#: 65,536 lookups against FBGEMM) minutes and 6 GB: run them by name
+#: 65,536 lookups against FBGEMM) minutes and 6 GB, ``references`` (npoptim.bench.references:
+#: Adafactor, Muon, LBFGS, Kahan, quantized against their libraries) minutes, torchao's
+#: torch.compile builds included: run them by name
 DEFAULT_CASES = ("sparse", "dense", "threads", "startup", "sparse16", "precision")
 
 #: ``--quick``: tiny sizes and few rounds, one of each kind of call where the full run sweeps
@@ -30,7 +33,7 @@ QUICK = dict(rows=2_000, width=8, densities=(0.01, 0.1), dense_size=20_000, dtyp
              identity_table=(2_000, 8), scale_rows=(2_000, 20_000), scale_widths=(8,),
              sparse16_rows=(2_000, 20_000), sparse16_touched=(20, 50, 200), sparse16_width=8,
              precision_size=4_096, lookups_rows=(2_000, 20_000), lookups_widths=(8,),
-             lookups_batches=(64, 512))
+             lookups_batches=(64, 512), references_size=4_096)
 
 
 def add_arguments(parser):
@@ -54,6 +57,12 @@ def add_arguments(parser):
                              "sweep; all at the largest table)")
     parser.add_argument("--precision-size", type=int, default=1 << 20,
                         help="precision case: elements of the 16-bit parameter")
+    parser.add_argument("--references-size", type=int, default=1 << 20,
+                        help="references case: elements of the 16-bit parameter (Adafactor's "
+                             "and Muon's a matrix of about as many: 1024 x 1024 for 1M)")
+    parser.add_argument("--references-cells", default=None,
+                        help="references case: comma-separated optimizers to run (default: all; "
+                             "e.g. KahanSGD,BnbAdam8bit)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and few rounds: a smoke run, not a measurement")
     parser.add_argument("--rows", type=int, default=1_000_000, help="embedding table rows")
@@ -184,6 +193,15 @@ def run(args):
         attempt("precision", lambda: precision16.precision16(
             report, size=quick["precision_size"] if quick else args.precision_size,
             rounds=rounds or 15, use_torch=use_torch), prints=False)  # prints each cell
+    if "references" in wanted:
+        from npoptim.bench import references
+
+        names = (None if args.references_cells is None else
+                 [n.strip() for n in args.references_cells.split(",") if n.strip()])
+        attempt("references", lambda: references.references(
+            report, size=quick["references_size"] if quick else args.references_size,
+            rounds=rounds or 15, use_torch=use_torch, names=names),
+            prints=False)  # prints each cell
     if "startup" in wanted:
         optimizers = (workloads.STARTUP_OPTIMIZERS[:1] if quick
                       else workloads.STARTUP_OPTIMIZERS)
@@ -202,6 +220,8 @@ def run(args):
         result["sparse16"] = report.sparse16
     if getattr(report, "precision16", None):
         result["precision16"] = report.precision16
+    if getattr(report, "references", None):
+        result["references"] = report.references
     # the outputs first: nothing printed below can lose them
     if args.json:
         with open(args.json, "w") as f:
@@ -333,4 +353,8 @@ def markdown(result):
         from npoptim.bench.precision16 import markdown_table as precision_table
 
         out += ["", precision_table(result["precision16"])]
+    if result.get("references"):
+        from npoptim.bench.references import markdown_table as references_table
+
+        out += ["", references_table(result["references"])]
     return "\n".join(out) + "\n"
