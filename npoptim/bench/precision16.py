@@ -17,11 +17,10 @@ npoptim is at least as fast as torch, or (where torch itself is within 5% of the
 1.1x of the floor. bfloat16 needs ``ml_dtypes`` (the extra ``bf16``); without it the
 bfloat16 cells are skipped with a note, and without torch only the floor is compared.
 """
-import numba
 import numpy as np
 
 from npoptim.bench import floors, torch_ref
-from npoptim.bench.timing import cycle, interleaved
+from npoptim.bench.timing import cycle, interleaved, one_thread
 
 SIZE = 1 << 20
 GRADIENTS = 4
@@ -106,13 +105,8 @@ def precision16(report, size=SIZE, rounds=15, use_torch=True, optimizers=OPTIMIZ
             print(f"\n== precision: bfloat16 cells skipped: {exc}")
             report.skip("precision bfloat16", str(exc))
         formats = tuple(f for f in formats if f != "bfloat16")
-    threads = numba.get_num_threads()
-    torch_threads = torch.get_num_threads() if torch is not None else None
     cells = []
-    try:
-        numba.set_num_threads(1)
-        if torch is not None:
-            torch.set_num_threads(1)
+    with one_thread(torch):
         for name, settings, states in optimizers:
             for fmt in formats:
                 for mode in ("per-op", "fused"):
@@ -127,10 +121,6 @@ def precision16(report, size=SIZE, rounds=15, use_torch=True, optimizers=OPTIMIZ
                     cell.update({k: v["median"] * 1e3 for k, v in timed.items()})
                     cells.append(cell)
                     _row(report, cell)
-    finally:
-        numba.set_num_threads(threads)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
     report.precision16 = cells
     _targets(report, cells)
     return cells

@@ -53,11 +53,10 @@ import os
 import time
 from typing import Callable, NamedTuple
 
-import numba
 import numpy as np
 
 from npoptim.bench import floors, torch_ref
-from npoptim.bench.timing import cycle, interleaved
+from npoptim.bench.timing import cycle, interleaved, one_thread
 from npoptim.kernels.jit import kernel
 from npoptim.precision.formats import FORMATS, from_float32, round_to, to_float32
 
@@ -339,13 +338,8 @@ def references(report, size=SIZE, rounds=15, use_torch=True, names=None, cells=C
         formats = ("float16",)
     libraries = {}
     torch = torch_ref.load() if use_torch else None
-    threads = numba.get_num_threads()
-    torch_threads = torch.get_num_threads() if torch is not None else None
     results = []
-    try:
-        numba.set_num_threads(1)
-        if torch is not None:
-            torch.set_num_threads(1)
+    with one_thread(torch):
         for number, (cell, fmt) in enumerate(all_cells(cells), TARGET_BASE):
             if fmt not in formats or (names is not None and cell.name not in names):
                 continue
@@ -379,10 +373,6 @@ def references(report, size=SIZE, rounds=15, use_torch=True, names=None, cells=C
                                      if hasattr(fn, "history")}
             results.append(result)
             _row(report, result)
-    finally:
-        numba.set_num_threads(threads)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
     report.references = results
     for result in results:
         ratio = ratio_of(result)

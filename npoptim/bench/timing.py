@@ -6,6 +6,7 @@ process nor the after-effects of the previous call, such as worker threads still
 favour one candidate); the median of the rounds is reported. Ratios are only ever formed
 between medians of one such run.
 """
+import contextlib
 import datetime
 import os
 import platform
@@ -35,6 +36,24 @@ def interleaved(fns, rounds=11, warmup=1, before=None, seed=0):
             samples[name].append(time.perf_counter() - start)
     return {name: {"median": float(np.median(s)), "min": float(np.min(s)), "samples": s}
             for name, s in samples.items()}
+
+
+@contextlib.contextmanager
+def one_thread(torch_module=None):
+    """Numba (and torch, when given) on one thread inside the block, their thread counts
+    restored after it: the cases that compare kernels, not thread pools, time in it."""
+    import numba
+    threads = numba.get_num_threads()
+    torch_threads = torch_module.get_num_threads() if torch_module is not None else None
+    try:
+        numba.set_num_threads(1)
+        if torch_module is not None:
+            torch_module.set_num_threads(1)
+        yield
+    finally:
+        numba.set_num_threads(threads)
+        if torch_threads is not None:
+            torch_module.set_num_threads(torch_threads)
 
 
 def cycle(fn, items):
