@@ -631,3 +631,59 @@ def test_optax_counts_from_zero_and_preconditions_vectors():
             matrix_eps=1e-2).step([g.copy()])
     # the root of (1-β2) g gᵀ + β2 ε I maps g to a multiple of g: the step is -(1+β1) γ g
     close(p, -0.1 * 1.9 * g, rtol=1e-9)
+
+
+@pytest.mark.needs("optax_shampoo", "optax", "jax")
+def test_optax_shampoo_replays_the_golden_optax_rows(optax_shampoo):
+    """The golden cases of variant="optax" (reference_results/cases/Shampoo.json), replayed
+    through distributed_shampoo called with each case's hyperparameters in its names
+    (npoptim.flavors.framework_names; npoptim.check.constructors skips them in optax's own
+    replay),
+    pass at the cases' tolerance; the failure check drops roots in the second."""
+    import json
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from npoptim import flavors
+    from npoptim.golden import codec, compare
+    from npoptim.golden.replay import replay, results_file
+    from npoptim.golden.schema import load_all, parse
+    suite = Path(__file__).resolve().parents[1] / "reference_results" / "cases" / "Shampoo.json"
+    cases = [c for c in load_all(suite, kind="cases") if "/optax-" in c.id]
+    assert len(cases) == 2
+
+    def make_step(case):
+        kwargs = flavors.framework_names("optax", "Shampoo",
+                                         codec.from_json_hyper(case.hyperparameters))
+        kwargs.pop("learning_rate")
+
+        lrs = jnp.asarray([s.lr for s in case.steps], jnp.float64)  # the case's schedule
+
+        def make(params, _hyper):
+            tx = optax_shampoo.distributed_shampoo(learning_rate=lambda count: lrs[count],
+                                                   **kwargs)
+            state = {"params": [jnp.asarray(p) for p in params], "update": None}
+            state["opt"] = optax_shampoo_state(tx.init(state["params"]),
+                                               kwargs["matrix_epsilon"])
+
+            def step(grads, _lr):
+                grads = [jnp.asarray(g) for g in grads]
+                if state["update"] is None:  # compiled as optax_shampoo_trajectory's
+                    state["update"] = jax.jit(tx.update).lower(
+                        grads, state["opt"], state["params"]).compile(compiler_options={
+                            "xla_backend_optimization_level": 0,
+                            "xla_llvm_disable_expensive_passes": True})
+                updates, state["opt"] = state["update"](grads, state["opt"], state["params"])
+                state["params"] = optax.apply_updates(state["params"], updates)
+                return [np.asarray(p) for p in state["params"]]
+            return step
+        return make
+
+    entries = [replay(c, make_step(c), grad_format="dense") for c in cases]
+    results = parse(json.loads(codec.dumps(results_file(entries, "optax-shampoo"))),
+                    "<optax-shampoo>", "results").cases
+    reports = [compare.compare_case(c, r, "<optax-shampoo>") for c, r in zip(cases, results)]
+    assert all(r.passed for r in reports), compare.format_reports(reports, summary=True)

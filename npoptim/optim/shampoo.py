@@ -2,7 +2,8 @@ r"""Shampoo (Gupta, Koren & Singer, ICML 2018, "Shampoo: Preconditioned Stochast
 Optimization", arXiv 1802.09568) and its scalable form (Anil, Gupta, Koren, Regan & Singer
 2020, "Scalable Second Order Optimization for Deep Learning", arXiv 2002.09018), as
 pytorch_optimizer 4.1.0's ``Shampoo`` (``variant="pytorch_optimizer"``, the default) and
-``ScalableShampoo`` (``variant="scalable"``).
+``ScalableShampoo`` (``variant="scalable"``), and as the authors' JAX ``distributed_shampoo``
+in optax-shampoo 0.0.6 (``variant="optax"``, the optax flavor).
 
 An order-:math:`k` gradient :math:`G` gets one statistic per dimension :math:`i`, the
 unfolding :math:`G_{(i)}` (dimension :math:`i` as rows, the rest as columns) times its
@@ -76,6 +77,56 @@ a port of google-research ``scalable_shampoo/optax/distributed_shampoo.py``):
   moving average), and :math:`\theta \leftarrow \theta - \gamma\,\cdot` it (times 1 when the
   lr is not decoupled: it is already in :math:`D` and :math:`\tilde G`).
 
+**variant="optax"** (optax-shampoo 0.0.6, ``optax_shampoo/distributed_shampoo.py``
+``distributed_shampoo``: google-research ``scalable_shampoo/optax/distributed_shampoo.py``
+as a package, an optax ``GradientTransformation``; ``flavor="optax"`` and
+``npoptim.flavors.from_framework("optax", "distributed_shampoo", ...)`` with its keyword
+names): the scalable form above with these switches, its defaults otherwise
+(``start_preconditioning_step=5``, ``preconditioning_compute_steps=1``, the skip bound 4096):
+
+* ``count_from=0``: the schedules read optax's ``count``, 0 at the first update: the
+  statistics and roots are computed at the first update (``count % interval == 0``) and the
+  Shampoo momentum is taken from ``count >= start_preconditioning_step`` (pytorch_optimizer:
+  the step, 1 first);
+* ``skip_preconditioning_rank_lt=1``, ``skip_rank_shape="original"``: a parameter is left to
+  its graft when its *own* order is below 1 (a scalar) or a side exceeds
+  ``no_preconditioning_for_layers_with_dim_gt`` (``skip_preconditioning_dim_size_gt``), so a
+  **vector is preconditioned** (one statistic, exponent -1/2), and so is a matrix merged into
+  one side (pytorch_optimizer: reshaped order below 2 is not);
+* ``merge_rule="optax_shampoo"`` under ``merge_small_dims_block_size`` (4096; its own bound,
+  not ``block_size``): :func:`npoptim.optim.dimensions.merge_small_dims` (``(3, 6)`` is
+  ``(18,)``, not ``(1,)``);
+* ``newton_rule="optax"``, ``root_tolerance=1e-6``: its ``matrix_inverse_pth_root``:
+  :math:`\lambda_{\max}` by its power iteration (from ``RandomState(1729).uniform(-1, 1)``,
+  to an absolute 1e-6), the ridge :math:`\epsilon\max(\lambda_{\max}, 10^{-6})` (or
+  :math:`\epsilon` with ``relative_matrix_eps=False``, its ``relative_matrix_epsilon``),
+  :math:`T^p` by squaring, no iteration when :math:`M_0` is already within the tolerance, and
+  a 1 x 1 statistic through the iteration unless every statistic is 1 x 1 (it pads them all
+  to the largest side for one batched root);
+* ``inverse_failure_threshold=0.1``: a new root whose final :math:`\max|M - I|` (in float32)
+  is NaN or at least the threshold is dropped and the previous preconditioner kept;
+* grafts ``"adagrad_normalized"`` and ``"rmsprop_normalized"``
+  (:math:`G/(\|G\| + 10^{-16})` into the AdaGrad/RMSProp graft) and
+  ``clip_by_scaled_gradient_norm`` :math:`c` (the RMSProp graft divided by
+  :math:`\max(1, \mathrm{rms}(D)/c)`); there is no ``"none"`` graft there;
+* ``decoupled_decay_form="in_update"``: the decoupled decay :math:`\gamma\lambda\theta` is
+  added to the momentum step, which is multiplied by :math:`\gamma` with the decoupled
+  learning rate: :math:`\theta \leftarrow \theta - \gamma(u + \gamma\lambda\theta)`, a
+  :math:`\gamma^2\lambda` decay (``"before_step"``, pytorch_optimizer's:
+  :math:`\theta(1-\gamma\lambda)` first).
+
+Its sharded and distributed modes (``shard_optimizer_states``, ``batch_axis_name``, the
+partition specs), the quantized states (``best_effort_memory_usage_reduction``), LOBPCG
+deflation and one-sided ``precondtioner_type=INPUT`` are refused by name (the flavor's
+table, npoptim/frameworks/optax.py). Its momenta are ``β1 m + w x`` where pytorch_optimizer
+lerps (the same up to rounding). ``tests/test_shampoo.py`` runs it on jax 0.10.2 through a
+test-side shim of the names it imports that jax and flax no longer give (``jax.tree_map``,
+``jax.experimental.pjit``'s, ``flax.struct``; a Python bool carried in a ``while_loop``), with
+its float32-initialized statistics made float64 (its float64 ``lax.cond`` fails otherwise),
+and agrees in float64 to 2.2e-15 of the parameters' scale (its tolerance, 2e-10, derived
+there); with one of the switches above set back to ScalableShampoo's value it misses by
+4.6e-8 (the Newton rule) to 0.25.
+
 **matrix_eps_mode**: where :math:`\epsilon_i` of (2) is. ``"added"`` (both pytorch_optimizer
 forms): :math:`\epsilon I` is the statistics' initial value, so with :math:`\beta_2 < 1` it
 decays as :math:`\beta_2^t\epsilon`; ``"eigenvalues"`` (Meta's distributed_shampoo,
@@ -107,13 +158,6 @@ Where the implementations differ (besides the above):
   :math:`(\lambda_2/\lambda_1)^{200}` relative, which is not small where the top two
   eigenvalues are close: over the tests' 24 steps at ``matrix_eps=1e-4`` the source with its
   ``torch.randn`` start is 8.1e-10 of the parameters' scale away, with this start 4.7e-16.
-
-* optax-shampoo 0.0.6 (PyPI; google-research's file as a package; read, not run: it needs
-  jax's removed ``jax.tree_map`` and ``jax.experimental.pjit`` names): its
-  ``matrix_inverse_pth_root`` iterates to ``error_tolerance=1e-6`` (pytorch_optimizer's
-  1e-3), judges divergence by the ratio of successive errors, floors the ridge's
-  :math:`\lambda_{\max}` at 1e-6 and stops its power iteration at a tolerance; its
-  statistics are padded to one size for a batched root. None of these is reproduced here.
 
 Eigen root versus Newton root: the Newton iteration stops when
 :math:`e = \max|M - I| \le 10^{-3}` with :math:`M = X^p A` (the iteration keeps this
@@ -263,7 +307,9 @@ def lerp(start, end, weight):
 # ------------------------------------------------------------------------- the class
 class Shampoo(Optimizer):
     """Shampoo: pytorch_optimizer's ``Shampoo`` (``variant="pytorch_optimizer"``) or
-    ``ScalableShampoo`` (``variant="scalable"``); see the module docstring.
+    ``ScalableShampoo`` (``variant="scalable"``), or optax-shampoo's ``distributed_shampoo``
+    (``variant="optax"``, ``flavor="optax"``); see the module docstring. "scalable" below is
+    said of both scalable forms.
 
     Parameters
     ----------
@@ -275,7 +321,7 @@ class Shampoo(Optimizer):
         ``variant="pytorch_optimizer"``: μ, the gradient lerped toward the previous
         preconditioned gradient (0: none).
     betas : tuple (float, float), default: (0.9, 0.999)
-        ``variant="scalable"``: β1 of the momenta, β2 of the statistics and the RMSProp graft.
+        scalable: β1 of the momenta, β2 of the statistics and the RMSProp graft.
     weight_decay : float, default: 0.0
         Weight decay λ (L2 unless ``decoupled_weight_decay``).
     decoupled_weight_decay : bool, default: False
@@ -286,47 +332,81 @@ class Shampoo(Optimizer):
     preconditioning_compute_steps : int, default: the variant's
         The roots (2) are recomputed when the step count is a multiple of it (1;
         ``variant="scalable"``: 1000).
-    start_preconditioning_step : int, default: 25
-        ``variant="scalable"``: the step from which the Shampoo momentum is taken (the graft's
-        before).
+    start_preconditioning_step : int, default: the variant's
+        scalable: the step from which the Shampoo momentum is taken (the graft's before): 25
+        (``"optax"``: 5).
     statistics_compute_steps : int, default: 1
-        ``variant="scalable"``: the statistics (1) are updated when the step count is a
+        scalable: the statistics (1) are updated when the step count is a
         multiple of it.
     block_size : int, default: 512
-        ``variant="scalable"``: the block side, and the bound of ``merge_small_dims``.
-    no_preconditioning_for_layers_with_dim_gt : int, default: 8192
-        ``variant="scalable"``: a parameter with a larger dimension is not preconditioned.
+        scalable: the block side, and the bound of ``merge_small_dims``.
+    no_preconditioning_for_layers_with_dim_gt : int, default: the variant's
+        scalable: a parameter with a larger dimension is not preconditioned (8192;
+        ``"optax"``: 4096, its ``skip_preconditioning_dim_size_gt``).
     shape_interpretation : bool, default: True
-        ``variant="scalable"``: reshape by ``merge_small_dims`` first.
+        scalable: reshape by ``merge_small_dims`` first.
+    merge_small_dims_block_size : int or None, default: the variant's
+        scalable: the bound of ``merge_small_dims`` (None: ``block_size``; ``"optax"``: 4096).
+    skip_preconditioning_rank_lt : int, default: the variant's
+        scalable: a parameter of a lower order is not preconditioned (2; ``"optax"``: 1).
+    skip_rank_shape : str, default: the variant's
+        scalable: whose order that is: 'reshaped' (after ``merge_small_dims``) or 'original'
+        (``"optax"``'s).
+    merge_rule : str, default: the variant's
+        scalable: 'pytorch_optimizer' or 'optax_shampoo' (:mod:`npoptim.optim.dimensions`).
     inverse_exponent_override : int, default: 0
         n > 0 makes the root's exponent -1/n for every tensor (ScalableShampoo's option;
         for ``variant="pytorch_optimizer"`` an npoptim extension, 0 is the source's).
     graft_type : str, default: the variant's
-        ``variant="scalable"``: 'none', 'sgd' (its default), 'adagrad', 'rmsprop' or
-        'sqrt_n'; ``variant="pytorch_optimizer"`` takes 'none' only.
+        scalable: 'none', 'sgd' (its default), 'adagrad', 'rmsprop', 'sqrt_n',
+        'adagrad_normalized' or 'rmsprop_normalized' (optax-shampoo's, g/(‖g‖ + 1e-16) first);
+        ``variant="pytorch_optimizer"`` takes 'none' only.
     nesterov : bool, default: True
-        ``variant="scalable"``: Nesterov momentum.
+        scalable: Nesterov momentum.
     moving_average_for_momentum : bool, default: False
-        ``variant="scalable"``: momenta as moving averages (weight 1 - β1 on the new term).
+        scalable: momenta as moving averages (weight 1 - β1 on the new term).
     decoupled_learning_rate : bool, default: True
-        ``variant="scalable"``: γ multiplies the momentum step (False: the preconditioned
+        scalable: γ multiplies the momentum step (False: the preconditioned
         gradients).
     diagonal_eps : float, default: 1e-10
-        ``variant="scalable"``: added to the square root of the AdaGrad/RMSProp graft.
+        scalable: added to the square root of the AdaGrad/RMSProp graft.
     matrix_eps : float, default: 1e-06
         ε of (2); with ``inverse_root="newton"`` also the ridge's factor on λ_max.
     matrix_eps_mode : str, default: 'added'
         'added': ε I is the statistics' initial value; 'eigenvalues': statistics from zero,
         ε added to the eigenvalues at each root (Meta's; ``inverse_root="eigh"`` only).
+    relative_matrix_eps : bool, default: True
+        The Newton root's ridge ε λ_max (False: ε; optax-shampoo's
+        ``relative_matrix_epsilon``).
     inverse_root : str, default: the variant's
         'eigh' (the default of ``variant="pytorch_optimizer"``): the eigendecomposition
         (pytorch_optimizer's SVD, ``use_svd=True``); 'newton' (``variant="scalable"``'s): the
         coupled Newton iteration.
+    newton_rule : str, default: the variant's
+        The Newton root's power iteration and stopping rule: 'pytorch_optimizer' or 'optax'
+        (:func:`~npoptim.kernels.decompositions.coupled_newton_inverse_root`).
+    root_tolerance : float, default: the variant's
+        The Newton root stops at max|M - I| <= it (1e-3; ``"optax"``: 1e-6).
+    inverse_failure_threshold : float or None, default: the variant's
+        A new root whose error is NaN or at least this keeps the previous preconditioner
+        (None: never; ``"optax"``: 0.1).
+    count_from : int, default: the variant's
+        The count the schedules read at the first step: 1 (the step) or 0 (``"optax"``'s
+        count).
+    decoupled_decay_form : str, default: the variant's
+        'before_step' (θ(1 - γλ) first) or 'in_update' (``"optax"``'s: γλθ added to the
+        momentum step, then multiplied by γ with the decoupled learning rate).
+    clip_by_scaled_gradient_norm : float or None, default: None
+        scalable: the RMSProp grafts divided by max(1, rms(D)/c) (optax-shampoo's option).
     maximize : bool, default: False
         Maximize the objective: the gradient is negated.
     variant : str, default: 'pytorch_optimizer'
-        'pytorch_optimizer' (alias 'shampoo') or 'scalable' (alias 'scalable_shampoo'): the
-        algorithm, and the defaults of the switches marked "the variant's".
+        'pytorch_optimizer' (alias 'shampoo'), 'scalable' (alias 'scalable_shampoo') or
+        'optax' (alias 'distributed_shampoo'): the algorithm, and the defaults of the
+        switches marked "the variant's".
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()``; a flavor
+        sets its own (see ``Optimizer.step_scope``).
     """
 
     @flavored
