@@ -1054,7 +1054,8 @@ TABLE["Shampoo"] = [
     Row("Shampoo", "optax-rmsprop-normalized", "distributed_shampoo with RMSprop-normalized "
         "grafting (g/|g| first), the decoupled decay added to the momentum step (lr^2 "
         "weight_decay with the decoupled lr), no Nesterov, shapes merged under 6 ((2, 3, 2) "
-        "is (6, 2), blocks 4 + 2 by 2), a root failing the check (error >= 1e-8) keeping the previous one.",
+        "is (6, 2), blocks 4 + 2 by 2), a root failing the check (error >= 1e-8) keeping "
+        "the previous one.",
         dict(lr=1e-2, variant="optax", block_size=4, merge_small_dims_block_size=6,
              graft_type="rmsprop_normalized", nesterov=False, weight_decay=0.1,
              decoupled_weight_decay=True, preconditioning_compute_steps=2,

@@ -195,7 +195,8 @@ from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, c
 _PYTORCH_OPTIMIZER_SWITCHES = dict(
     start_preconditioning_step=25, no_preconditioning_for_layers_with_dim_gt=8192,
     merge_small_dims_block_size=None, skip_preconditioning_rank_lt=2,
-    skip_rank_shape="reshaped", merge_rule="pytorch_optimizer", count_from=1, newton_rule="pytorch_optimizer",
+    skip_rank_shape="reshaped", merge_rule="pytorch_optimizer", count_from=1,
+    newton_rule="pytorch_optimizer",
     root_tolerance=1e-3, inverse_failure_threshold=None, decoupled_decay_form="before_step")
 VARIANTS = {
     "pytorch_optimizer": dict(inverse_root="eigh", graft_type="none",
@@ -207,7 +208,8 @@ VARIANTS = {
     "optax": dict(inverse_root="newton", graft_type="sgd", preconditioning_compute_steps=1,
                   start_preconditioning_step=5, no_preconditioning_for_layers_with_dim_gt=4096,
                   merge_small_dims_block_size=4096, skip_preconditioning_rank_lt=1,
-                  skip_rank_shape="original", merge_rule="optax_shampoo", count_from=0, newton_rule="optax",
+                  skip_rank_shape="original", merge_rule="optax_shampoo", count_from=0,
+                  newton_rule="optax",
                   root_tolerance=1e-6, inverse_failure_threshold=0.1,
                   decoupled_decay_form="in_update"),
 }
@@ -433,7 +435,8 @@ class Shampoo(Optimizer):
             no_preconditioning_for_layers_with_dim_gt=no_preconditioning_for_layers_with_dim_gt,
             merge_small_dims_block_size=merge_small_dims_block_size,
             skip_preconditioning_rank_lt=skip_preconditioning_rank_lt,
-            skip_rank_shape=skip_rank_shape, merge_rule=merge_rule, count_from=count_from, newton_rule=newton_rule,
+            skip_rank_shape=skip_rank_shape, merge_rule=merge_rule, count_from=count_from,
+            newton_rule=newton_rule,
             root_tolerance=root_tolerance, inverse_failure_threshold=inverse_failure_threshold,
             decoupled_decay_form=decoupled_decay_form)
         self.variant, switches = resolve_variant(VARIANTS, ALIASES, variant, switches)
