@@ -154,6 +154,7 @@ REQUIRED = {
     "MUON_OPTIMIZER": ("muon",),
     "ADAM_MINI": ("adam_mini",),
     "KRON_TORCH": ("kron_torch",),
+    "OPTAX_SHAMPOO": ("optax_shampoo",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
@@ -171,11 +172,12 @@ BLOCKED = _start_blocker()
 
 def _importable(module):
     if module in ("timm", "keras", "torchao", "galore_torch",
-                  "apollo_torch", "kron_torch"):  # only located: importing them
-        # here would run timm's package __init__, fix keras's backend before a test chooses
-        # it, register torchao's torch.compile machinery for the whole session, or import
+                  "apollo_torch", "kron_torch", "optax_shampoo"):
+        # only located: importing them here would run timm's package __init__, fix keras's
+        # backend before a test chooses it, register torchao's torch.compile machinery for the whole session, or import
         # galore-torch's or apollo-torch's transformers (see above), or wrap kron-torch's
-        # functions in torch.compile before tests/test_kron.py turns it off
+        # functions in torch.compile before tests/test_kron.py turns it off, or fail on
+        # optax-shampoo's flax and removed jax names (tests/test_shampoo.py shims them)
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None

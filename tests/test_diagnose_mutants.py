@@ -670,9 +670,13 @@ def shampoo(optimizer, bug=None):
     """Shampoo, pytorch_optimizer's (sum from eps I, roots -1/(2k) every few steps, zero before
     the first, momentum toward the last preconditioned gradient) and variant "scalable"
     (ScalableShampoo: blocks, β2 statistics, grafting, the start step, Nesterov, the coupled
-    Newton root with its ridge), roots by LAPACK's eigh or the textbook Newton iteration.
-    Bugs: ``"eps added"`` (eps I in the statistics where the case puts it on the
-    eigenvalues), ``"no graft"``, ``"square root"`` (every root -1/2), ``"float32"``."""
+    Newton root with its ridge) and variant "optax" (optax-shampoo's distributed_shampoo: the
+    count from 0, vectors preconditioned, its dimension merging, its power iteration from
+    RandomState(1729), Newton to 1e-6 with its ratio rule, a failed root dropped, the
+    normalized grafts, the decoupled decay in the step), roots by LAPACK's eigh or the
+    textbook Newton iteration. Bugs: ``"eps added"`` (eps I in the statistics where the case
+    puts it on the eigenvalues), ``"no graft"``, ``"square root"`` (every root -1/2),
+    ``"count from 1"`` (optax's form with the steps counted from 1), ``"float32"``."""
     def eigen_root(a, p, eps, mode):
         w, q = np.linalg.eigh(a)
         w = np.abs(w) if mode == "added" else np.maximum(w, 0) + eps
@@ -699,6 +703,45 @@ def shampoo(optimizer, bug=None):
             x, m, err0 = x_new, m_new, err
         return x
 
+    def optax_root(a, p, eps, relative, tol, padded):
+        n, one = a.shape[0], np.eye(a.shape[0], dtype=a.dtype)
+        lam = 1.0
+        if relative:  # its power iteration, to an absolute 1e-6
+            v, lam = np.random.RandomState(1729).uniform(-1.0, 1.0, n).astype(a.dtype), 0.0
+            for _ in range(100):
+                v = v / np.linalg.norm(v)
+                av = a @ v
+                new = v @ av
+                v, done, lam = av, abs(new - lam) <= 1e-6, new
+                if done:
+                    break
+        ridge = eps * max(lam, 1e-6)
+        if n == 1 and padded == 1:
+            return (a + a.dtype.type(ridge)) ** a.dtype.type(-1.0 / p), 0.0
+        g = a + a.dtype.type(ridge) * one
+        z = (1 + p) / (2 * np.linalg.norm(g))
+        x, m = one * a.dtype.type(z ** (1.0 / p)), g * a.dtype.type(z)
+        err, old, ratio, it = np.max(np.abs(m - one)), x, 1.0, 0
+        while it < 100 and err > tol and ratio < 1.2:
+            t = a.dtype.type(1 + 1.0 / p) * one - m / a.dtype.type(p)
+            m_new = np.linalg.matrix_power(t, p) @ m
+            old, x = x, x @ t
+            new_err = np.max(np.abs(m_new - one))
+            ratio, m, err, it = new_err / err, m_new, new_err, it + 1
+        return (x if ratio < 1.2 else old), err
+
+    def optax_merge(shape, bound):
+        if shape and all(d == 1 for d in shape):
+            return (1,)
+        out, prod = [], 1
+        for d in shape:
+            if prod * d <= bound:
+                prod *= d
+            else:
+                out += [prod] if prod > 1 else []
+                prod = d
+        return tuple(out + ([prod] if prod > 1 else []))
+
     def mode(x, mat, axis):  # x ×_axis mat
         return np.moveaxis(np.tensordot(mat, x, axes=([1], [axis])), 0, axis)
 
@@ -708,7 +751,9 @@ def shampoo(optimizer, bug=None):
 
     def make_step(params, h):
         kind = kind_of(bug)
-        scalable = h["variant"] == "scalable"
+        optax = h["variant"] == "optax"
+        scalable = h["variant"] in ("scalable", "optax")
+        count_from = 1 if bug == "count from 1" else h["count_from"]
         eps_mode = "added" if bug == "eps added" else h["matrix_eps_mode"]
         graft_type = "none" if bug == "no graft" else h["graft_type"]
         eps = h["matrix_eps"]
@@ -716,8 +761,14 @@ def shampoo(optimizer, bug=None):
         state = []
         for p in params:
             shape = p.shape
-            if scalable and not h["shape_interpretation"] and len(shape) > 1 and all(
-                    d <= h["no_preconditioning_for_layers_with_dim_gt"] for d in shape):
+            limit = h["no_preconditioning_for_layers_with_dim_gt"]
+            if optax and h["shape_interpretation"]:
+                shape = optax_merge(shape, h["merge_small_dims_block_size"])
+            if optax and (len(p.shape) < h["skip_preconditioning_rank_lt"]
+                          or any(d > limit for d in p.shape)):
+                blocks = []
+            elif scalable and (optax or not h["shape_interpretation"] and len(shape) > 1) and all(
+                    d <= limit for d in shape):
                 b = h["block_size"]
                 cuts = [[(s, min(s + b, d)) for s in range(0, d, b)] if b < d else [(0, d)]
                         for d in shape]
@@ -728,14 +779,21 @@ def shampoo(optimizer, bug=None):
                 blocks = [] if scalable else [tuple(slice(0, d) for d in shape)]
             sides = [[sl.stop - sl.start for sl in bl] for bl in blocks]
             state.append(dict(
-                blocks=blocks, step=0, m=np.zeros(shape, kind), gm=np.zeros(shape, kind),
-                acc=np.zeros(shape, kind),
+                blocks=blocks, step=0, shape=shape,
+                m=np.zeros(p.shape, kind), gm=np.zeros(p.shape, kind),
+                acc=np.zeros(p.shape, kind),
                 stats=[[start * np.eye(d, dtype=kind) for d in sd] for sd in sides],
                 roots=[[(np.eye(d, dtype=kind) if scalable else np.zeros((d, d), kind))
                         for d in sd] for sd in sides]))
 
+        padded = max([d for s in state for sd in s["stats"] for d in (m.shape[0] for m in sd)],
+                     default=1)
+
         def root(a, order):
             p = 2 if bug == "square root" else (h["inverse_exponent_override"] or 2 * order)
+            if optax:
+                return optax_root(a, p, eps, h["relative_matrix_eps"], h["root_tolerance"],
+                                  padded)
             if h["inverse_root"] == "newton":
                 return newton_root(a, p, eps)
             return eigen_root(a, p, eps, eps_mode)
@@ -764,43 +822,54 @@ def shampoo(optimizer, bug=None):
             ma = h["moving_average_for_momentum"]
             w = 1 - b1 if ma else 1.0
             mult = 1.0 if h["decoupled_learning_rate"] else lr
-            if graft_type == "adagrad":
-                s["acc"] = s["acc"] + g * g
-            elif graft_type == "rmsprop":
-                s["acc"] = b2 * s["acc"] + (1 - b2) * g * g
-            d = {"adagrad": None, "rmsprop": None, "sqrt_n": np.sign(g)}.get(graft_type, g)
-            if d is None:
-                d = g / (np.sqrt(s["acc"]) + h["diagonal_eps"])
+            count = s["step"] - 1 + count_from
+            gs = g / (np.linalg.norm(g) + 1e-16) if graft_type.endswith("_normalized") else g
+            if graft_type.startswith("adagrad"):
+                s["acc"] = s["acc"] + gs * gs
+            elif graft_type.startswith("rmsprop"):
+                s["acc"] = b2 * s["acc"] + (1 - b2) * gs * gs
+            d = np.sign(g) if graft_type == "sqrt_n" else g
+            if graft_type.startswith(("adagrad", "rmsprop")):
+                d = gs / (np.sqrt(s["acc"]) + h["diagonal_eps"])
             d = d * mult
             if s["blocks"]:
-                out = np.empty_like(g)
+                gr = g.reshape(s["shape"])
+                out = np.empty_like(gr)
                 for bl, stats, roots in zip(s["blocks"], s["stats"], s["roots"]):
-                    piece = g[bl]
-                    for i in range(g.ndim):
-                        if s["step"] % h["statistics_compute_steps"] == 0:
+                    piece = gr[bl]
+                    for i in range(gr.ndim):
+                        if count % h["statistics_compute_steps"] == 0:
                             stats[i] = b2 * stats[i] + (1 - b2) * gram(piece, i)
-                    for i in range(g.ndim):
-                        if s["step"] % h["preconditioning_compute_steps"] == 0:
-                            roots[i] = root(stats[i], g.ndim)
+                    for i in range(gr.ndim):
+                        if count % h["preconditioning_compute_steps"] == 0:
+                            new = root(stats[i], gr.ndim)
+                            if not optax:
+                                roots[i] = new
+                            elif not (np.isnan(np.float32(new[1])) or np.float32(new[1])
+                                      >= np.float32(h["inverse_failure_threshold"])):
+                                roots[i] = new[0]
                         piece = mode(piece, roots[i].T, i)
                     out[bl] = piece
-                sg = out * mult
+                sg = out.reshape(g.shape) * mult
             else:
                 sg = d.copy()
             if graft_type != "none":
                 sg = sg * (np.linalg.norm(d) / (np.linalg.norm(sg) + 1e-16))
             wd = h["weight_decay"]
-            if wd and h["decoupled_weight_decay"]:
+            x0 = x
+            if wd and h["decoupled_weight_decay"] and not optax:
                 x = x * (1 - lr * wd)
-            elif wd:
+            elif wd and not h["decoupled_weight_decay"]:
                 d, sg = d + wd * x, sg + wd * x
             s["m"] = s["m"] + w * (sg - s["m"]) if ma else b1 * s["m"] + sg
             s["gm"] = b1 * s["gm"] + w * d
-            pre = s["step"] >= h["start_preconditioning_step"]
+            pre = count >= h["start_preconditioning_step"]
             u = s["m"] if pre else s["gm"]
             if h["nesterov"]:
                 new = sg if pre else d
                 u = u + w * (new - u) if ma else b1 * u + new
+            if wd and h["decoupled_weight_decay"] and optax:  # γλθ in the step (γ²λ)
+                u = u + lr * wd * x0
             return x - (lr if h["decoupled_learning_rate"] else 1.0) * u
 
         def step(grads, lr):
@@ -1484,6 +1553,7 @@ MISTAKES = [
         ("eps added", "Shampoo's eps in the matrix, not on its eigenvalues"),
         ("no graft", "Shampoo without grafting"),
         ("square root", "Shampoo roots -1/2, not -1/(2k)"),
+        ("count from 1", "Shampoo's optax form counted from step 1"),
         ("float32", "float32 accumulation of float64")]],
     *[("APOLLO", bug, entry) for bug, entry in [
         ("tensor", "APOLLO tensor-wise scaling instead of channel-wise"),

@@ -382,3 +382,308 @@ def test_a_parameter_without_elements_only_counts_steps(variant):
 def test_aliases_name_the_classes():
     assert Shampoo([np.zeros(2)], variant="scalable_shampoo").variant == "scalable"
     assert Shampoo([np.zeros(2)], variant="shampoo").variant == "pytorch_optimizer"
+
+
+# ------------------------------------------- optax-shampoo's distributed_shampoo (optax)
+@pytest.fixture
+def optax_shampoo(monkeypatch):
+    """optax-shampoo 0.0.6's ``distributed_shampoo`` module on jax 0.10.2, in float64, through
+    a test-side shim (undone after each test) of the names it needs that jax and its own
+    dependencies no longer give, none of which changes its arithmetic:
+
+    * ``jax.tree_map`` / ``tree_flatten`` / ``tree_unflatten``: ``jax.tree_util``'s (removed
+      from the top level in jax 0.6);
+    * ``jax.experimental.pjit.PartitionSpec`` / ``with_sharding_constraint``:
+      ``jax.sharding.PartitionSpec`` / ``jax.lax.with_sharding_constraint`` (the module is
+      empty now; only its sharded mode, not run here, calls them);
+    * ``flax.struct``: ``dataclass`` (a frozen dataclass registered as a pytree, its fields
+      with ``pytree_node=False`` static, with ``.replace``) and ``field``, what flax.struct is,
+      rather than flax itself (flax's ``__init__`` imports its whole library, orbax,
+      msgpack, tensorstore, pinned to other jax releases; the module uses these two names only);
+      chex is installed (``chex.Array`` annotations only);
+    * ``jax.lax.while_loop``: a Python bool in the initial carry is cast to the dtype the body
+      returns for it (``matrix_inverse_pth_root`` starts its error ratio at ``True`` and
+      carries a float; the jax it was written for promoted it, True -> 1.0; jax 0.10.2
+      refuses the mismatch).
+
+    And :func:`optax_shampoo_state` makes the statistics and preconditioners its init builds
+    in float32 whatever the parameters' dtype (``matrix_epsilon * jnp.eye(n, dtype=float32)``
+    and ``jnp.eye(n, dtype=float32)``) again in float64, as an init in the parameters' dtype
+    would: with float64 parameters its ``lax.cond`` between the old float32 identity and the
+    new float64 root raises otherwise. So its statistics start at ε I in float64, not at
+    float32(ε) I (1e-4 in float32 is 2.5e-8 off, which moved the roots by 1e-8)."""
+    import sys
+    import types
+    import dataclasses
+    jax = pytest.importorskip("jax")
+    import jax.experimental.pjit as pjit
+    monkeypatch.setattr(jax, "tree_map", jax.tree_util.tree_map, raising=False)
+    monkeypatch.setattr(jax, "tree_flatten", jax.tree_util.tree_flatten, raising=False)
+    monkeypatch.setattr(jax, "tree_unflatten", jax.tree_util.tree_unflatten, raising=False)
+    monkeypatch.setattr(pjit, "PartitionSpec", jax.sharding.PartitionSpec, raising=False)
+    monkeypatch.setattr(pjit, "with_sharding_constraint", jax.lax.with_sharding_constraint,
+                        raising=False)
+    while_loop = jax.lax.while_loop
+
+    def promoting_while_loop(cond_fun, body_fun, init_val):
+        out = jax.eval_shape(body_fun, init_val)
+        init_val = jax.tree_util.tree_map(
+            lambda x, o: jax.numpy.asarray(x, o.dtype)
+            if isinstance(x, bool) and o.dtype != bool else x, init_val, out)
+        return while_loop(cond_fun, body_fun, init_val)
+
+    monkeypatch.setattr(jax.lax, "while_loop", promoting_while_loop)
+    struct = types.ModuleType("flax.struct")
+
+    def field(pytree_node=True, **kwargs):
+        return dataclasses.field(metadata={"pytree_node": pytree_node}, **kwargs)
+
+    def dataclass(cls):
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        fields = dataclasses.fields(cls)
+        jax.tree_util.register_dataclass(
+            cls, data_fields=[f.name for f in fields if f.metadata.get("pytree_node", True)],
+            meta_fields=[f.name for f in fields if not f.metadata.get("pytree_node", True)])
+        cls.replace = lambda self, **changes: dataclasses.replace(self, **changes)
+        return cls
+
+    struct.field, struct.dataclass = field, dataclass
+    flax = types.ModuleType("flax")
+    flax.struct = struct
+    if "optax_shampoo.distributed_shampoo" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "flax", flax)
+        monkeypatch.setitem(sys.modules, "flax.struct", struct)
+    from optax_shampoo import distributed_shampoo
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield distributed_shampoo
+    jax.config.update("jax_enable_x64", previous)
+
+
+def optax_shampoo_state(state, matrix_epsilon):
+    """``tx.init``'s state with its statistics (ε I) and preconditioners (I) built in float64
+    (see the fixture)."""
+    import jax.numpy as jnp
+    return state._replace(stats=[s._replace(
+        statistics=[matrix_epsilon * jnp.eye(x.shape[0], dtype=jnp.float64)
+                    for x in s.statistics],
+        preconditioners=[jnp.eye(x.shape[0], dtype=jnp.float64) for x in s.preconditioners])
+        for s in state.stats])
+
+
+def optax_shampoo_trajectory(module, kwargs, params, grads):
+    """The params after each update of ``distributed_shampoo(**kwargs)`` with the schedule
+    ``LRS[count]`` (optax's count, 0 at the first update), ``update`` compiled once with
+    XLA's backend optimisations off (half the compile time; XLA's CPU arithmetic is IEEE
+    either way, no fast-math), memoized per keywords (two tests read the same run)."""
+    key = repr(sorted(kwargs.items()))
+    if key in _OPTAX_RUNS:
+        return _OPTAX_RUNS[key]
+    import jax
+    import jax.numpy as jnp
+    import optax
+    lrs = jnp.asarray(LRS, jnp.float64)
+    tx = module.distributed_shampoo(learning_rate=lambda count: lrs[count], **kwargs)
+    ps = [jnp.asarray(p) for p in params]
+    state = optax_shampoo_state(tx.init(ps), kwargs.get("matrix_epsilon", 1e-6))
+    update = None
+    out = []
+    for step_grads in grads:
+        step_grads = [jnp.asarray(g) for g in step_grads]
+        if update is None:
+            update = jax.jit(tx.update).lower(step_grads, state, ps).compile(compiler_options={
+                "xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True})
+        updates, state = update(step_grads, state, ps)
+        ps = optax.apply_updates(ps, updates)
+        out.append([np.asarray(p) for p in ps])
+    _OPTAX_RUNS[key] = out
+    return out
+
+
+_OPTAX_RUNS = {}
+
+
+#: 1-D (preconditioned: optax-shampoo preconditions vectors; 5 is blocks 4 + 1, a 1 x 1
+#: statistic beside larger ones), 2-D with a side above the block size 4 (7: 4 + 3), 3-D, and
+#: a vector above skip 10 (a graft only).
+#: The shapes are not merged (best_effort_shape_interpretation=False) except in the merge
+#: case, so that the small ones have statistics of their own.
+OPTAX_SHAPES = ((5,), (7, 4), (2, 3, 4), (12,))
+OPTAX_BASE = dict(block_size=4, skip_preconditioning_dim_size_gt=10,
+                  best_effort_shape_interpretation=False, preconditioning_compute_steps=3,
+                  start_preconditioning_step=4, matrix_epsilon=1e-4)
+#: (optax-shampoo keywords, graft name): every graft type it has, both weight decays, Nesterov
+#: on and off, the moving average, the coupled lr, the exponent override, the absolute ridge
+OPTAX_OPTIONS = [
+    dict(graft_type=1, weight_decay=0.1),
+    dict(graft_type=2, weight_decay=0.1, decoupled_weight_decay=True, nesterov=False),
+    dict(graft_type=3, beta1=0.8, beta2=0.95, moving_average_for_momentum=True,
+         statistics_compute_steps=2, clip_by_scaled_gradient_norm=0.5),
+    dict(graft_type=4, weight_decay=0.05, decoupled_learning_rate=False,
+         decoupled_weight_decay=True),
+    dict(graft_type=5, exponent_override=2, weight_decay=0.05, relative_matrix_epsilon=False,
+         inverse_failure_threshold=1.5e-8),
+    dict(graft_type=6, best_effort_shape_interpretation=True, merge_small_dims_block_size=20,
+         diagonal_epsilon=1e-3, weight_decay=0.1),
+]
+OPTAX_IDS = ["sgd-l2", "adagrad-decoupled-no-nesterov", "rmsprop-moving-average-clip",
+             "rmsprop-normalized-coupled-lr", "sqrt-n-override-absolute-ridge-failures",
+             "adagrad-normalized-merged"]
+#: optax-shampoo's products and sums are XLA's (CPU-dependent order: Eigen's blocked matmuls,
+#: tree reductions), npoptim's in a fixed order: each within n u of the exact value (n <= 7
+#: terms here, u = 1.1e-16), over 24 statistics updates and at most 10 Newton iterations a
+#: root: (24 + 10) 7 u = 2.6e-14 relative in a statistic and its root's iterates. The root
+#: amplifies a statistic's relative perturbation by at most κ/p, κ <= 1/matrix_epsilon = 1e4
+#: (the ridge ε λ_max; the absolute ridge case's statistics are larger than 1e-4 λ_max too),
+#: p >= 2: 1.3e-10 relative in a preconditioned direction, which the graft rescales to its
+#: own norm and the lr (<= 0.02) makes a part of the parameters' scale (about 1): the
+#: tolerance 2e-10 (it does not cover a Newton stop or a failure check flipping on another
+#: CPU, an error within rounding of 1e-6 or the threshold: none of these runs' errors is
+#: within 5% of either). Measured (the report, -s): at most 2.2e-15.
+OPTAX_RTOL = 2e-10
+
+
+@pytest.mark.needs("optax_shampoo", "optax", "jax")
+@pytest.mark.parametrize("kw", OPTAX_OPTIONS, ids=OPTAX_IDS)
+def test_matches_optax_shampoo(kw, optax_shampoo):
+    from npoptim import flavors
+    theirs = {**OPTAX_BASE, **kw}
+    params, grads = random_problem(8, OPTAX_SHAPES, STEPS, np.float64)
+    expected = optax_shampoo_trajectory(optax_shampoo, theirs, params, grads)
+    ps = [p.copy() for p in params]
+    opt = flavors.from_framework("optax", "distributed_shampoo", ps, learning_rate=LRS[0],
+                                 **theirs)
+    assert opt.variant == "optax"
+    got = npoptim_trajectory(opt, ps, grads, LRS)
+    err = worst_error(got, expected)
+    record(f"optax-shampoo {kw}", err)
+    assert err < OPTAX_RTOL
+    if not theirs["best_effort_shape_interpretation"]:  # a vector is preconditioned
+        assert [opt.state[0][f"statistics_{k}"].shape for k in (0, 1)] == [(4, 4), (1, 1)]
+        assert opt.state[1]["statistics_2"].shape == (3, 3)  # (7, 4): block (3, 4)
+        assert not any(k.startswith("statistics") for k in opt.state[3])  # 12 > 10
+
+
+@pytest.mark.needs("optax_shampoo", "optax", "jax")
+def test_optax_shampoo_is_not_the_scalable_form(optax_shampoo):
+    """Which switches tell optax-shampoo from pytorch_optimizer's ScalableShampoo (its port):
+    with every switch of the optax variant but one set back to ScalableShampoo's value, the
+    run misses optax-shampoo's by far more than the tolerance."""
+    theirs = {**OPTAX_BASE, **OPTAX_OPTIONS[0]}
+    params, grads = random_problem(8, OPTAX_SHAPES, STEPS, np.float64)
+    expected = optax_shampoo_trajectory(optax_shampoo, theirs, params, grads)
+    from npoptim import flavors
+    scalable = {"count_from": dict(count_from=1),
+                "vectors": dict(skip_preconditioning_rank_lt=2, skip_rank_shape="reshaped"),
+                "newton_rule": dict(newton_rule="pytorch_optimizer"),
+                "root_tolerance": dict(root_tolerance=1e-3),
+                "decoupled_decay_form": dict(decoupled_decay_form="before_step",
+                                             decoupled_weight_decay=True)}
+    worst = {}
+    for name, switches in scalable.items():
+        ps = [p.copy() for p in params]
+        opt = flavors.from_framework("optax", "distributed_shampoo", ps, learning_rate=LRS[0],
+                                     **theirs)
+        opt.param_groups[0].update(switches)
+        worst[name] = worst_error(npoptim_trajectory(opt, ps, grads, LRS), expected)
+    print("\noptax-shampoo with one ScalableShampoo switch:", worst)
+    assert all(err > 100 * OPTAX_RTOL for err in worst.values()), worst
+
+
+def test_optax_flavor_names_and_refusals():
+    """flavor="optax" is the optax variant with optax-shampoo's defaults; its options that are
+    not conventions of the update (sharding, quantization, LOBPCG, one-sided) are refused by
+    name, before any state exists."""
+    from npoptim import flavors
+    p = np.zeros((3, 4))
+    opt = Shampoo([p], flavor="optax")
+    assert opt.variant == "optax" and opt.defaults["start_preconditioning_step"] == 5
+    assert opt.defaults["no_preconditioning_for_layers_with_dim_gt"] == 4096
+    built = flavors.from_framework("optax", "distributed_shampoo", [p], learning_rate=0.1,
+                                   block_size=128, graft_type=4, generate_training_metrics=False)
+    assert built.defaults["graft_type"] == "rmsprop_normalized"
+    assert flavors.framework_names("optax", "Shampoo", built.defaults)["graft_type"] == 4
+    for name, value in [("shard_optimizer_states", True), ("batch_axis_name", "batch"),
+                        ("best_effort_memory_usage_reduction", True),
+                        ("lobpcg_topk_precondition", 2), ("precondtioner_type", 2),
+                        ("num_devices_for_pjit", 8)]:
+        with pytest.raises(ValueError, match=name):
+            flavors.from_framework("optax", "distributed_shampoo", [p], learning_rate=0.1,
+                                   block_size=128, **{name: value})
+    with pytest.raises(TypeError, match="block_size"):
+        flavors.from_framework("optax", "distributed_shampoo", [p], learning_rate=0.1)
+
+
+def test_optax_counts_from_zero_and_preconditions_vectors():
+    """Hand-derived first step of the optax variant on a vector: count 0 updates the
+    statistic ((1 - β2) g gᵀ + β2 ε I) and takes its root at once, but before
+    start_preconditioning_step (5) the step is the SGD graft's Nesterov momentum,
+    (1 + β1) γ g; with the start at 0 it is the Shampoo direction rescaled to ‖g‖."""
+    g = np.array([3.0, -4.0, 1.0])
+    p = np.zeros(3)
+    opt = Shampoo([p], lr=0.1, variant="optax", block_size=8)
+    opt.step([g.copy()])
+    close(p, -0.1 * 1.9 * g)
+    assert opt.state[0]["statistics_0"].shape == (3, 3)
+    assert not np.array_equal(opt.state[0]["preconditioner_0"], np.eye(3))
+    p = np.zeros(3)
+    Shampoo([p], lr=0.1, variant="optax", block_size=8, start_preconditioning_step=0,
+            matrix_eps=1e-2).step([g.copy()])
+    # the root of (1-β2) g gᵀ + β2 ε I maps g to a multiple of g: the step is -(1+β1) γ g
+    close(p, -0.1 * 1.9 * g, rtol=1e-9)
+
+
+@pytest.mark.needs("optax_shampoo", "optax", "jax")
+def test_optax_shampoo_replays_the_golden_optax_rows(optax_shampoo):
+    """The golden cases of variant="optax" (reference_results/cases/Shampoo.json), replayed
+    through distributed_shampoo called with each case's hyperparameters in its names
+    (npoptim.flavors.framework_names; npoptim.check.constructors skips them in optax's own
+    replay),
+    pass at the cases' tolerance; the failure check drops roots in the second."""
+    import json
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from npoptim import flavors
+    from npoptim.golden import codec, compare
+    from npoptim.golden.replay import replay, results_file
+    from npoptim.golden.schema import load_all, parse
+    suite = Path(__file__).resolve().parents[1] / "reference_results" / "cases" / "Shampoo.json"
+    cases = [c for c in load_all(suite, kind="cases") if "/optax-" in c.id]
+    assert len(cases) == 2
+
+    def make_step(case):
+        kwargs = flavors.framework_names("optax", "Shampoo",
+                                         codec.from_json_hyper(case.hyperparameters))
+        kwargs.pop("learning_rate")
+
+        lrs = jnp.asarray([s.lr for s in case.steps], jnp.float64)  # the case's schedule
+
+        def make(params, _hyper):
+            tx = optax_shampoo.distributed_shampoo(learning_rate=lambda count: lrs[count],
+                                                   **kwargs)
+            state = {"params": [jnp.asarray(p) for p in params], "update": None}
+            state["opt"] = optax_shampoo_state(tx.init(state["params"]),
+                                               kwargs["matrix_epsilon"])
+
+            def step(grads, _lr):
+                grads = [jnp.asarray(g) for g in grads]
+                if state["update"] is None:  # compiled as optax_shampoo_trajectory's
+                    state["update"] = jax.jit(tx.update).lower(
+                        grads, state["opt"], state["params"]).compile(compiler_options={
+                            "xla_backend_optimization_level": 0,
+                            "xla_llvm_disable_expensive_passes": True})
+                updates, state["opt"] = state["update"](grads, state["opt"], state["params"])
+                state["params"] = optax.apply_updates(state["params"], updates)
+                return [np.asarray(p) for p in state["params"]]
+            return step
+        return make
+
+    entries = [replay(c, make_step(c), grad_format="dense") for c in cases]
+    results = parse(json.loads(codec.dumps(results_file(entries, "optax-shampoo"))),
+                    "<optax-shampoo>", "results").cases
+    reports = [compare.compare_case(c, r, "<optax-shampoo>") for c, r in zip(cases, results)]
+    assert all(r.passed for r in reports), compare.format_reports(reports, summary=True)

@@ -23,6 +23,11 @@ ONNX_ATTRIBUTES = {"Adam": ("alpha", "beta", "epsilon", "norm_coefficient",
 #: The onnx flavor's constructors that onnx.reference lacks: onnxruntime-training's AdamW,
 #: replayed by examples/framework_replay/ort_training.py (tests/test_ort_training.py).
 ORT_ONLY = {"AdamW": "onnxruntime-training's AdamW: examples/framework_replay/ort_training.py"}
+#: optax-flavor constructors from another package (an optax transformation outside optax):
+#: optax's replay does not build them; the test named replays their cases
+OPTAX_ELSEWHERE = {"distributed_shampoo": "optax-shampoo's distributed_shampoo (not optax's "
+                                          "own): tests/test_shampoo.py replays its cases "
+                                          "through it"}
 
 
 def framework_kwargs(entry, hyper):
@@ -61,6 +66,9 @@ def constructor_for_case(flavor, case, use_switches=True, only=None):
             continue
         if flavor == "onnx" and name in ORT_ONLY:
             tried.append(ORT_ONLY[name])
+            continue
+        if flavor == "optax" and name in OPTAX_ELSEWHERE:
+            tried.append(OPTAX_ELSEWHERE[name])
             continue
         kwargs = framework_kwargs(entry, hyper)
         if not use_switches:

@@ -522,6 +522,12 @@ CATALOGUE = (
           "every statistic's inverse square root (full-matrix AdaGrad's exponent) instead of "
           "the -1/(2k) of an order-k tensor: L^(-1/2) G R^(-1/2) for a matrix, where Shampoo "
           "takes L^(-1/4) G R^(-1/4).", hyper=_shampoo_square_root),
+    Entry("Shampoo's optax form counted from step 1", ("Shampoo",), "mistake",
+          "optax-shampoo's distributed_shampoo ported with the steps counted from 1 (as "
+          "pytorch_optimizer's ScalableShampoo counts them) instead of its optax count from 0: "
+          "the statistics and roots are first computed at step preconditioning_compute_steps "
+          "instead of the first update, every refresh and the Shampoo momentum's start come "
+          "one step late; on the optax cases.", hyper=_set("count_from", 1)),
     Entry("APOLLO tensor-wise scaling instead of channel-wise", ("APOLLO",), "mistake",
           "one factor ‖N‖/(‖R‖ + 1e-8) for the whole matrix (APOLLO-Mini's, "
           "scale_type='tensor') where APOLLO scales each channel (row of a tall, column of a "

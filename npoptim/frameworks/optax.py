@@ -97,6 +97,9 @@ OPTAX = Flavor(
         # the noise optax draws from jax.random (npoptim.kernels.jax_random)
         "NoisySGD": dict(noise_stream="jax"),
         "DPSGD": dict(noise_stream="jax"),
+        # optax-shampoo 0.0.6 (PyPI; google-research scalable_shampoo/optax), an optax
+        # GradientTransformation outside optax: see npoptim/optim/shampoo.py
+        "Shampoo": dict(variant="optax"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -442,6 +445,75 @@ OPTAX = Flavor(
             dict(learning_rate=REQUIRED, l2_norm_clip=REQUIRED, noise_multiplier=REQUIRED,
                  seed=REQUIRED, momentum=None, nesterov=False),
             fixed=dict(noise_stream="jax")),
+        # optax_shampoo.distributed_shampoo.distributed_shampoo (npoptim Shampoo
+        # variant="optax"); learning_rate and block_size have no default there
+        "distributed_shampoo": FrameworkOptimizer(
+            "Shampoo", {"learning_rate": "lr", "block_size": "block_size",
+                        "beta1": ("betas", 0), "beta2": ("betas", 1),
+                        "diagonal_epsilon": "diagonal_eps", "matrix_epsilon": "matrix_eps",
+                        "weight_decay": "weight_decay",
+                        "start_preconditioning_step": "start_preconditioning_step",
+                        "preconditioning_compute_steps": "preconditioning_compute_steps",
+                        "statistics_compute_steps": "statistics_compute_steps",
+                        "best_effort_shape_interpretation": "shape_interpretation",
+                        "graft_type": ("graft_type", "shampoo_graft"),
+                        "nesterov": "nesterov",
+                        "exponent_override": "inverse_exponent_override",
+                        "inverse_failure_threshold": "inverse_failure_threshold",
+                        "moving_average_for_momentum": "moving_average_for_momentum",
+                        "skip_preconditioning_dim_size_gt":
+                            "no_preconditioning_for_layers_with_dim_gt",
+                        "clip_by_scaled_gradient_norm": ("clip_by_scaled_gradient_norm",
+                                                         "nullable"),
+                        "relative_matrix_epsilon": "relative_matrix_eps",
+                        "merge_small_dims_block_size": "merge_small_dims_block_size",
+                        "skip_preconditioning_rank_lt": "skip_preconditioning_rank_lt",
+                        "decoupled_learning_rate": "decoupled_learning_rate",
+                        "decoupled_weight_decay": "decoupled_weight_decay"},
+            dict(learning_rate=REQUIRED, block_size=REQUIRED, beta1=0.9, beta2=0.999,
+                 diagonal_epsilon=1e-10, matrix_epsilon=1e-6, weight_decay=0.0,
+                 start_preconditioning_step=5, preconditioning_compute_steps=1,
+                 statistics_compute_steps=1, best_effort_shape_interpretation=True,
+                 graft_type=1, nesterov=True, exponent_override=0, batch_axis_name=None,
+                 statistics_partition_spec=None, preconditioner_partition_spec=None,
+                 num_devices_for_pjit=None, shard_optimizer_states=False,
+                 best_effort_memory_usage_reduction=False, inverse_failure_threshold=0.1,
+                 moving_average_for_momentum=False, skip_preconditioning_dim_size_gt=4096,
+                 clip_by_scaled_gradient_norm=None, precision=None, tensordot_precision=None,
+                 relative_matrix_epsilon=True, merge_small_dims_block_size=4096,
+                 lobpcg_topk_precondition=0, lobpcg_max_iter=0, precondtioner_type=1,
+                 skip_preconditioning_rank_lt=1, decoupled_learning_rate=True,
+                 decoupled_weight_decay=False, generate_training_metrics=True),
+            call="optax_shampoo.distributed_shampoo.distributed_shampoo",
+            unsupported={
+                "batch_axis_name": ((None,), "pmap's data-parallel axis: npoptim runs on one "
+                                             "host (each device's roots are the same math)"),
+                "statistics_partition_spec": ((None,), "pjit sharding of the statistics: not "
+                                                       "a convention of the update"),
+                "preconditioner_partition_spec": ((None,), "pjit sharding: not a convention "
+                                                           "of the update"),
+                "num_devices_for_pjit": ((None,), "pjit sharding: not a convention of the "
+                                                  "update"),
+                "shard_optimizer_states": ((False,), "sharded (pjit) optimizer states: not a "
+                                                     "convention of the update"),
+                "best_effort_memory_usage_reduction": (
+                    (False,), "int8/int16 quantized momenta and statistics are not "
+                              "implemented"),
+                "precision": ((None,), "an XLA matmul precision flag (its default is "
+                                       "HIGHEST, npoptim's exact products; pass no value)"),
+                "tensordot_precision": ((None,), "an XLA matmul precision flag"),
+                "lobpcg_topk_precondition": ((0,), "LOBPCG deflation of the top eigenvectors "
+                                                   "is not implemented"),
+                "lobpcg_max_iter": ((0,), "LOBPCG is not implemented"),
+                "precondtioner_type": ((1,), "PreconditionerType.INPUT (one-sided Shampoo) is "
+                                             "not implemented; ALL (1) is")},
+            elsewhere={"generate_training_metrics": "the root's error and iteration count, "
+                                                    "diagnostics only (npoptim keeps none)"},
+            notes=("optax-shampoo 0.0.6 needs jax's removed jax.tree_map and "
+                   "jax.experimental.pjit names and flax.struct (tests/test_shampoo.py's shim "
+                   "gives them); in float64 its init's float32 statistics and preconditioners "
+                   "are cast to float64 (its lax.cond between the float32 identity and a "
+                   "float64 root fails otherwise). graft_type is GraftingType's number.",)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -536,6 +608,14 @@ OPTAX = Flavor(
         "DPSGD": "npoptim's math (optax.contrib.dpsgd's); the noise is jax.random's normal "
                  "stream from key(seed) as optax splits it (noise_stream='jax'); momentum "
                  "None is 0; lr, l2_norm_clip, noise_multiplier and seed required",
+        "Shampoo": "the optax variant: optax-shampoo 0.0.6's distributed_shampoo (not optax's "
+                   "own; google-research scalable_shampoo/optax): the count from 0 "
+                   "(statistics and roots at the first update), vectors preconditioned, "
+                   "optax-shampoo's merge_small_dims (bound 4096), the coupled Newton root to "
+                   "1e-6 with its power iteration (RandomState(1729) start), a root whose "
+                   "error is >= 0.1 is dropped for the previous one, the decoupled decay "
+                   "added to the momentum step (lr^2 lambda with the decoupled lr), "
+                   "start_preconditioning_step 5; see npoptim/optim/shampoo.py",
     },
     zero_only={"SGD": {"dampening": "optax trace has no dampening"}},
     verified="CI: tests/test_framework_replay.py replays cases/optax/ through optax (jax, "

@@ -180,7 +180,22 @@ _CONVERSIONS = {
     "eps1_of_pair": (lambda v: (v, 1e-3), lambda v: v[0]),
     "momentum_dtype": (lambda v: _momentum_dtype(v), lambda v: None if v == "param" else v),
     "jax_key": (_jax_key_seed, lambda v: v),   # optax noisy_sgd's key: None is 0
+    # optax-shampoo's GraftingType (an IntEnum): its number as npoptim Shampoo's graft_type
+    "shampoo_graft": (lambda v: _shampoo_graft(v), lambda v: _SHAMPOO_GRAFTS.index(v) + 1),
 }
+
+#: optax-shampoo's GraftingType members in number order (SGD = 1 ... ADAGRAD_NORMALIZED = 6).
+_SHAMPOO_GRAFTS = ("sgd", "adagrad", "rmsprop", "rmsprop_normalized", "sqrt_n",
+                   "adagrad_normalized")
+
+
+def _shampoo_graft(value):
+    """optax-shampoo's ``graft_type`` (GraftingType, or its number) as npoptim's name."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
+            1 <= int(value) <= len(_SHAMPOO_GRAFTS)):
+        raise ValueError(f"optax-shampoo graft_type={value!r}: a GraftingType (1 SGD ... 6 "
+                         "ADAGRAD_NORMALIZED)")
+    return _SHAMPOO_GRAFTS[int(value) - 1]
 
 #: Conversions whose framework None is a value (not "take the default").
 _NONE_IS_A_VALUE = {"nullable", "none_is_inf", "momentum_dtype",

@@ -1039,6 +1039,29 @@ TABLE["Shampoo"] = [
              inverse_root="eigh", matrix_eps_mode="eigenvalues", matrix_eps=1e-3,
              weight_decay=0.1, decoupled_weight_decay=True),
         shapes=((2, 3), (3,)), steps=10, dtypes=("float64",)),
+    # optax-shampoo's distributed_shampoo (the optax flavor: variant="optax"), replayed
+    # through it by tests/test_shampoo.py
+    Row("Shampoo", "optax-sgd-graft", "optax-shampoo 0.0.6's distributed_shampoo (npoptim "
+        "variant='optax', the optax flavor): its count from 0 (statistics and the coupled "
+        "Newton roots at the first update, then every 3), a vector preconditioned (blocks 3 "
+        "+ 1: a 1 x 1 statistic, padded to 3 in its batched root) and a 3-D tensor unmerged, "
+        "SGD grafting, the Shampoo momentum from count 3, Nesterov, L2 decay.",
+        dict(lr=1e-2, variant="optax", block_size=3, shape_interpretation=False,
+             preconditioning_compute_steps=3, start_preconditioning_step=3,
+             weight_decay=0.05, matrix_eps=1e-4),
+        shapes=((4,), (2, 2, 2)), steps=10, dtypes=("float64",),
+        matches=("optax_shampoo.distributed_shampoo 0.0.6 (graft_type=SGD)",)),
+    Row("Shampoo", "optax-rmsprop-normalized", "distributed_shampoo with RMSprop-normalized "
+        "grafting (g/|g| first), the decoupled decay added to the momentum step (lr^2 "
+        "weight_decay with the decoupled lr), no Nesterov, shapes merged under 6 ((2, 3, 2) "
+        "is (6, 2), blocks 4 + 2 by 2), a root failing the check (error >= 1e-8) keeping "
+        "the previous one.",
+        dict(lr=1e-2, variant="optax", block_size=4, merge_small_dims_block_size=6,
+             graft_type="rmsprop_normalized", nesterov=False, weight_decay=0.1,
+             decoupled_weight_decay=True, preconditioning_compute_steps=2,
+             start_preconditioning_step=2, inverse_failure_threshold=1e-8, matrix_eps=1e-4),
+        shapes=((2, 3, 2),), steps=10, dtypes=("float64",),
+        matches=("optax_shampoo.distributed_shampoo 0.0.6 (graft_type=RMSPROP_NORMALIZED)",)),
 ]
 
 SCION_TOLERANCE = {

@@ -260,27 +260,95 @@ def power_iteration(a, num_iters=100):
     return max(quotient, 1e-16)
 
 
+def optax_power_start(n, dtype):
+    """optax-shampoo's start vector for its power iteration: ``n`` draws of
+    ``numpy.random.RandomState(1729).uniform(-1, 1)`` (the legacy generator's stream is fixed
+    by NumPy's compatibility policy, NEP 19: the same bits on every machine; its first ``n``
+    draws are the start of a longer padded one's, as optax-shampoo pads its statistics)."""
+    return np.random.RandomState(1729).uniform(-1.0, 1.0, n).astype(dtype)
+
+
+def optax_power_iteration(a, num_iters=100, error_tolerance=1e-6):
+    """The largest eigenvalue of the symmetric positive semidefinite ``a`` as optax-shampoo
+    0.0.6's ``power_iteration``: from :func:`optax_power_start`, ``v ← v/‖v‖``, ``s = vᵀAv``,
+    ``v ← Av`` until ``|s - s_prev| <= error_tolerance`` (``s_prev`` 0 at first: an absolute
+    tolerance) or ``num_iters`` products; returns ``s`` (no floor: the ridge floors it).
+    Every product and sum in a fixed order."""
+    v = optax_power_start(a.shape[0], a.dtype)[:, None]
+    s = 0.0
+    for _ in range(num_iters):
+        norm = math.sqrt(float(matmul_of(np.ascontiguousarray(v.T), v)[0, 0]))
+        v = v / a.dtype.type(norm)
+        av = matmul_of(a, v)
+        s_new = float(matmul_of(np.ascontiguousarray(v.T), av)[0, 0])
+        done = not abs(s_new - s) > error_tolerance
+        v, s = av, s_new
+        if done:
+            break
+    return s
+
+
+def _binary_power(m, p):
+    """``m ** p`` by squaring, as optax-shampoo's ``mat_power``: from the lowest bit,
+    ``power ← m^(2^k) · power`` where bit k of ``p`` is set (``power`` from the identity)."""
+    power = np.eye(m.shape[0], dtype=m.dtype)
+    while p > 0:
+        if p % 2 == 1:
+            power = matmul_of(m, power)
+        p //= 2
+        if p > 0:
+            m = matmul_of(m, m)
+    return power
+
+
+#: The stopping rules of :func:`coupled_newton_inverse_root`.
+NEWTON_RULES = ("pytorch_optimizer", "optax")
+
+
 def coupled_newton_inverse_root(a, root, ridge_epsilon=1e-6, max_iters=100,
-                                error_tolerance=1e-3, max_error_ratio=1.2):
-    """``(a + ridge_epsilon·λ_max·I) ** (-1/root)`` by the coupled Newton iteration (Guo &
-    Higham 2006), as pytorch_optimizer's ``compute_power_schur_newton`` (and google-research's
-    ``matrix_inverse_pth_root``): with ``z = (1 + p)/(2‖A‖_F)``, ``X₀ = z^(1/p) I``,
-    ``M₀ = zA`` and ``α = -1/p``,
+                                error_tolerance=1e-3, max_error_ratio=1.2,
+                                rule="pytorch_optimizer", relative_ridge=True,
+                                return_error=False, padded_side=1):
+    """``(a + ridge·I) ** (-1/root)`` by the coupled Newton iteration (Guo & Higham 2006), as
+    pytorch_optimizer's ``compute_power_schur_newton`` (``rule="pytorch_optimizer"``) or
+    optax-shampoo's ``matrix_inverse_pth_root`` (``rule="optax"``, google-research's): with
+    ``z = (1 + p)/(2‖A‖_F)``, ``X₀ = z^(1/p) I``, ``M₀ = zA`` and ``α = -1/p``,
 
         T = (1 - α) I + α M,   X ← X T,   M ← T^p M
 
-    (``T^p`` by ``p - 1`` products in order), stopping when ``max|M - I|`` is at most
-    ``error_tolerance`` (keeping the new ``X``) or grows past ``max_error_ratio`` times the
-    last (keeping the old), or after ``max_iters``. ``λ_max`` is :func:`power_iteration`'s. A
-    1 x 1 matrix is ``(a + ridge_epsilon·max(a, 1e-16)) ** (-1/p)`` as the source's."""
+    stopping when ``e = max|M - I|`` is at most ``error_tolerance`` (keeping the new ``X``)
+    or grows past ``max_error_ratio`` times the last (keeping the old), or after
+    ``max_iters``. The ridge is ``ridge_epsilon·λ_max`` (``relative_ridge``; else
+    ``ridge_epsilon``).
+
+    ``rule="pytorch_optimizer"``: λ_max is :func:`power_iteration`'s (floored at 1e-16),
+    ``T^p`` by ``p - 1`` products in order, at least one iteration, divergence
+    ``e > ratio·e_prev``; a 1 x 1 matrix is ``(a + ridge_epsilon·max(a, 1e-16))^(-1/p)``.
+    ``rule="optax"``: λ_max is :func:`optax_power_iteration`'s, floored at 1e-6 in the
+    ridge; ``T^p`` by squaring (:func:`_binary_power`); no iteration if ``e₀`` is already
+    within the tolerance; divergence ``e/e_prev >= ratio``; a 1 x 1 matrix is
+    ``(a + ridge)^(-1/p)`` only if ``padded_side`` is 1: optax-shampoo pads every statistic
+    to the largest side among the optimizer's (``[[A, 0], [0, 0]]`` inside its root, the
+    same iterates in exact arithmetic), so a 1 x 1 one beside larger ones goes through the
+    iteration. With ``return_error``: ``(root, e)``, ``e`` that of the last ``M`` computed
+    (0 for the 1 x 1 closed form), as optax-shampoo reports it to its failure check."""
     p = int(root)
     n = a.shape[0]
     dtype = a.dtype.type
-    if n == 1:
+    optax = rule == "optax"
+    if optax:
+        lam = optax_power_iteration(a) if relative_ridge else 1.0
+        ridge = ridge_epsilon * max(lam, 1e-6)
+    elif n == 1:
         x = float(a[0, 0])
-        return np.full((1, 1), math.pow(x + ridge_epsilon * max(x, 1e-16), -1.0 / p), a.dtype)
+        ridge = ridge_epsilon * max(x, 1e-16) if relative_ridge else ridge_epsilon
+    else:
+        ridge = ridge_epsilon * (power_iteration(a) if relative_ridge else 1.0)
+    if n == 1 and not (optax and padded_side > 1):
+        result = np.full((1, 1), math.pow(float(a[0, 0]) + ridge, -1.0 / p), a.dtype)
+        return (result, 0.0) if return_error else result
     identity = np.eye(n, dtype=a.dtype)
-    g = a + dtype(power_iteration(a) * ridge_epsilon) * identity
+    g = a + dtype(ridge) * identity
     flat = np.ascontiguousarray(g).reshape(1, -1)
     z = (1 + p) / (2 * math.sqrt(float(matmul_of(flat, np.ascontiguousarray(flat.T))[0, 0])))
     mat_root = identity * dtype(math.pow(z, 1.0 / p))
@@ -288,19 +356,29 @@ def coupled_newton_inverse_root(a, root, ridge_epsilon=1e-6, max_iters=100,
     alpha = -1.0 / p
     alpha_identity = dtype(1.0 - alpha) * identity
     prev_error = float(np.max(np.abs(mat_m - identity)))
-    for _ in range(max_iters):
-        mat_m_i = alpha_identity + dtype(alpha) * mat_m
-        new_root = matmul_of(mat_root, mat_m_i)
-        power = mat_m_i
-        for _ in range(p - 1):
-            power = matmul_of(power, mat_m_i)
-        new_m = matmul_of(power, mat_m)
-        error = float(np.max(np.abs(new_m - identity)))
-        diverged = error > prev_error * max_error_ratio
-        if diverged or error <= error_tolerance:
-            return mat_root if diverged else new_root
-        mat_root, mat_m, prev_error = new_root, new_m, error
-    return mat_root
+    result, error = mat_root, prev_error
+    if not (optax and not prev_error > error_tolerance):
+        for _ in range(max_iters):
+            mat_m_i = alpha_identity + dtype(alpha) * mat_m
+            new_root = matmul_of(mat_root, mat_m_i)
+            if optax:
+                power = _binary_power(mat_m_i, p)
+            else:
+                power = mat_m_i
+                for _ in range(p - 1):
+                    power = matmul_of(power, mat_m_i)
+            new_m = matmul_of(power, mat_m)
+            error = float(np.max(np.abs(new_m - identity)))
+            if optax:
+                diverged = not error / prev_error < max_error_ratio
+            else:
+                diverged = error > prev_error * max_error_ratio
+            if diverged or error <= error_tolerance:
+                result = mat_root if diverged else new_root
+                break
+            mat_root, mat_m, prev_error = new_root, new_m, error
+            result = mat_root
+    return (result, error) if return_error else result
 
 
 # ------------------------------------------------------------------ Householder QR (SOAP)

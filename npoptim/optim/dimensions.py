@@ -1,6 +1,6 @@
 """How the matrix optimizers fold a tensor's dimensions into the sides they precondition
 (Shampoo's ``shape_interpretation``, SOAP's ``merge_dims``): runs of consecutive sizes
-multiplied together while the product stays at most a bound. Two sources write the rule
+multiplied together while the product stays at most a bound. Three sources write the rule
 differently:
 
 * ``"pytorch_optimizer"``: kozistr/pytorch_optimizer ``pytorch_optimizer/optimizer/utils/
@@ -10,6 +10,11 @@ differently:
 * ``"authors"``: nikhilvyas/SOAP ``soap.py`` ``merge_dims``: a size that would take the
   product past the bound closes the side (a size alone past it is a side of its own); a
   trailing product of 1 is dropped.
+* ``"optax_shampoo"``: optax-shampoo 0.0.6 ``optax_shampoo/distributed_shampoo.py``
+  ``merge_small_dims`` (google-research ``scalable_shampoo/optax``): a size that would take
+  the product past the bound closes the side (a product of 1 is no side); a shape that
+  merges into a single side stays that side (``(3, 6)`` is ``(18,)``), a shape of ones is
+  ``(1,)`` and ``()`` stays ``()``.
 """
 
 
@@ -25,6 +30,20 @@ def merge_small_dims(shape, max_dim, rule="pytorch_optimizer"):
                 product = side
         merged.append(product)
         return tuple(merged) if len(merged) > 1 else (1,)
+    if rule == "optax_shampoo":
+        if shape and all(side == 1 for side in shape):
+            return (1,)
+        merged, product = [], 1
+        for side in shape:
+            if product * side <= max_dim:
+                product *= side
+            else:
+                if product > 1:
+                    merged.append(product)
+                product = side
+        if product > 1:
+            merged.append(product)
+        return tuple(merged)
     merged, current = [], 1
     for side in shape:
         if current * side > max_dim:
