@@ -154,6 +154,8 @@ REQUIRED = {
     "MUON_OPTIMIZER": ("muon",),
     "ADAM_MINI": ("adam_mini",),
     "KRON_TORCH": ("kron_torch",),
+    "QUAD_TORCH": ("quad_torch",),
+    "DISTRIBUTED_KRON": ("distributed_kron",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
@@ -171,11 +173,14 @@ BLOCKED = _start_blocker()
 
 def _importable(module):
     if module in ("timm", "keras", "torchao", "galore_torch",
-                  "apollo_torch", "kron_torch"):  # only located: importing them
+                  "apollo_torch", "kron_torch", "quad_torch",
+                  "distributed_kron"):  # only located: importing them
         # here would run timm's package __init__, fix keras's backend before a test chooses
         # it, register torchao's torch.compile machinery for the whole session, or import
         # galore-torch's or apollo-torch's transformers (see above), or wrap kron-torch's
-        # functions in torch.compile before tests/test_kron.py turns it off
+        # (or quad-torch's) functions in torch.compile before tests/test_kron.py
+        # (tests/test_psgd_quad.py) turns it off, or import distributed-kron's pro.py (which
+        # needs flax; tests/test_kron_distributed.py loads its kron.py alone)
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None
