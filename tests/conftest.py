@@ -49,6 +49,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
   ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ADAM_MINI``: the authors' adam-mini (Adam-mini), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_QUAD_TORCH``: Evan Walters' quad-torch (PSGD-QUAD), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_DISTRIBUTED_KRON``: Evan Walters' distributed-kron and its chex (Kron's
+  optax flavor), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -155,7 +158,7 @@ REQUIRED = {
     "ADAM_MINI": ("adam_mini",),
     "KRON_TORCH": ("kron_torch",),
     "QUAD_TORCH": ("quad_torch",),
-    "DISTRIBUTED_KRON": ("distributed_kron",),
+    "DISTRIBUTED_KRON": ("distributed_kron", "chex"),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
