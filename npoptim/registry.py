@@ -71,6 +71,7 @@ OPTIMIZERS = {
     "SOAP": ("npoptim.optim.soap", None),
     "SPlus": ("npoptim.optim.splus", None),
     "Kron": ("npoptim.optim.kron", None),
+    "PSGDQuad": ("npoptim.optim.psgd_quad", None),
 }
 
 
@@ -177,6 +178,8 @@ REFERENCES = {
               "pytorch_optimizer/optimizer/splus.py"),
     "Kron": (_ARXIV + "1512.04202", "https://github.com/evanatyourservice/kron_torch/blob/"
              "HEAD/kron_torch/kron.py"),
+    "PSGDQuad": (_ARXIV + "1512.04202", "https://github.com/evanatyourservice/quad_torch/blob/"
+                 "HEAD/quad_torch/quad.py"),
     "Lookahead": (_ARXIV + "1907.08610", _OPTAX + "_src/lookahead.py"),
     "SAM": (_ARXIV + "2010.01412", _OPTAX + "contrib/_sam.py"),
     "Mechanic": (_ARXIV + "2306.00144", _OPTAX + "contrib/_mechanic.py"),

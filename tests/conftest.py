@@ -49,6 +49,9 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
   ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ADAM_MINI``: the authors' adam-mini (Adam-mini), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_QUAD_TORCH``: Evan Walters' quad-torch (PSGD-QUAD), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_DISTRIBUTED_KRON``: Evan Walters' distributed-kron and its chex (Kron's
+  optax flavor), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -155,6 +158,8 @@ REQUIRED = {
     "ADAM_MINI": ("adam_mini",),
     "KRON_TORCH": ("kron_torch",),
     "OPTAX_SHAMPOO": ("optax_shampoo",),
+    "QUAD_TORCH": ("quad_torch",),
+    "DISTRIBUTED_KRON": ("distributed_kron", "chex"),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
@@ -172,12 +177,15 @@ BLOCKED = _start_blocker()
 
 def _importable(module):
     if module in ("timm", "keras", "torchao", "galore_torch",
-                  "apollo_torch", "kron_torch", "optax_shampoo"):
-        # only located: importing them here would run timm's package __init__, fix keras's
-        # backend before a test chooses it, register torchao's torch.compile machinery for the whole session, or import
+                  "apollo_torch", "kron_torch", "optax_shampoo", "quad_torch",
+                  "distributed_kron"):  # only located: importing them
+        # here would run timm's package __init__, fix keras's backend before a test chooses
+        # it, register torchao's torch.compile machinery for the whole session, or import
         # galore-torch's or apollo-torch's transformers (see above), or wrap kron-torch's
-        # functions in torch.compile before tests/test_kron.py turns it off, or fail on
-        # optax-shampoo's flax and removed jax names (tests/test_shampoo.py shims them)
+        # (or quad-torch's) functions in torch.compile before tests/test_kron.py
+        # (tests/test_psgd_quad.py) turns it off, or fail on optax-shampoo's flax and removed
+        # jax names (tests/test_shampoo.py shims them), or import distributed-kron's pro.py
+        # (which needs flax; tests/test_kron_distributed.py loads its kron.py alone)
         return importlib.util.find_spec(module) is not None
     if module == "bitsandbytes":  # only located: its import takes seconds (its CPU library)
         return importlib.util.find_spec(module) is not None

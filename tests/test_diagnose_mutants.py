@@ -1459,12 +1459,110 @@ def kron(optimizer, bug=None):
     return make_step
 
 
+def psgd_quad(optimizer, bug=None):
+    """PSGD-QUAD as quad-torch's quad.py (its math.max read as max, a 0-D index_select as the
+    row), the counter stream's noise as npoptim's default, tensordot and np.linalg for the
+    products and norms. Bugs: ``"whole lr"`` (lr_style="adam" stepped by lr, not lr/5),
+    ``"float32"``."""
+    from npoptim.kernels.counter_stream import standard_normal
+
+    def make_step(params, h):
+        kind = kind_of(bug)
+        f32 = np.float32
+
+        def sides_of(shape):
+            shape = tuple(shape) or (1,)
+            if len(shape) < 2:
+                return shape
+            if math.prod(shape) == max(shape):
+                return (max(shape),)
+            if len(shape) == 2:
+                return shape
+            ratios = [max(math.prod(shape[:k]), math.prod(shape[k:]))
+                      / min(math.prod(shape[:k]), math.prod(shape[k:]))
+                      for k in range(1, len(shape))]
+            k = 1 + int(np.argmin(ratios))
+            return math.prod(shape[:k]), math.prod(shape[k:])
+
+        def with_squares(y, qs):
+            for i, q in enumerate(qs):
+                if q.ndim == 1:
+                    shape = [1] * y.ndim
+                    shape[i] = q.size
+                    y = y * (q * q).reshape(shape)
+                else:
+                    y = np.moveaxis(np.tensordot(q @ q, y, axes=([1], [i])), 0, i)
+            return y
+
+        state = [dict(t=0) for _ in params]
+
+        def step(grads, lr):
+            for index, (p, g, s) in enumerate(zip(params, grads, state)):
+                if g is None:
+                    continue
+                sides = sides_of(p.shape)
+                g = np.asarray(g, kind).reshape(sides)
+                x = np.asarray(p, kind).reshape(sides)
+                ns = h["noise_scale"]
+                if s["t"] == 0:
+                    s["m"] = g.copy()
+                    scale = (np.mean(g * g) + ns ** 2) ** (-1 / (8 if len(sides) > 1 else 4))
+                    diag = [True] if len(sides) == 1 else [
+                        d > h["max_size_dense"] or d * d > h["max_skew_dense"] * g.size
+                        for d in sides]
+                    s["Q"] = [scale * (np.ones(d, kind) if dg else np.eye(d, dtype=kind))
+                              for d, dg in zip(sides, diag)]
+                    s["L"] = [0.0] * len(sides)
+                s["m"] = s["m"] + (1 - h["momentum"]) * (g - s["m"])
+                s["t"] += 1
+                t = s["t"]
+                eta = float(max(f32(h["preconditioner_lr"])
+                                * (f32(1) / np.sqrt(f32(1) + f32(t) / f32(10000))), f32(0.3)))
+                qs = s["Q"]
+                if len(qs) == 2 and t % 100 == 0:
+                    n = [np.max(np.abs(q)) for q in qs]
+                    qs = [q * (np.sqrt(n[0] * n[1]) / nq) for q, nq in zip(qs, n)]
+                v = standard_normal(h["seed"], index, t, g.size).astype(kind).reshape(sides)
+                a = with_squares(s["m"] + ns * v, qs)
+                new = []
+                for i, q in enumerate(qs):
+                    other = tuple(k for k in range(a.ndim) if k != i)
+                    c = a.size / a.shape[i]
+                    if q.ndim == 1:
+                        tt = (a * a).sum(axis=other) if other else a * a
+                        ell = tt.max() + c
+                    else:
+                        tt = np.tensordot(a, a, axes=(other, other))
+                        top = np.diag(tt).max()
+                        sc = tt / top
+                        y = sc @ sc[np.argmax((sc * sc).sum(1))]
+                        ell = np.linalg.norm(sc @ (y / np.linalg.norm(y))) * top + c
+                    s["L"][i] = max(0.95 * s["L"][i] + 0.05 * ell, ell)
+                    k = eta / (2 * s["L"][i])
+                    if q.ndim == 1:
+                        new.append(q * (1 - k * (tt - c)) ** 2)
+                    else:
+                        r = q - k * (tt @ q - c * q)
+                        r = r - k * (r @ tt - c * r)
+                        new.append((r + r.T) / 2)
+                s["Q"] = new
+                u = with_squares(s["m"], new)
+                u = u * 1.05 / max(np.sqrt(np.mean(u * u)), 1.05)
+                if h["weight_decay"] > 0:
+                    x = x * (1 - lr * h["weight_decay"])
+                scaled = h["lr_style"] == "adam" and bug != "whole lr"
+                p[...] = (x - (lr / 5 if scaled else lr) * u).reshape(p.shape)
+            return params
+        return step
+    return make_step
+
+
 MUTANTS = {"Adam": adam, "AdamW": adam, "NAdam": nadam, "RAdam": radam, "Adamax": adamax,
            "SGD": sgd, "RMSprop": rmsprop, "Adagrad": adagrad, "Adadelta": adadelta,
            "SparseAdam": sparse_adam, "MARS": mars, "Grams": grams, "Lion": lion,
            "CAME": came, "Muon": muon, "Shampoo": shampoo, "APOLLO": apollo,
            "Scion": scion, "AdamMini": adam_mini,
-           "SOAP": soap, "SPlus": splus, "Kron": kron}
+           "SOAP": soap, "SPlus": splus, "Kron": kron, "PSGDQuad": psgd_quad}
 
 #: (optimizer, bug, the entry diagnose must name first)
 MISTAKES = [
@@ -1584,6 +1682,9 @@ MISTAKES = [
         ("no clipping", "Kron without the update clipping"),
         ("every step", "Kron's preconditioner updated at every step"),
         ("no damping", "Kron's pair without the damping (pytorch_optimizer's Kron)")]],
+    *[("PSGDQuad", bug, entry) for bug, entry in [
+        ("whole lr", "PSGD-QUAD stepped by lr, not lr/5 (lr_style='adam')"),
+        ("float32", "float32 accumulation of float64")]],
     *[("SparseAdam", bug, entry) for bug, entry in [
         ("adam eps", "eps on sqrt(v_hat) (Adam's placement in SparseAdam)"),
         ("drop zeros", "explicit CSR zero dropped"),

@@ -24,6 +24,8 @@ NOT_ALGORITHMS = {
     "npoptim/optim/orthogonalize.py": "Newton–Schulz orthogonalization, used by Muon and Scion",
     "npoptim/optim/naming.py": "parameter names ((name, array) pairs, param_names=)",
     "npoptim/optim/dimensions.py": "dimensions merged into preconditioned sides (Shampoo, SOAP)",
+    "npoptim/optim/psgd.py": "PSGD's shared pieces: in-order products, the norm bound, "
+                             "balancing, probes, factor shapes (Kron, PSGD-QUAD)",
     "npoptim/precision/__init__.py": "the package: re-exports the classes",
     "npoptim/precision/optimizer.py": "the shared API of the 16-bit optimizers",
     "npoptim/precision/formats.py": "the 16-bit formats and their rounding",

@@ -288,7 +288,7 @@ _allow(LIBM_AS_TORCH, "npoptim/kernels/decompositions.py", "eigh_inverse_root",
 # mean (kron_torch's exp(mean(log)), pytorch_optimizer's prod ** (1/k)) and the update
 # probability's exp (the sources' float32 exp, here libm's float64 exp rounded to float32).
 _allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "Kron._init_state", "Kron._update")
-_allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "balance_factors",
+_allow(LIBM_AS_TORCH, "npoptim/optim/psgd.py", "balance_factors",
        what=("**", "math.exp", "math.log"))
 _allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "float32_probability", what=("math.exp",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin", what=("numpy.cos", "**"))

@@ -188,6 +188,11 @@ def kron_damped(optimizer, hyper):
     return bool(hyper.get("probe_damping"))
 
 
+def quad_adam_style(optimizer, hyper):
+    """Whether a PSGD-QUAD case steps by lr/5 (``lr_style="adam"``)."""
+    return hyper.get("lr_style") == "adam"
+
+
 def l2_decay(optimizer, hyper):
     """Whether the case adds L2 decay λθ to the gradient (a non-zero λ, not decoupled)."""
     return bool(hyper.get("weight_decay")) and not decouples(optimizer, hyper)
@@ -618,6 +623,11 @@ CATALOGUE = (
           "without kron_torch's G += sqrt(eps_f32) mean|G| V (which the preconditioned step "
           "then also sees); on the cases in kron_torch's form.",
           scope=kron_damped, switches={"probe_damping": False}),
+    Entry("PSGD-QUAD stepped by lr, not lr/5 (lr_style='adam')", ("PSGDQuad",), "mistake",
+          "the preconditioned, clipped update stepped by the whole lr instead of quad-torch's "
+          "lr/5 of lr_style='adam' (its match of Adam's update RMS, 0.2, to PSGD's 1): five "
+          "times the step; on the cases in the adam style.",
+          scope=quad_adam_style, switches={"lr_style": None}),
     # (not Muon: its cases allow 1e-4 for the bfloat16 iteration, float32 arithmetic is
     # inside; not SOAP, SPlus and Kron: their cases whose source decomposes or solves in
     # float32 allow 1e-6 and 1e-5 for it, and a whole run in float32 can fall inside that)

@@ -100,6 +100,12 @@ OPTAX = Flavor(
         # optax-shampoo 0.0.6 (PyPI; google-research scalable_shampoo/optax), an optax
         # GradientTransformation outside optax: see npoptim/optim/shampoo.py
         "Shampoo": dict(variant="optax"),
+        # Evan Walters' distributed-kron 2.0.0 (distributed_kron/kron.py), PSGD Kron in optax
+        "Kron": dict(merge_dims=True, merge_rule="small_dims", probe_damping=True,
+                     precondition_damped=False, norm_floor_mode="added", lower_bound="columns",
+                     balance_mean="log_float32", clip_eps=0.0, solve_dtype="param",
+                     decay_vectors=True, schedule_from_one=True, probe_stream="jax", seed=42,
+                     damping_dtype="float32"),
     },
     constructors={
         "adam": FrameworkOptimizer("Adam", _OPTAX_ADAM_NAMES,
@@ -514,6 +520,48 @@ OPTAX = Flavor(
                    "gives them); in float64 its init's float32 statistics and preconditioners "
                    "are cast to float64 (its lax.cond between the float32 identity and a "
                    "float64 root fails otherwise). graft_type is GraftingType's number.",)),
+        # distributed-kron's kron (not in optax itself: distributed_kron.kron, an optax chain
+        # of scale_by_kron, add_decayed_weights and scale_by_learning_rate)
+        "kron": FrameworkOptimizer(
+            "Kron", {"learning_rate": "lr", "b1": "b1", "weight_decay": "weight_decay",
+                     "preconditioner_update_probability": "preconditioner_update_probability",
+                     "max_size_triangular": "max_size_triangular",
+                     "min_ndim_triangular": "min_ndim_triangular",
+                     "memory_save_mode": "memory_save_mode",
+                     "preconditioner_lr": "precond_lr",
+                     "preconditioner_init_scale": "precond_init_scale",
+                     "merge_small_dims": "merge_dims",
+                     "target_merged_dim_size": "target_merged_dim_size"},
+            dict(learning_rate=0.0003, b1=0.9, weight_decay=0.0, weight_decay_mask=None,
+                 preconditioner_update_probability=None, max_size_triangular=8192,
+                 min_ndim_triangular=2, memory_save_mode=None, preconditioner_lr=0.1,
+                 preconditioner_init_scale=1.0, mu_dtype=None, precond_dtype=None,
+                 scanned_layers=None, merge_small_dims=True, target_merged_dim_size=4096,
+                 partition_grads_into_blocks=False),
+            unsupported={
+                "weight_decay_mask": _OPTAX_MASK,
+                "mu_dtype": ((None,), "npoptim keeps the momentum in the parameter's dtype"),
+                "precond_dtype": ((None,), "npoptim keeps the factors in the parameter's dtype "
+                                           "(distributed-kron: float32 unless given)"),
+                "scanned_layers": ((None,), "scanned (stacked) layers are not implemented "
+                                            "here: one parameter per layer"),
+                "partition_grads_into_blocks": ((False,), (
+                    "distributed-kron's default True splits each side past block_size (256) "
+                    "into blocks with a factor each and pads every side to a multiple of "
+                    "block_size (a 4 x 3 parameter gets a 256 x 256 factor, the padding "
+                    "fitted to the probe): not implemented here"))},
+            elsewhere={name: "the accelerators' matmul precision, memory layout or sharding: "
+                             "npoptim's products are in-order float products on one device"
+                       for name in ("precond_update_precision", "precond_grads_precision",
+                                    "lax_map_scanned_layers", "lax_map_batch_size",
+                                    "block_size", "params_partition_specs",
+                                    "preconditioner_partition_spec")},
+            call="distributed_kron.kron",
+            notes=("partition_grads_into_blocks=False (its default is True, see npoptim/optim/"
+                   "kron.py); preconditioner_update_probability (max_prob, min_prob, decay, "
+                   "flat_start) is distributed_kron.precond_update_prob_schedule(*values), "
+                   "null its default; in float64 (jax_enable_x64) precond_dtype="
+                   "jax.numpy.float64 (npoptim keeps the factors in the parameter's dtype).",)),
     },
     differs={
         "Adam": "amsgrad takes the max of the bias-corrected second moment (torch: raw v); "
@@ -605,6 +653,19 @@ OPTAX = Flavor(
                     "from key(key) as optax splits it (noise_stream='jax': "
                     "npoptim/kernels/jax_random.py), a gradient for every parameter each step; "
                     "lr required",
+        "Kron": "distributed-kron 2.0.0's distributed_kron.kron: the sides merged into runs "
+                "by its dim2loss around target_merged_dim_size 4096 (merge_rule='small_dims': "
+                "a small matrix becomes one side), each run diagonal only if all its sides "
+                "are; the damped momentum fits the factors but the undamped one is "
+                "preconditioned (precondition_damped=False), its sqrt(eps_f32) in float32 "
+                "(damping_dtype); the norm plus the dtype's tiny "
+                "(norm_floor_mode='added'); balancing in float32, one factor too "
+                "(balance_mean='log_float32'); the clip u / max(1, RMS/1.1) (clip_eps 0); "
+                "solves in the factors' dtype; weight decay on every parameter "
+                "(decay_vectors); the schedule at the count including the step "
+                "(schedule_from_one); probes and balancing draws from jax.random key 42 "
+                "folded with the count (probe_stream='jax', seed 42); "
+                "partition_grads_into_blocks=False only",
         "DPSGD": "npoptim's math (optax.contrib.dpsgd's); the noise is jax.random's normal "
                  "stream from key(seed) as optax splits it (noise_stream='jax'); momentum "
                  "None is 0; lr, l2_norm_clip, noise_multiplier and seed required",

@@ -1196,6 +1196,26 @@ TABLE["Kron"] = [
         matches=("pytorch_optimizer.Kron 4.1.0 (probes from the counter stream)",)),
 ]
 
+TABLE["PSGDQuad"] = [
+    Row("PSGDQuad", "dense-and-vector", "quad-torch's defaults but lr 0.01 (lr_style 'adam': "
+        "steps of lr/5, decay 0.1, momentum 0.95, preconditioner lr 0.7): a square matrix "
+        "(two dense factors), a vector (one diagonal factor); noise scale 0.01 so that its "
+        "draws show, from the counter stream (seed 0).",
+        dict(lr=0.01, noise_scale=0.01), shapes=((3, 3), (2,)), steps=10, grad_scale=4.0,
+        matches=("quad-torch 0.4.5 QUAD (its torch.randn_like draws replaced by the counter "
+                 "stream's, its math.max and 0-D index_select worked around as in "
+                 "tests/test_psgd_quad.py)",)),
+    Row("PSGDQuad", "diagonal-3d-plain-lr", "lr_style None (steps of lr), momentum 0.5, "
+        "decay 0.05, preconditioner lr 0.3001 (its float32 floor of 0.3 from step 7): a 3-D "
+        "tensor merged to 4 x 3, its side of 4 diagonal (past max_size_dense 3) and of 3 "
+        "dense; a 2 x 5 matrix, its side of 5 diagonal and of 2 dense (float64 only: the "
+        "suite's size budget).",
+        dict(lr=0.02, lr_style=None, momentum=0.5, weight_decay=0.05, preconditioner_lr=0.3001,
+             max_size_dense=3, noise_scale=0.01), shapes=((2, 2, 3), (2, 5)), steps=10,
+        dtypes=("float64",), grad_scale=4.0,
+        matches=("quad-torch 0.4.5 QUAD (noise from the counter stream)",)),
+]
+
 TABLE["Grams"] = [
     Row("Grams", "defaults", "pytorch_optimizer's defaults (lr 1e-3, betas (0.9, 0.999), eps "
         "1e-6, no decay).", {},

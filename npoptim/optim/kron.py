@@ -86,9 +86,37 @@ Where the implementations differ (switches, set by the variant):
   tensor's scale: with both solves in float64, 4.9e-16 (kron_torch) and 3.2e-16
   (pytorch_optimizer); with both in float32, 2.4e-8 and 3.0e-8 (two float32 substitutions
   in different orders; the test allows 1e-6).
+* distributed-kron 2.0.0 ``distributed_kron/kron.py`` (Evan Walters' optax form,
+  ``distributed_kron.kron``: ``scale_by_kron``, then optax's ``add_decayed_weights`` and
+  ``scale_by_learning_rate``) is npoptim's ``flavor="optax"`` (the switches of its table,
+  :mod:`npoptim.frameworks.optax`): the diagonal sides decided on the parameter's own sides,
+  which are then merged into runs of consecutive sides by its ``dim2loss`` around
+  ``target_merged_dim_size`` 4096 (``merge_rule="small_dims"``,
+  :func:`npoptim.optim.psgd.small_dims_sides`: a small matrix becomes one side, its one
+  factor triangular unless all its sides were diagonal, whatever its size); the damping of
+  (2) with :math:`\sqrt{\epsilon_{32}}` taken in float32 (``damping_dtype="float32"``) fits the
+  factors, but (5) preconditions the undamped :math:`\hat m` (``precondition_damped=False``);
+  the norm plus the factors' dtype's tiny (``norm_floor_mode="added"``; npoptim adds 2**-126,
+  its value in distributed-kron's float32 factors: with float64 factors its 2**-1022 and
+  2**-126 change a norm only below 2**-73); the bound from the columns; balancing in float32,
+  of every parameter's factors, one factor too (``balance_mean="log_float32"``); the clip
+  :math:`U / \max(1, \mathrm{RMS}(U)/1.1)` (``clip_eps=0``); solves in the factors' dtype
+  (``solve_dtype="param"``); :math:`\lambda\theta` added to :math:`U` of every parameter
+  (``decay_vectors=True``); the schedule's :math:`n` the count including the step
+  (``schedule_from_one=True``); the probes and the balancing draw (:math:`\le` 0.01) from
+  ``jax.random`` as it derives them, key 42 folded with the step count
+  (``probe_stream="jax"``, ``seed=42``: :func:`jax_stream_keys`). Its default
+  ``partition_grads_into_blocks=True`` (each side past 256 split into blocks with a factor
+  each, and every side zero-padded to a multiple of 256, the padding fitted to the probe: a
+  4 x 3 parameter gets a 256 x 256 factor) is not implemented; the flavor is its
+  ``partition_grads_into_blocks=False``. Measured over tests/test_kron_distributed.py's 24
+  steps in float64 (merged and unmerged sides, a diagonal factor, thinned updates, two forced
+  balancings): 3.9e-16 of each tensor's scale.
 
 Written in plain NumPy in the parameter's dtype; products by
-:func:`npoptim.kernels.reduction.matmul_of` and sums in index order (:func:`ordered_sum`):
+:func:`npoptim.kernels.reduction.matmul_of` and sums in index order
+(:func:`npoptim.optim.psgd.ordered_sum`; the pieces PSGD-QUAD shares are in
+:mod:`npoptim.optim.psgd`):
 no BLAS, the same bits on every CPU. Dense gradients only. A 0-D parameter is handled as
 one element of a vector.
 """
@@ -97,13 +125,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npoptim.kernels.counter_stream import standard_normal, uniform
+from npoptim.kernels import jax_random
+from npoptim.kernels.counter_stream import uniform
 from npoptim.kernels.jit import kernel
 from npoptim.kernels.reduction import matmul_of
 from npoptim.optim.noise import check_noise, check_seed
 from npoptim.optim.optimizer import Optimizer
 from npoptim.optim.options import (VARIANT_DEFAULT, check_choice, check_flag, check_no_variant,
-                                   check_nonnegative, resolve_variant)
+                                   check_nonnegative, flavored, resolve_variant)
+# the pieces PSGD-QUAD shares (npoptim/optim/psgd.py), imported by their old names here
+from npoptim.optim.psgd import (along, balance_factors, diagonal_sides, gram,  # noqa: F401
+                                lower_bound, merged_shape, norm2, ordered_sum, probe_for,
+                                scaled_along, small_dims_sides, sum_of_squares_along)
 
 #: The published forms (:func:`npoptim.optim.options.resolve_variant`).
 VARIANTS = {
@@ -138,6 +171,8 @@ class KronHyper(NamedTuple):
     balance: bool          # balance the factors first (only with update, >= 2 merged sides)
     into: bool             # momentum_into_precond_update: the pair's G is the momentum
     damping: bool          # kron_torch's damping (2)
+    precondition_damped: bool  # (5) preconditions the damped momentum (kron_torch)
+    damping_dtype: str     # sqrt(eps_f32) of (2) in the parameter's dtype or in float32
     floor_mode: str        # "max" (kron_torch) or "added" (pytorch_optimizer)
     floor: float           # the norms' floor
     lower_bound: str       # "columns" or "rows_or_columns"
@@ -148,22 +183,6 @@ class KronHyper(NamedTuple):
 
 
 # ------------------------------------------------------------------- fixed-order pieces
-@kernel
-def _ordered_sum(x):
-    total = x[0]
-    for i in range(1, x.size):
-        total += x[i]
-    return total
-
-
-def ordered_sum(x):
-    """``((x[0] + x[1]) + x[2]) + ...`` of a flat array, summed in its dtype, returned as a
-    Python float (exact: the sum's value), as a compiled kernel returns it, so that what the
-    callers compute from it (``np.sqrt``, a division) is the same compiled and under
-    ``NUMBA_DISABLE_JIT``, where the kernel would return a NumPy float32."""
-    return float(_ordered_sum(x))
-
-
 @kernel
 def solve_upper_right(x, q, out):
     """``out = x @ inv(q)`` for upper-triangular ``q`` (``d x d``), ``x`` and ``out``
@@ -177,39 +196,6 @@ def solve_upper_right(x, q, out):
             for b in range(c):
                 s -= out[r, b] * q[b, c]
             out[r, c] = s / q[c, c]
-
-
-def norm2(x):
-    """``sqrt(sum x^2)`` in order."""
-    flat = np.ascontiguousarray(x).reshape(-1)
-    return np.sqrt(ordered_sum(flat * flat))
-
-
-def along(x, axis, matrix):
-    """``matrix`` (r x d_axis) applied along ``axis`` of ``x`` (fixed-order products)."""
-    moved = np.moveaxis(x, axis, 0)
-    rest = moved.shape[1:]
-    out = matmul_of(matrix, np.ascontiguousarray(moved).reshape(moved.shape[0], -1))
-    return np.moveaxis(out.reshape((matrix.shape[0],) + rest), 0, axis)
-
-
-def scaled_along(x, axis, vector):
-    """``x`` times ``vector`` broadcast along ``axis``."""
-    shape = [1] * x.ndim
-    shape[axis] = x.shape[axis]
-    return x * vector.reshape(shape)
-
-
-def gram(x, axis):
-    """:math:`X_{(i)} X_{(i)}^\\top` over ``axis``."""
-    unfolded = np.ascontiguousarray(np.moveaxis(x, axis, 0)).reshape(x.shape[axis], -1)
-    return matmul_of(unfolded, np.ascontiguousarray(unfolded.T))
-
-
-def sum_of_squares_along(x, axis):
-    """The diagonal factor's term: ``sum`` of ``x**2`` over every side but ``axis``."""
-    unfolded = np.ascontiguousarray(np.moveaxis(x, axis, 0)).reshape(x.shape[axis], -1)
-    return np.array([ordered_sum(row * row) for row in unfolded], x.dtype)
 
 
 def solved(v, factors, solve_dtype):
@@ -227,53 +213,6 @@ def solved(v, factors, solve_dtype):
         solve_upper_right(np.ascontiguousarray(flat, work), np.ascontiguousarray(q, work), out)
         b = np.moveaxis(out.astype(b.dtype).reshape(moved.shape), -1, axis)
     return b
-
-
-def lower_bound(s, rule):
-    """A lower bound of the spectral norm of the symmetric ``s`` (the sources' two forms),
-    times its max-abs entry as they return it."""
-    dtype = s.dtype.type
-    max_abs = np.max(np.abs(s))
-    if rule == "columns":      # kron_torch's _lb (which it calls only when max_abs > 0)
-        if not max_abs > 0:
-            return max_abs
-        a = s / max_abs
-        columns = np.array([ordered_sum(np.ascontiguousarray(a[:, j] * a[:, j]))
-                            for j in range(a.shape[1])], s.dtype)
-        x = np.ascontiguousarray(a[:, int(np.argmax(columns))])
-        x = matmul_of(x.reshape(1, -1), a).reshape(-1)
-        x = x / norm2(x)
-        x = matmul_of(a, x.reshape(-1, 1)).reshape(-1)
-        return norm2(x) * max_abs
-    # pytorch_optimizer's norm_lower_bound
-    a = s / (max_abs if max_abs > 0 else dtype(1))
-    tiny = np.finfo(s.dtype).tiny
-    aa = a * a
-    columns = np.array([ordered_sum(np.ascontiguousarray(aa[:, j]))
-                        for j in range(a.shape[1])], s.dtype)
-    rows = np.array([ordered_sum(np.ascontiguousarray(aa[i])) for i in range(a.shape[0])],
-                    s.dtype)
-    i, j = int(np.argmax(columns)), int(np.argmax(rows))
-    if columns[i] > rows[j]:
-        x0 = matmul_of(np.ascontiguousarray(a[:, i]).reshape(1, -1), a).reshape(-1)
-        x0 = x0 / max(norm2(x0), dtype(tiny))
-        bound = norm2(matmul_of(x0.reshape(1, -1), np.ascontiguousarray(a.T)))
-    else:
-        x1 = matmul_of(a, np.ascontiguousarray(a[j]).reshape(-1, 1)).reshape(-1)
-        x1 = x1 / max(norm2(x1), dtype(tiny))
-        bound = norm2(matmul_of(np.ascontiguousarray(a.T), x1.reshape(-1, 1)))
-    return max_abs * bound
-
-
-def balance_factors(factors, mean):
-    """Rescale the factors (in place) to their geometric mean max-abs norm."""
-    norms = [float(np.max(np.abs(q))) for q in factors]
-    if mean == "log":
-        geometric = math.exp(sum(math.log(n) for n in norms) / len(norms))
-    else:
-        geometric = math.prod(norms) ** (1 / len(norms))
-    for q, n in zip(factors, norms):
-        q *= q.dtype.type(geometric / n)
 
 
 def update_factors(factors, h, v, hyper):
@@ -328,15 +267,17 @@ def kron_update(param, grad, momentum, factors, probe, hyper):
     momentum *= dtype(hyper.beta)
     momentum += dtype(1 - hyper.beta) * grad
     m = momentum / dtype(hyper.bias_correction)
-    if hyper.balance and param.ndim > 1:
+    if hyper.balance and (param.ndim > 1 or hyper.balance_mean == "log_float32"):
         balance_factors(factors, hyper.balance_mean)
     if hyper.update:
         h = m if hyper.into else grad
         if hyper.damping:
             flat = np.ascontiguousarray(h).reshape(-1)
             mean = ordered_sum(np.abs(flat)) / dtype(flat.size)
-            h = h + (np.sqrt(dtype(FLOAT32_EPS)) * mean) * probe
-            if hyper.into:
+            root = (np.sqrt(dtype(FLOAT32_EPS)) if hyper.damping_dtype == "param"
+                    else dtype(np.sqrt(np.float32(FLOAT32_EPS))))
+            h = h + (root * mean) * probe
+            if hyper.into and hyper.precondition_damped:
                 m = h
         update_factors(factors, h, probe, hyper)
     u = preconditioned(m, factors)
@@ -349,31 +290,19 @@ def kron_update(param, grad, momentum, factors, probe, hyper):
     param -= dtype(hyper.lr) * u
 
 
-# ------------------------------------------------------------------------ shapes
-def merged_shape(shape, merge):
-    """kron_torch's view of a tensor of > 2 sides as a matrix (``merge_dims``)."""
-    shape = tuple(int(s) for s in shape) or (1,)
-    if len(shape) > 2 and merge:
-        first = [math.prod(shape[:-1]), shape[-1]]
-        second = [shape[0], math.prod(shape[1:])]
-        return tuple(first) if first[1] - first[0] <= second[1] - second[0] else tuple(second)
-    return shape
-
-
-def diagonal_sides(shape, group):
-    """Per side of the (merged) shape, whether its factor is diagonal."""
-    mode = group["memory_save_mode"]
-    diag = [False] * len(shape)
-    if mode == "all_diag":
-        diag = [True] * len(shape)
-    elif mode in ("one_diag", "smart_one_diag"):
-        largest = int(np.argsort(shape)[::-1][0])
-        ordered = sorted(shape)
-        if mode == "one_diag" or (len(shape) > 1 and ordered[-1] > ordered[-2]):
-            diag[largest] = True
-    return [size == 1 or size > group["max_size_triangular"]
-            or len(shape) < group["min_ndim_triangular"] or d
-            for size, d in zip(shape, diag)]
+def jax_stream_keys(seed, n, leaves):
+    """distributed-kron's draws at its step count ``n`` (0-based) with ``probe_stream="jax"``
+    (:mod:`npoptim.kernels.jax_random`): ``k = fold_in(key(seed), n)``, ``(k, s) = split(k)``;
+    in its preconditioner update, ``(s, b) = split(s)``, the balancing draw
+    ``uniform(b)`` (float64, as under jax_enable_x64), ``(s, v) = split(s)`` and one key per
+    parameter (leaf), ``split(v, leaves)``, each parameter's probe ``normal(key, shape,
+    dtype)``. Returns the balancing draw and the leaves' keys."""
+    k = jax_random.fold_in(jax_random.key(seed), n)
+    sub = jax_random.split(k)[1]
+    sub, balance_key = jax_random.split(sub)
+    _, probe_key = jax_random.split(sub)
+    draw = float(jax_random.uniform(balance_key, (), np.float64))
+    return draw, jax_random.split(probe_key, leaves)
 
 
 def float32_probability(schedule, n):
@@ -387,7 +316,8 @@ def float32_probability(schedule, n):
 
 class Kron(Optimizer):
     """PSGD Kron, kron-torch 0.3.3's ``Kron`` (``variant="pytorch_optimizer"``:
-    pytorch_optimizer 4.1.0's; see the module docstring).
+    pytorch_optimizer 4.1.0's; ``flavor="optax"``: distributed-kron 2.0.0's; see the module
+    docstring).
 
     Parameters
     ----------
@@ -426,21 +356,46 @@ class Kron(Optimizer):
     variant : {"kron_torch", "pytorch_optimizer"}, default: 'kron_torch'
         The published form whose switches are the defaults of the next seven.
     merge_dims : bool, default: the variant's
-        View a tensor of > 2 sides as a matrix (kron_torch).
+        View a tensor of > 2 sides as a matrix (kron_torch), or merge its sides
+        (``merge_rule="small_dims"``).
     probe_damping : bool, default: the variant's
         kron_torch's damping of the pair, (2).
     norm_floor_mode : {"max", "added"}, default: the variant's
         How the floor enters the factors' step normalization.
     lower_bound : {"columns", "rows_or_columns"}, default: the variant's
         Whose spectral-norm lower bound normalizes a triangular factor's step.
-    balance_mean : {"log", "prod"}, default: the variant's
-        exp(mean log) (kron_torch) or prod ** (1/k) (pytorch_optimizer).
+    balance_mean : {"log", "prod", "log_float32"}, default: the variant's
+        exp(mean log) (kron_torch), prod ** (1/k) (pytorch_optimizer), or exp(mean log) in
+        float32 for every parameter, one factor too (distributed-kron).
     clip_eps : float, default: the variant's
         ε_c added to RMS(U) in the clip to 1.1.
     solve_dtype : {"float32", "param"}, default: 'float32'
         The dtype of the triangular solves (both sources: float32).
+    merge_rule : {"kron_torch", "small_dims"}, default: 'kron_torch'
+        With ``merge_dims``: kron_torch's matrix view, or distributed-kron's merge of the
+        sides into runs around ``target_merged_dim_size``, the diagonal sides decided first.
+    target_merged_dim_size : int, default: 4096
+        distributed-kron's target size of a merged side (``merge_rule="small_dims"``).
+    precondition_damped : bool, default: True
+        (5) preconditions the damped momentum of (2) (kron_torch); False: the undamped one
+        (distributed-kron).
+    decay_vectors : bool, default: False
+        λθ on parameters of fewer than 2 sides too (distributed-kron, optax's
+        add_decayed_weights).
+    schedule_from_one : bool, default: False
+        The update schedule's n counts the step being taken (distributed-kron's count).
+    probe_stream : {"counter", "jax"}, default: 'counter'
+        The probes and balancing draws: the counter stream, or jax.random's keys as
+        distributed-kron derives them from key ``seed`` (:func:`jax_stream_keys`).
+    damping_dtype : {"param", "float32"}, default: 'param'
+        sqrt(eps_f32) of the damping (2) taken in the parameter's dtype (kron_torch) or in
+        float32 (distributed-kron).
+    step_scope : {'per_param', 'global'}, default: 'per_param'
+        How the step count advances: per parameter (torch) or at every ``step()``; a flavor
+        sets its own (see ``Optimizer.step_scope``).
     """
 
+    @flavored
     def __init__(self, params, lr=3e-4, b1=0.9, weight_decay=0.0,
                  preconditioner_update_probability=None, max_size_triangular=8192,
                  min_ndim_triangular=2, memory_save_mode=None,
@@ -449,7 +404,10 @@ class Kron(Optimizer):
                  variant="kron_torch",
                  merge_dims=VARIANT_DEFAULT, probe_damping=VARIANT_DEFAULT,
                  norm_floor_mode=VARIANT_DEFAULT, lower_bound=VARIANT_DEFAULT,
-                 balance_mean=VARIANT_DEFAULT, clip_eps=VARIANT_DEFAULT, solve_dtype="float32"):
+                 balance_mean=VARIANT_DEFAULT, clip_eps=VARIANT_DEFAULT, solve_dtype="float32",
+                 merge_rule="kron_torch", target_merged_dim_size=4096,
+                 precondition_damped=True, decay_vectors=False, schedule_from_one=False,
+                 probe_stream="counter", damping_dtype="param"):
         self.variant, switches = resolve_variant(
             VARIANTS, ALIASES, variant, dict(
                 merge_dims=merge_dims, probe_damping=probe_damping,
@@ -462,7 +420,12 @@ class Kron(Optimizer):
             memory_save_mode=memory_save_mode,
             momentum_into_precond_update=momentum_into_precond_update, precond_lr=precond_lr,
             precond_init_scale=precond_init_scale, balance_prob=balance_prob,
-            weight_decouple=weight_decouple, clip_update=clip_update, seed=seed, solve_dtype=solve_dtype, **switches))
+            weight_decouple=weight_decouple, clip_update=clip_update, seed=seed,
+            solve_dtype=solve_dtype, **switches,
+            merge_rule=merge_rule, target_merged_dim_size=target_merged_dim_size,
+            precondition_damped=precondition_damped, decay_vectors=decay_vectors,
+            schedule_from_one=schedule_from_one, probe_stream=probe_stream,
+            damping_dtype=damping_dtype))
         #: The optimizer-wide counters (both sources keep them on the optimizer / group 0):
         #: steps taken (the schedule's n) and steps since the last preconditioner update.
         self.param_groups[0].setdefault("prob_step", 0)
@@ -489,7 +452,7 @@ class Kron(Optimizer):
             if len(values) == 4 and not (0 < values[1] <= values[0] <= 1 and values[2] >= 0):
                 raise ValueError("the schedule needs 0 < min_prob <= max_prob <= 1 and "
                                  f"decay >= 0, got {prob!r}")
-        for name in ("max_size_triangular", "min_ndim_triangular"):
+        for name in ("max_size_triangular", "min_ndim_triangular", "target_merged_dim_size"):
             value = group[name]
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -503,14 +466,27 @@ class Kron(Optimizer):
         if isinstance(bp, bool) or not isinstance(bp, (int, float)) or not 0 <= bp <= 1:
             raise ValueError(f"balance_prob must be in [0, 1], got {bp!r}")
         check_flag(group, "momentum_into_precond_update", "weight_decouple", "merge_dims",
-                   "probe_damping", "clip_update")
+                   "probe_damping", "clip_update", "precondition_damped", "decay_vectors",
+                   "schedule_from_one")
         check_seed(group["seed"])
         check_choice(group, "norm_floor_mode", ("max", "added"))
         check_choice(group, "lower_bound", ("columns", "rows_or_columns"))
-        check_choice(group, "balance_mean", ("log", "prod"))
+        check_choice(group, "balance_mean", ("log", "prod", "log_float32"))
+        check_choice(group, "merge_rule", ("kron_torch", "small_dims"))
+        check_choice(group, "probe_stream", ("counter", "jax"))
+        check_choice(group, "damping_dtype", ("param", "float32"))
+        if group["probe_stream"] == "jax":
+            jax_random.check_jax_seed(group["seed"])
+        if group["target_merged_dim_size"] == 0:
+            raise ValueError("target_merged_dim_size must be an integer >= 1, got 0")
         check_choice(group, "solve_dtype", ("float32", "param"))
 
     def _sides(self, shape, group):
+        if group["merge_dims"] and group["merge_rule"] == "small_dims":
+            # distributed-kron: the factor kinds of the sides first, then merged
+            shape = tuple(shape) or (1,)
+            return small_dims_sides(shape, group["target_merged_dim_size"],
+                                    diagonal_sides(shape, group))
         sides = merged_shape(shape, group["merge_dims"])
         return sides, diagonal_sides(sides, group)
 
@@ -565,7 +541,8 @@ class Kron(Optimizer):
         prob = first["preconditioner_update_probability"]
         counter = first["update_counter"] + 1
         if prob is None or isinstance(prob, (tuple, list)):
-            p = float32_probability(DEFAULT_SCHEDULE if prob is None else prob, n)
+            p = float32_probability(DEFAULT_SCHEDULE if prob is None else prob,
+                                    n + 1 if first["schedule_from_one"] else n)
             do_update = bool(counter >= np.float32(1) / p)
         else:
             do_update = bool(counter >= 1 / prob)
@@ -573,15 +550,19 @@ class Kron(Optimizer):
             do_update = bool(given_update)
         first["update_counter"] = 0 if do_update else counter
         t = first["prob_step"] = n + 1
-        if given_balance is not None:
-            draw = bool(given_balance)
+        leaf_keys = None
+        if first["probe_stream"] == "jax":
+            balance_draw, leaf_keys = jax_stream_keys(first["seed"], n, len(self.params))
+            draw = bool(balance_draw <= first["balance_prob"])
         else:
             draw = bool(uniform(first["seed"], BALANCE_STREAM, t, 1)[0] < first["balance_prob"])
-        self._step_draws = (t, do_update, draw and do_update, probes)
+        if given_balance is not None:
+            draw = bool(given_balance)
+        self._step_draws = (t, do_update, draw and do_update, probes, leaf_keys)
         super()._apply(prepared)
 
     def _update(self, param, grad, state, group, index, shape):
-        t, do_update, balance, probes = self._step_draws
+        t, do_update, balance, probes, leaf_keys = self._step_draws
         sides, diag = self._sides(shape, group)
         p = param.reshape(sides)
         g = grad.reshape(sides)
@@ -590,18 +571,21 @@ class Kron(Optimizer):
         probe = None
         if do_update:
             given = None if probes is None else probes[index]
-            if given is None:
-                given = standard_normal(group["seed"], index, t, param.size)
-            probe = np.asarray(given).astype(param.dtype).reshape(sides)
+            if given is None and leaf_keys is not None:     # distributed-kron's normals
+                given = jax_random.normal(leaf_keys[index], (param.size,), param.dtype)
+            probe = probe_for(given, group["seed"], index, t, param.size, param.dtype, sides)
         b1 = group["b1"]
         floor = (np.finfo(param.dtype).tiny if group["norm_floor_mode"] == "max"
                  else BFLOAT16_TINY)
         hyper = KronHyper(
             beta=b1, bias_correction=1 - b1 ** state["step"], lr=group["lr"],
             weight_decay=group["weight_decay"], decouple=group["weight_decouple"],
-            matrix=len(shape) >= 2, precond_lr=group["precond_lr"], update=do_update,
+            matrix=len(shape) >= 2 or group["decay_vectors"], precond_lr=group["precond_lr"],
+            update=do_update,
             balance=balance, into=group["momentum_into_precond_update"],
-            damping=group["probe_damping"], floor_mode=group["norm_floor_mode"], floor=floor,
-            lower_bound=group["lower_bound"], balance_mean=group["balance_mean"],
-            clip=group["clip_update"], clip_eps=group["clip_eps"], solve_dtype=group["solve_dtype"])
+            damping=group["probe_damping"], precondition_damped=group["precondition_damped"],
+            damping_dtype=group["damping_dtype"], floor_mode=group["norm_floor_mode"],
+            floor=floor, lower_bound=group["lower_bound"], balance_mean=group["balance_mean"],
+            clip=group["clip_update"], clip_eps=group["clip_eps"],
+            solve_dtype=group["solve_dtype"])
         kron_update(p, g, state["momentum_buffer"].reshape(sides), factors, probe, hyper)
