@@ -49,6 +49,8 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_MUON_OPTIMIZER``: Keller Jordan's muon-optimizer (Muon's
   ``variant="keller_jordan"``), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_ADAM_MINI``: the authors' adam-mini (Adam-mini), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_HEAVYBALL``: heavyball (SOAP's and Kron's ``variant="heavyball"``;
+  ``--no-deps``, with opt-einsum pinned).
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -154,6 +156,7 @@ REQUIRED = {
     "MUON_OPTIMIZER": ("muon",),
     "ADAM_MINI": ("adam_mini",),
     "KRON_TORCH": ("kron_torch",),
+    "HEAVYBALL": ("heavyball",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),
