@@ -84,3 +84,18 @@ def worst_state_error(ours, theirs):
     """Worst error relative to each array's scale."""
     return max(float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-300)
                for a, b in zip(ours, theirs))
+
+
+def golden_case(optimizer, case_id):
+    """``(case, params, grads, lrs, expected)`` of a committed golden case."""
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "reference_results" / "cases"
+    case = next(c for c in json.loads((path / f"{optimizer}.json").read_text())["cases"]
+                if c["id"] == case_id)
+
+    def arrays(entries):
+        return [np.array(e["data"], np.float64).reshape(e["shape"]) for e in entries]
+    steps = case["steps"]
+    return (case, arrays(case["params"]), [arrays(s["grads"]) for s in steps],
+            [s["lr"] for s in steps], [arrays(s["expected"]["params"]) for s in steps])

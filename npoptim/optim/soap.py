@@ -85,7 +85,8 @@ Sources and where they differ:
     the statistics decay by :math:`\hat\beta = 1 - (1-\beta)/(1-\beta^k)`, so they hold
     the bias-corrected averages (:math:`k = t` for the moments, :math:`k = t + 1`, the calls
     so far, for the statistics: the first call's :math:`L_i = G_{(i)}G_{(i)}^\top`), and the
-    step is :math:`\gamma U`.
+    step is :math:`\gamma U`; with ``correct_bias=False`` (not heavyball's) nothing is
+    corrected: the plain :math:`\beta` everywhere.
   - ``eps_mode="max"``: :math:`U = \mathcal{Q}^{-1}(\mathcal{Q}(m)/\max(\sqrt{v},
     \epsilon))` (``clamp(min=eps)``); the other two add it (``"added"``).
   - ``decay_after_update=False``: :math:`\theta \leftarrow \theta(1-\gamma\lambda) -
@@ -399,7 +400,8 @@ class SOAP(Optimizer):
         ε added to sqrt(v), or a floor: max(sqrt(v), ε) (heavyball).
     debiased_betas : bool, default: the variant's
         heavyball's bias correction inside the averages: m, v and the L_i decay by
-        1 - (1-β)/(1-β^k) and the step is γ U.
+        1 - (1-β)/(1-β^k) and the step is γ U (with ``correct_bias=False``: plain β, no
+        correction anywhere).
     decay_after_update : bool, default: the variant's
         θ ← θ(1 - γλ) after the step (pytorch_optimizer, the authors), else before it.
     refresh_lift : float, default: the variant's
@@ -447,9 +449,6 @@ class SOAP(Optimizer):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         check_flag(group, "merge_dims", "precondition_1d", "normalize_gradient",
                    "correct_bias", "maximize", "debiased_betas", "decay_after_update")
-        if group["debiased_betas"] and not group["correct_bias"]:
-            raise ValueError("debiased_betas=True is the bias correction (inside the "
-                             "averages): it cannot go with correct_bias=False")
         lift = group["refresh_lift"]
         if isinstance(lift, bool) or not isinstance(lift, (int, float)) or not 0 <= lift < 1:
             raise ValueError(f"refresh_lift must be a number in [0, 1), got {lift!r}")
@@ -502,7 +501,7 @@ class SOAP(Optimizer):
         shampoo_beta = beta2 if group["shampoo_beta"] is None else group["shampoo_beta"]
         statistics = [state[f"GG{i}"] if has else None for i, has in enumerate(factored)]
         bases = [state[f"Q{i}"] if has else None for i, has in enumerate(factored)]
-        debias = group["debiased_betas"]
+        debias = group["debiased_betas"] and group["correct_bias"]
         if state["step"] == 0:   # the first call: statistics and bases only
             accumulate(g, statistics, 0.0 if debias else shampoo_beta)
             for i, statistic in enumerate(statistics):
