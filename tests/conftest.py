@@ -52,6 +52,8 @@ cross-check ran:
 * ``NPOPTIM_REQUIRE_QUAD_TORCH``: Evan Walters' quad-torch (PSGD-QUAD), ``--no-deps``.
 * ``NPOPTIM_REQUIRE_DISTRIBUTED_KRON``: Evan Walters' distributed-kron and its chex (Kron's
   optax flavor), ``--no-deps``.
+* ``NPOPTIM_REQUIRE_HEAVYBALL``: heavyball (SOAP's and Kron's ``variant="heavyball"``;
+  ``--no-deps``, with opt-einsum pinned).
 * ``NPOPTIM_REQUIRE_ONNX``: onnx (the onnx flavor replayed through ``onnx.reference``);
 * ``NPOPTIM_REQUIRE_TFJS``: Node and tfjs-core with its CPU backend, npm-installed in the
   directory ``NPOPTIM_TFJS_DIR`` (.ci/run prepares it; the tfjs flavor's replay).
@@ -160,6 +162,7 @@ REQUIRED = {
     "OPTAX_SHAMPOO": ("optax_shampoo",),
     "QUAD_TORCH": ("quad_torch",),
     "DISTRIBUTED_KRON": ("distributed_kron", "chex"),
+    "HEAVYBALL": ("heavyball",),
     "ONNX": ("onnx",),
     "TFJS": ("tfjs",),
     "NODE": ("node",),

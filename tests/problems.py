@@ -82,7 +82,9 @@ CONFIGS = {
                  dict(lr=0.01, weight_decay=0.1, dim=3, n_heads=3,
                       param_names=("embed.weight", "layers.0.q_proj.weight"))],
     "SOAP": [dict(lr=0.01, weight_decay=0.1, precondition_frequency=2),
-             dict(lr=0.01, variant="authors", normalize_gradient=True, max_precond_dim=4)],
+             dict(lr=0.01, variant="authors", normalize_gradient=True, max_precond_dim=4),
+             dict(lr=0.01, variant="heavyball", weight_decay=0.1, precondition_frequency=3)],
+    "Kron": [{}, dict(lr=0.01, variant="heavyball", clip_update=False, weight_decay=0.1)],
     "SPlus": [dict(lr=0.1, inverse_steps=2), dict(lr=0.1, maximize=True, ema_rate=0.9,
                                                  decoupled_weight_decay=False)],
 }

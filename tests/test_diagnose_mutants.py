@@ -1134,12 +1134,19 @@ def scion(optimizer, bug=None):
 
 def soap(optimizer, bug=None):
     """SOAP as pytorch_optimizer's soap.py (and the authors' with their switches: float32
-    eigendecompositions, the 1e-30 normalization floor), LAPACK's eigh and QR; the golden
-    cases' options (no merge_dims, no 1-D preconditioning). Bugs: ``"no correction"`` (no
-    bias correction), ``"never refreshed"`` (the first call's eigenbases kept)."""
+    eigendecompositions, the 1e-30 normalization floor; heavyball's: the averages debiased,
+    eps a floor, the decay first, the lifted power iteration, its cumulative schedule, the
+    columns kept in place), LAPACK's eigh and QR; the golden cases' options (no merge_dims,
+    no 1-D preconditioning). Bugs: ``"no correction"`` (no bias correction: heavyball's
+    averages with their plain betas), ``"never refreshed"`` (the first call's eigenbases
+    kept)."""
     def make_step(params, h):
         b1, b2 = h["betas"]
         bs = b2 if h["shampoo_beta"] is None else h["shampoo_beta"]
+        heavy = h.get("debiased_betas", False) and h["correct_bias"] and bug != "no correction"
+
+        def hat(beta, k):   # heavyball's debiased decay
+            return 1 - (1 - beta) / (1 - beta ** k) if heavy else beta
         state = []
         for p in params:
             sides = [d <= h["max_precond_dim"] for d in p.shape] if p.ndim >= 2 else \
@@ -1154,11 +1161,19 @@ def soap(optimizer, bug=None):
                     x = np.moveaxis(np.tensordot(x, qi, axes=([i], [1 if back else 0])), -1, i)
             return x
 
-        def stats(g, L):
+        def stats(g, L, beta):
             for i, li in enumerate(L):
                 if li is not None:
                     other = [k for k in range(g.ndim) if k != i]
-                    li += (1 - bs) * (np.tensordot(g, g, axes=(other, other)) - li)
+                    li += (1 - beta) * (np.tensordot(g, g, axes=(other, other)) - li)
+
+        def refreshes(s):   # after update t = s["t"] (call t + 1)
+            if h.get("refresh_schedule", "multiples") == "multiples":
+                return s["t"] % h["precondition_frequency"] == 0
+            total = 0.0
+            for _ in range(s["t"]):
+                total += 1 / h["precondition_frequency"]
+            return int(total + 1 / h["precondition_frequency"]) > int(total)
 
         def step(grads, lr):
             for p, g, s in zip(params, grads, state):
@@ -1167,7 +1182,7 @@ def soap(optimizer, bug=None):
                 g = np.asarray(g, np.float64)
                 g = -g if h["maximize"] else g
                 if s["t"] == 0:
-                    stats(g, s["L"])
+                    stats(g, s["L"], hat(bs, 1))
                     f32 = h["eigh_dtype"] == "float32"
                     s["Q"] = [None if li is None else np.linalg.eigh(
                         (li.astype(np.float32) if f32 else li)
@@ -1177,27 +1192,42 @@ def soap(optimizer, bug=None):
                     continue
                 t = s["t"]
                 gp = along(g, s["Q"], False)
-                s["m"] = s["m"] + (1 - b1) * (g - s["m"])
-                s["v"] = s["v"] + (1 - b2) * (gp * gp - s["v"])
-                u = along(along(s["m"], s["Q"], False) / (np.sqrt(s["v"]) + h["eps"]),
-                          s["Q"], True)
+                s["m"] = s["m"] + (1 - hat(b1, t)) * (g - s["m"])
+                s["v"] = s["v"] + (1 - hat(b2, t)) * (gp * gp - s["v"])
+                root = np.sqrt(s["v"])
+                denom = (np.maximum(root, h["eps"]) if h.get("eps_mode") == "max"
+                         else root + h["eps"])
+                u = along(along(s["m"], s["Q"], False) / denom, s["Q"], True)
                 if h["normalize_gradient"]:
                     floor = h["eps"] if h["normalize_floor"] == "eps" else h["normalize_floor"]
                     u = u / (np.sqrt(np.mean(u * u)) + floor)
                 size = lr
-                if h["correct_bias"] and bug != "no correction":
+                if h["correct_bias"] and bug != "no correction" and not heavy:
                     size = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-                p[...] = (p - size * u) * (1 - lr * h["weight_decay"])
-                stats(g, s["L"])
-                if t % h["precondition_frequency"] == 0 and bug != "never refreshed":
+                if h.get("decay_after_update", True):
+                    p[...] = (p - size * u) * (1 - lr * h["weight_decay"])
+                else:
+                    p[...] = p * (1 - lr * h["weight_decay"]) - size * u
+                stats(g, s["L"], hat(bs, t + 1))
+                if refreshes(s) and bug != "never refreshed":
                     for i, (li, qi) in enumerate(zip(s["L"], s["Q"])):
                         if li is None:
                             continue
                         power = li @ qi
-                        order = np.argsort(-np.sum(qi * power, axis=0), kind="stable")
-                        s["v"] = np.take(s["v"], order, axis=i)
-                        s["Q"][i] = np.linalg.qr(power[:, order].astype(np.float32))[0].astype(
-                            np.float64)
+                        estimates = np.sum(qi * power, axis=0)
+                        order = np.argsort(-estimates, kind="stable")
+                        if h.get("refresh_lift", 0.0):
+                            lift = max(h["refresh_lift"], min(64 * len(li) * 2.0 ** -52, 0.125))
+                            power = power + lift * max(np.abs(estimates).max(), 2.0 ** -1022) * qi
+                        f32 = h["qr_dtype"] == "float32"
+                        q = np.linalg.qr(power[:, order].astype(np.float32 if f32 else np.float64)
+                                         )[0].astype(np.float64)
+                        if h.get("basis_order", "sorted") == "kept":
+                            s["Q"][i] = np.empty_like(q)
+                            s["Q"][i][:, order] = q
+                        else:
+                            s["Q"][i] = q
+                            s["v"] = np.take(s["v"], order, axis=i)
                 s["t"] = t + 1
             return params
         return step
@@ -1328,7 +1358,9 @@ def kron(optimizer, bug=None):
     """PSGD Kron as kron_torch's kron.py (and pytorch_optimizer's psgd.py with its switches:
     no merge, no damping, the added floor, the rows-or-columns bound, prod balancing), the
     counter stream's probes and balancing draws as npoptim's defaults, LAPACK's triangular
-    solve, einsum for the rest. Bugs: ``"no clipping"`` (U not clipped to RMS 1.1),
+    solve, einsum for the rest; heavyball's PSGDKron with its switches (the debiased momentum,
+    the elementwise damping, two power iterations and their running maximum, its cumulative
+    schedule, balancing at every update, decay of vectors). Bugs: ``"no clipping"`` (U not clipped to RMS 1.1),
     ``"every step"`` (the preconditioner updated at every step, not on the schedule),
     ``"no damping"`` (kron_torch's pair without its damping)."""
     import scipy.linalg
@@ -1351,8 +1383,17 @@ def kron(optimizer, bug=None):
                     or len(sides) < h["min_ndim_triangular"] for d in sides]
             state.append(dict(t=0, m=np.zeros(sides), sides=sides, Q=[
                 scale * np.ones(d) if dg else scale * np.eye(d) for d, dg in zip(sides, diag)]))
-        glob = dict(n=0, counter=0)
+        glob = dict(n=0, counter=0, cumulative=0.0)
         kron_torch = h["norm_floor_mode"] == "max"
+        heavyball = h.get("lower_bound") == "power_iteration"   # heavyball's PSGDKron
+        for s in state:
+            s["lb"] = [0.0] * len(s["Q"])
+
+        def running(bound, s, i):   # heavyball's running max of the norms
+            beta = h.get("lower_bound_beta", 0.0)
+            if beta:
+                bound = s["lb"][i] = max(bound, s["lb"][i] + (bound - s["lb"][i]) * (1 - beta))
+            return bound
 
         def apply(x, q, axis, transpose=False):
             if q.ndim == 1:
@@ -1364,6 +1405,14 @@ def kron(optimizer, bug=None):
 
         def bound(s):
             mx = np.max(np.abs(s))
+            if heavyball:   # two power iterations from the row of largest norm
+                rows = np.linalg.norm(s, axis=1)
+                r = max(rows.max(), float(np.finfo(np.float32).tiny))
+                a, x = s / r, s[np.argmax(rows)] / r
+                for _ in range(2):
+                    x = a @ (a @ x)
+                    x = x / max(np.linalg.norm(x), 1e-12)
+                return np.sqrt(x @ (a @ (a @ x))) * r
             if kron_torch:
                 a = s / mx
                 x = a[:, np.argmax((a * a).sum(0))] @ a
@@ -1379,7 +1428,14 @@ def kron(optimizer, bug=None):
         def step(grads, lr):
             prob = h["preconditioner_update_probability"]
             glob["counter"] += 1
-            if prob is None or isinstance(prob, (list, tuple)):
+            if h.get("update_schedule") == "cumulative":
+                mx, mn, dec, fs = prob or (1.0, 0.03, 0.999, 1000)
+                pr = (max(mn, mx * dec ** max(glob["n"] + 1 - fs, 0))
+                      if prob is None or isinstance(prob, (list, tuple)) else prob)
+                before = glob["cumulative"]
+                glob["cumulative"] = before + pr
+                update = int(glob["cumulative"]) > int(before)
+            elif prob is None or isinstance(prob, (list, tuple)):
                 mx, mn, dec, fs = (np.float32(x) for x in (prob or (1.0, 0.03, 0.001, 500)))
                 pr = min(max(mx * np.exp(np.float32(-dec) * (np.float32(glob["n"]) - fs)),
                              mn), mx)
@@ -1391,18 +1447,23 @@ def kron(optimizer, bug=None):
                 glob["counter"] = 0
             glob["n"] += 1
             t = glob["n"]
-            balance = update and uniform(h["seed"], BALANCE_STREAM, t, 1)[0] < h["balance_prob"]
+            balance = update and (h.get("balance_schedule") == "every_update" or uniform(
+                h["seed"], BALANCE_STREAM, t, 1)[0] < h["balance_prob"])
             for index, (p, g, s) in enumerate(zip(params, grads, state)):
                 if g is None:
                     continue
                 g = np.asarray(g, np.float64).reshape(s["sides"])
                 x = np.asarray(p, np.float64).reshape(s["sides"])
-                wd, matrix = h["weight_decay"], p.ndim >= 2
+                wd, matrix = h["weight_decay"], p.ndim >= 2 or h.get("decay_vectors", False)
                 if wd and matrix and not h["weight_decouple"]:
                     g = g + wd * x
                 s["t"] += 1
-                s["m"] = h["b1"] * s["m"] + (1 - h["b1"]) * g
-                m = s["m"] / (1 - h["b1"] ** s["t"])
+                if h.get("debiased_betas"):
+                    s["m"] = s["m"] + (1 - h["b1"]) / (1 - h["b1"] ** s["t"]) * (g - s["m"])
+                    m = s["m"]
+                else:
+                    s["m"] = h["b1"] * s["m"] + (1 - h["b1"]) * g
+                    m = s["m"] / (1 - h["b1"] ** s["t"])
                 qs = s["Q"]
                 if balance and len(qs) > 1:
                     norms = np.array([np.max(np.abs(q)) for q in qs])
@@ -1411,7 +1472,10 @@ def kron(optimizer, bug=None):
                 if update:
                     v = standard_normal(h["seed"], index, t, g.size).reshape(s["sides"])
                     hh = m if h["momentum_into_precond_update"] else g
-                    if h["probe_damping"] and bug != "no damping":
+                    if (h["probe_damping"] and bug != "no damping"
+                            and h.get("damping_mode") == "elementwise"):
+                        hh = hh + (1e-9 + 2.0 ** -23 * np.abs(hh)) * v
+                    elif h["probe_damping"] and bug != "no damping":
                         hh = hh + math.sqrt(2.0 ** -23) * np.mean(np.abs(hh)) * v
                         if h["momentum_into_precond_update"]:
                             m = hh
@@ -1441,10 +1505,10 @@ def kron(optimizer, bug=None):
                             tb = np.tensordot(b, b, axes=(other, other))
                         d, tot = (ta - tb) * h["precond_lr"], ta + tb
                         if q.ndim == 1:
-                            q -= d * q / (max(np.max(np.abs(tot)), floor) if kron_torch
-                                          else np.max(np.abs(tot)) + floor)
+                            n = running(np.max(np.abs(tot)), s, i)
+                            q -= d * q / (max(n, floor) if kron_torch else n + floor)
                         else:
-                            n = bound(tot)
+                            n = running(bound(tot), s, i)
                             q -= np.triu(d) / (max(n, floor) if kron_torch else n + floor) @ q
                 u = m
                 for i, q in enumerate(qs):

@@ -13,8 +13,18 @@ variants' difference, bad input.
 kron-torch applies ``@torch.compile`` to its functions when imported: the test sets
 ``TORCH_COMPILE_DISABLE=1`` and ``torch._dynamo.config.disable = True`` before importing it,
 so its functions run eagerly (the same arithmetic, no compiler on this CPU-only machine).
+
+heavyball 3.2.1's ``PSGDKron`` (``variant="heavyball"``) in float64 (``q_dtype`` and
+``storage_dtype``) over the same 24 steps and shapes plus a 0-d parameter, a learning-rate
+schedule, weight decay, heavyball's reading of the update schedule (its cumulative sum thins
+the updates) and its balancing at every update, the probes it draws given to npoptim; its
+soft update clip off (``update_clipping=None``; npoptim ``clip_update=False``), its compile
+off and torch's default dtype float64 for its float32 scalars (tests/heavyball_compare.py
+says why; once as it runs, to their rounding). Each switch of the variant flipped alone
+leaves heavyball's trajectory (or, balancing, its factors).
 """
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -308,7 +318,9 @@ def test_diagonal_sides():
                                 dict(preconditioner_update_probability=0.0),
                                 dict(preconditioner_update_probability=(0.1, 0.5, 0.1, 2)),
                                 dict(memory_save_mode="some_diag"), dict(seed=-1),
-                                dict(variant="heavyball"), dict(solve_dtype="float16"),
+                                dict(variant="kron"), dict(solve_dtype="float16"),
+                                dict(lower_bound_beta=1.0), dict(damping_mode="max"),
+                                dict(update_schedule="sometimes"), dict(decay_vectors=1),
                                 dict(balance_prob=2.0)])
 def test_bad_hyperparameters(kw):
     with pytest.raises(ValueError):
@@ -350,3 +362,201 @@ def test_state_dict_resumes_bit_for_bit():
         resumed.step([x.copy() for x in g])
     assert all(np.array_equal(a, b) for a, b in zip(params, copies))
     assert resumed.param_groups[0]["prob_step"] == 8
+
+
+# ---------------------------------------------------------------- heavyball's PSGDKron
+HB_SHAPES = ((5,), (4, 3), (2, 3, 4), (8, 3), ())
+HB_LR = 2.0 ** -5
+HB_SCHEDULE = (1.0, 0.25, 0.5, 4)   # heavyball's form: max(0.25, 0.5 ** max(n - 4, 0))
+HB_BASE = dict(weight_decay=0.125, max_size_triangular=MAX_TRIANGULAR, precond_lr=0.25,
+               precond_init_scale=0.75)
+#: the worst float64 error allowed against heavyball, relative to each tensor's scale, with
+#: torch's default dtype float64 (measured: parameters 7.4e-16, factors 3.9e-16)
+HB_RTOL64 = 1e-12
+#: ... as heavyball runs, its β^step of the momentum's debiasing in float32 (measured 7.4e-8)
+HB_RTOL_AS_IT_RUNS = 1e-6
+
+
+def run_heavyball_kron(params, grads, monkeypatch, default_float64=True):
+    """heavyball's PSGDKron in float64 (``q_dtype``, ``storage_dtype``), its soft update clip
+    off (``update_clipping=None``: npoptim's ``clip_update=False``), the lr scheduled; the
+    trajectory, the probes it drew per step and its factors."""
+    from heavyball_compare import default_dtype, dyadic_schedule, import_heavyball
+    heavyball = import_heavyball()
+    draws = []
+    real = torch.randn_like
+
+    def recording(t, *args, **kw):
+        v = real(t, *args, **kw)
+        draws[-1].append(v.detach().numpy().copy())
+        return v
+    monkeypatch.setattr(torch, "randn_like", recording)
+    lrs = dyadic_schedule(len(grads), HB_LR)
+    tensors = [torch.tensor(p.copy()) for p in params]
+    out = []
+    torch.manual_seed(0)
+    with default_dtype(torch.float64 if default_float64 else torch.float32), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # heavyball's warn_once of a changed lr
+        opt = heavyball.PSGDKron(
+            tensors, lr=HB_LR, betas=(0.875, 0.999), preconditioner_update_probability=heavyball
+            .utils.precond_update_prob_schedule(*HB_SCHEDULE), q_dtype="float64",
+            storage_dtype="float64", update_clipping=None, merge_dims=False,
+            store_triu_as_line=False, **HB_BASE)
+        for lr, step_grads in zip(lrs, grads):
+            draws.append([])
+            for group in opt.param_groups:
+                group["lr"] = lr
+            for t, g in zip(tensors, step_grads):
+                t.grad = torch.tensor(g.copy())
+            opt.step()
+            out.append([t.detach().numpy().copy() for t in tensors])
+    monkeypatch.undo()
+    probes = [[v.reshape(p.shape) for v, p in zip(d, params)] if d else None for d in draws]
+    factors = []
+    for t in tensors:
+        state = opt.state[t][0]
+        key = next(k for k in state if k.startswith("update_by_psgd_Q_"))
+        factors.append([q.numpy()[0] for q in state[key]])
+    return out, probes, factors
+
+
+def run_npoptim_heavyball(params, grads, probes, **kw):
+    from heavyball_compare import dyadic_schedule
+    ps = [p.copy() for p in params]
+    kw = dict(HB_BASE, **kw)
+    kw.setdefault("variant", "heavyball")
+    kw.setdefault("preconditioner_update_probability", HB_SCHEDULE)
+    opt = Kron(ps, lr=HB_LR, b1=0.875, clip_update=False, solve_dtype="param", **kw)
+    updated, out = [], []
+    for k, (lr, step_grads) in enumerate(zip(dyadic_schedule(len(grads), HB_LR), grads)):
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step([g.copy() for g in step_grads], probes=probes[k])
+        updated.append(opt.param_groups[0]["update_counter"] == 0)
+        out.append([p.copy() for p in ps])
+    return out, updated, opt
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_matches_heavyball(monkeypatch):
+    """24 steps, a schedule that thins the updates on heavyball's cumulative sum, weight
+    decay (of the vector and the scalar too), its balancing at every update, the probes it
+    drew; the factors too."""
+    params, grads = random_problem(1, HB_SHAPES, STEPS)
+    expected, probes, factors = run_heavyball_kron(params, grads, monkeypatch)
+    actual, updated, opt = run_npoptim_heavyball(params, grads, probes)
+    assert updated == [p is not None for p in probes]
+    assert 8 < sum(updated) < STEPS
+    error = worst_error(actual, expected)
+    print(f"heavyball: worst error {error:.3g}")
+    assert error < HB_RTOL64, error
+    ours = [[opt.state[i][f"Q{k}"] for k in range(len(qs))] for i, qs in enumerate(factors)]
+    factor_error = worst_error(ours, factors)
+    print(f"  factors: worst error {factor_error:.3g}")
+    assert factor_error < HB_RTOL64, factor_error
+    assert worst_error([params], [expected[-1]]) > 1e-2
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_matches_heavyball_as_it_runs_to_its_float32_scalars(monkeypatch):
+    params, grads = random_problem(2, HB_SHAPES, STEPS)
+    expected, probes, _ = run_heavyball_kron(params, grads, monkeypatch, default_float64=False)
+    actual, _, _ = run_npoptim_heavyball(params, grads, probes)
+    error = worst_error(actual, expected)
+    print(f"heavyball as it runs: worst error {error:.3g}")
+    assert 1e-12 < error < HB_RTOL_AS_IT_RUNS, error
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_each_heavyball_switch_tells_it_apart(monkeypatch):
+    """Each of the variant's switches at kron_torch's value alone leaves heavyball's
+    trajectory (measured: damping_mode 4.2e-5, lower_bound 0.22, lower_bound_beta 0.84,
+    update_schedule 9.9e-2 (the tuple read as kron_torch's formula), decay_vectors 0.14,
+    probe_damping 2.8e-8); balancing changes the factors (2.4e-2) and not the trajectory, the
+    momentum's debiased form neither (it holds m̂ instead of m)."""
+    params, grads = random_problem(1, HB_SHAPES, STEPS)
+    expected, probes, factors = run_heavyball_kron(params, grads, monkeypatch)
+    flips = dict(damping_mode="mean", lower_bound="columns", lower_bound_beta=0.0,
+                 update_schedule="counter", decay_vectors=False, probe_damping=False)
+    for name, value in flips.items():
+        actual, _, _ = run_npoptim_heavyball(params, grads, probes, **{name: value})
+        print(name, worst_error(actual, expected))
+        assert worst_error(actual, expected) > 1e-10, name
+    for name, value in dict(balance_schedule="random", debiased_betas=False).items():
+        actual, _, opt = run_npoptim_heavyball(params, grads, probes, **{name: value})
+        assert worst_error(actual, expected) < HB_RTOL64, name
+        ours = [[opt.state[i][f"Q{k}"] for k in range(len(qs))]
+                for i, qs in enumerate(factors)]
+        print(name, worst_error(ours, factors))
+        assert (worst_error(ours, factors) > 1e-3) == (name == "balance_schedule"), name
+
+
+@pytest.mark.needs("heavyball")
+def test_heavyball_update_schedule():
+    from heavyball_compare import import_heavyball
+
+    from npoptim.optim.kron import heavyball_probability
+    utils = import_heavyball().utils
+    theirs_schedule = utils.precond_update_prob_schedule(*HB_SCHEDULE)
+    default = utils.precond_update_prob_schedule()
+    for n in (1, 4, 5, 7, 30, 1001, 1500, 5000):
+        assert heavyball_probability(HB_SCHEDULE, n) == theirs_schedule(n)
+        assert heavyball_probability(None, n) == default(n)
+    group = {}
+    theirs = [utils.psgd_should_update(group, theirs_schedule) for _ in range(40)]
+    opt = Kron([np.zeros(3)], variant="heavyball", preconditioner_update_probability=HB_SCHEDULE)
+    ours = []
+    for _ in range(40):
+        opt.step([np.ones(3)])
+        ours.append(opt.param_groups[0]["update_counter"] == 0)
+    assert ours == theirs
+
+
+def test_power_iteration_bound_is_near_the_spectral_norm():
+    from npoptim.optim.kron import power_iteration_bound
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 8))
+    s = a @ a.T
+    top = np.linalg.eigvalsh(s)[-1]
+    bound = power_iteration_bound(s)
+    assert 0.9 * top < bound <= top * (1 + 1e-12)
+    assert power_iteration_bound(s, iterations=30) == pytest.approx(top, rel=1e-10)
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_heavyball_replays_the_golden_case(monkeypatch):
+    """The case's probes are npoptim's counter stream: heavyball's ``torch.randn_like`` is
+    replaced by those draws (parameter index in call order, the step)."""
+    from heavyball_compare import golden_case, import_heavyball, trajectory
+
+    from npoptim.kernels.counter_stream import standard_normal
+    heavyball = import_heavyball()
+    case, params, grads, lrs, expected = golden_case("Kron", "Kron/heavyball/float64")
+    h = case["hyperparameters"]
+    calls = dict(step=0, index=0)
+
+    def counter_stream(t, *args, **kw):
+        draw = standard_normal(h["seed"], calls["index"], calls["step"], t.numel())
+        calls["index"] += 1
+        return torch.tensor(draw, dtype=t.dtype).reshape(t.shape)
+    monkeypatch.setattr(torch, "randn_like", counter_stream)
+
+    class Stepped:   # the step counter and index advanced around each heavyball step
+        def __init__(self, opt):
+            self.opt, self.param_groups = opt, opt.param_groups
+
+        def step(self):
+            calls["step"] += 1
+            calls["index"] = 0
+            self.opt.step()
+    actual, _, _ = trajectory(lambda ts: Stepped(heavyball.PSGDKron(
+        ts, lr=h["lr"], betas=(h["b1"], 0.999), weight_decay=h["weight_decay"],
+        preconditioner_update_probability=heavyball.utils.precond_update_prob_schedule(
+            *h["preconditioner_update_probability"]), precond_lr=h["precond_lr"],
+        precond_init_scale=h["precond_init_scale"], max_size_triangular=h["max_size_triangular"],
+        q_dtype="float64", storage_dtype="float64", update_clipping=None, merge_dims=False)),
+        params, grads, lrs)
+    error = worst_error(actual, expected)
+    print(f"golden replay: {error:.3g}")
+    assert error < case["tolerance"]["rtol"], error   # measured 2.2e-16

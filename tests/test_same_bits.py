@@ -291,6 +291,8 @@ _allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "Kron._init_state", "Kron._update
 _allow(LIBM_AS_TORCH, "npoptim/optim/psgd.py", "balance_factors",
        what=("**", "math.exp", "math.log"))
 _allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "float32_probability", what=("math.exp",))
+_allow(LIBM_AS_TORCH, "npoptim/optim/kron.py", "heavyball_probability")
+_allow(LIBM_AS_TORCH, "npoptim/optim/soap.py", "debiased")
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin", what=("numpy.cos", "**"))
 _allow(TEACHING, "npoptim/teaching/problems.py", "_rastrigin_grad", what=("numpy.sin",))
 _allow(TEACHING, "npoptim/teaching/problems.py", "quadratic",

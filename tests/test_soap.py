@@ -5,6 +5,15 @@ maximize, normalize_gradient, correct_bias=False, shampoo_beta and merge_dims; o
 torch's float32 QR patched to float64 (to the bit's neighbourhood) and once as it runs (to
 the float32 QR's rounding); hand-derived first updates; the variants' switches; bad input.
 
+heavyball 3.2.1's SOAP (``variant="heavyball"``) in float64 (``storage_dtype="float64"``) over
+24 steps under a learning-rate schedule, weight decay, refreshes every 3 calls on its
+cumulative schedule, the same shapes, and its eps, precondition_1d and merge_dims; its own
+float64 LAPACK QR and eigh run unpatched (they are float64 already: heavyball decomposes in
+the statistics' dtype). heavyball compiles by default; tests/heavyball_compare.py turns that
+off (why: there) and sets torch's default dtype float64 for its float32 scalars (once as it
+runs, to their rounding). Each of the variant's switches flipped alone leaves heavyball's
+trajectory.
+
 Every side of the cross-checks' statistics has full rank from the first gradient on (a side
 no larger than the product of the others), so each eigenbasis is unique up to the signs and
 order the module docstring shows SOAP does not depend on."""
@@ -130,6 +139,12 @@ def test_merge_rules():
     assert merged_shape((4, 4), 20, "pytorch_optimizer") == (1,)
     assert merged_shape((4, 4), 20, "authors") == (16,)
     assert merged_shape((128, 64, 3, 3), 1024, "authors") == (128, 576)
+    # heavyball: the first side kept, the rest merged from the last one backwards
+    assert merged_shape((6, 2, 2), 5, "heavyball") == (6, 4)
+    assert merged_shape((2, 2, 6), 5, "heavyball") == (2, 2, 6)
+    assert merged_shape((2, 3, 4), 20, "heavyball") == (2, 12)
+    assert merged_shape((128, 64, 3, 3), 1024, "heavyball") == (128, 576)
+    assert merged_shape((5, 1), 4, "heavyball") == (5,)
 
 
 def test_pytorch_optimizer_s_merge_to_one_side_is_refused_before_anything_changes():
@@ -231,7 +246,10 @@ def test_float32_parameters_stay_float32():
                                                      "normalize_floor"),
     (dict(merge_rule="torch"), "merge_rule"), (dict(qr_dtype="float16"), "qr_dtype"),
     (dict(eigh_dtype="float16"), "eigh_dtype"), (dict(betas=(1.0, 0.9)), "beta"),
-    (dict(lr=-1.0), "learning rate"), (dict(variant="heavyball"), "variant")])
+    (dict(lr=-1.0), "learning rate"), (dict(variant="kron"), "variant"),
+    (dict(eps_mode="floor"), "eps_mode"), (dict(refresh_schedule="often"), "refresh_schedule"),
+    (dict(basis_order="random"), "basis_order"), (dict(refresh_lift=-1.0), "refresh_lift"),
+    (dict(debiased_betas=1), "debiased_betas")])
 def test_bad_hyperparameters_raise(kw, message):
     with pytest.raises(ValueError, match=message):
         SOAP([np.zeros((2, 2))], **kw).step([np.ones((2, 2))])
@@ -257,3 +275,191 @@ def test_state_dict_round_trip_continues_the_same_trajectory():
         opt_b.step([g.copy() for g in step_grads])
     for p, q in zip(opt_a.params, ps):
         np.testing.assert_array_equal(p, q)
+
+
+# ----------------------------------------------------------------- heavyball's SOAP
+#: heavyball's form: every hyperparameter a few bits (exact in float32; heavyball_compare
+#: says why), the refreshes every 3 calls by its cumulative float sum (calls 3, 7, 9, 12, ...:
+#: the rounding shows by call 7)
+HB_LR = 2.0 ** -6
+HB_BASE = dict(weight_decay=0.125, precondition_frequency=3, betas=(0.875, 0.9375),
+               shampoo_beta=0.875, eps=1e-8)
+HB_SHAPES = ((4, 4), (2, 3, 4), (5,), (3, 40), ())
+#: with precondition_1d a vector's statistic is a sum of rank-1 terms: a side of 2 has distinct
+#: eigenvalues from the first gradient on (one of 5 would not: its basis is not unique)
+HB_SHAPES_1D = ((4, 4), (2, 3, 4), (2,), (3, 40), ())
+#: with merge_dims and max_precond_dim 4 (heavyball's dim_merger fails on a 0-d tensor: its
+#: shape[0]): (4, 2, 2) is (4, 4) to heavyball, (2, 2, 4) stays (the authors' rule: (4, 4)),
+#: every side full rank
+HB_MERGE_SHAPES = ((4, 4), (4, 2, 2), (5,), (3, 40), (2, 2, 4))
+#: the worst float64 error allowed against heavyball, relative to each tensor's scale, with
+#: torch's default dtype float64 (measured over the options below: 4.4e-16)
+HB_RTOL64 = 1e-12
+#: ... as heavyball runs, its β^step of the statistics' debiasing in float32 (measured 3.9e-9)
+HB_RTOL_AS_IT_RUNS = 1e-6
+HB_OPTIONS = [dict(), dict(eps=1e-3, betas=(0.75, 0.875)), dict(precondition_1d=True),
+              dict(merge_dims=True)]
+
+
+def run_heavyball_soap(params, grads, max_dim, default_float64=True, **kw):
+    from heavyball_compare import dyadic_schedule, import_heavyball, trajectory
+    heavyball = import_heavyball()
+    kw = dict(HB_BASE, **kw)
+    kw.setdefault("merge_dims", False)
+    return trajectory(lambda ts: heavyball.SOAP(ts, lr=HB_LR, max_precond_dim=max_dim,
+                                                storage_dtype="float64", **kw),
+                      params, grads, dyadic_schedule(len(grads), HB_LR), default_float64)
+
+
+def run_npoptim_heavyball(params, grads, max_dim, **kw):
+    from heavyball_compare import dyadic_schedule, npoptim_trajectory
+    ps = [p.copy() for p in params]
+    kw = dict(HB_BASE, **kw)
+    kw.setdefault("variant", "heavyball")
+    opt = SOAP(ps, lr=HB_LR, max_precond_dim=max_dim, **kw)
+    return npoptim_trajectory(opt, ps, grads, dyadic_schedule(len(grads), HB_LR)), opt
+
+
+def heavyball_state(opt, tensor, name):
+    state = opt.state[tensor][0]
+    key = next(k for k in state if k.startswith(f"scale_by_soap_{name}_"))
+    return state[key]
+
+
+@pytest.mark.needs("torch", "heavyball")
+@pytest.mark.parametrize("kw", HB_OPTIONS)
+def test_matches_heavyball(kw):
+    """24 steps, a schedule, weight decay; v and the bases too: heavyball keeps v in place at
+    a refresh (``basis_order="kept"``) and fixes the signs of Q's columns (R's diagonal
+    positive), which npoptim leaves at LAPACK's (the update does not depend on them)."""
+    params, grads = problem(6, HB_SHAPES_1D if kw.get("precondition_1d") else
+                            HB_MERGE_SHAPES if kw.get("merge_dims") else HB_SHAPES)
+    max_dim = 4 if kw.get("merge_dims") else 20
+    expected, hb, tensors = run_heavyball_soap(params, grads, max_dim, **kw)
+    actual, opt = run_npoptim_heavyball(params, grads, max_dim, **kw)
+    error = worst(expected, actual)
+    print(f"heavyball {kw}: worst error {error:.3g}")
+    assert error < HB_RTOL64, error
+    assert worst([params], [expected[-1]]) > 1e-2       # the run moved
+    for i, tensor in enumerate(tensors[:4]):
+        v = heavyball_state(hb, tensor, "exp_avg_sq").numpy()[0]
+        assert worst([[opt.state[i]["exp_avg_sq"]]], [[v.reshape(params[i].shape)]]) < HB_RTOL64
+        for k, q in enumerate(heavyball_state(hb, tensor, "Q")):
+            if q is None:
+                assert opt.state[i][f"Q{k}"].size == 0
+                continue
+            ours = opt.state[i][f"Q{k}"]
+            signs = np.sign(np.sum(ours * q.numpy()[0], axis=0))
+            np.testing.assert_allclose(ours * signs, q.numpy()[0], rtol=0, atol=1e-12)
+    if kw.get("merge_dims"):
+        assert opt.state[1]["GG1"].shape == (4, 4) and "GG2" not in opt.state[1]
+        assert opt.state[4]["GG2"].shape == (4, 4)
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_matches_heavyball_as_it_runs_to_its_float32_scalars():
+    params, grads = problem(7, HB_SHAPES)
+    expected, _, _ = run_heavyball_soap(params, grads, 20, default_float64=False)
+    actual, _ = run_npoptim_heavyball(params, grads, 20)
+    error = worst(expected, actual)
+    assert 1e-12 < error < HB_RTOL_AS_IT_RUNS, error
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_each_heavyball_switch_tells_it_apart():
+    """Flipping any one of the variant's switches (to pytorch_optimizer's value) moves the
+    trajectory away from heavyball's: each is a difference heavyball has (measured: eps_mode
+    2.3e-3, debiased_betas 3.9e-3, decay_after_update 3.7e-4, refresh_lift 1.4e-9,
+    refresh_schedule 3.5e-2, merge_rule 4.3e-2; basis_order 9.5e-16)."""
+    params, grads = problem(6, HB_MERGE_SHAPES)
+    expected, _, _ = run_heavyball_soap(params, grads, 4, eps=1e-3, merge_dims=True)
+    flips = dict(eps_mode="added", debiased_betas=False, decay_after_update=True,
+                 refresh_lift=0.0, refresh_schedule="multiples", merge_rule="authors")
+    for name, value in flips.items():
+        actual, _ = run_npoptim_heavyball(params, grads, 4, eps=1e-3, merge_dims=True,
+                                          **{name: value})
+        assert worst(expected, actual) > 1e-10, name
+    # the basis order alone does not change the trajectory (only where v and Q keep columns)
+    actual, _ = run_npoptim_heavyball(params, grads, 4, eps=1e-3, merge_dims=True,
+                                      basis_order="sorted")
+    assert worst(expected, actual) < HB_RTOL64
+
+
+@pytest.mark.needs("heavyball")
+def test_cumulative_refresh_is_heavyballs_schedule():
+    from heavyball_compare import import_heavyball
+
+    from npoptim.optim.soap import cumulative_refresh
+    utils = import_heavyball().utils
+    for frequency in (1, 2, 3, 7, 10):
+        group = {}
+        theirs = [utils.psgd_should_update(group, 1 / frequency) for _ in range(200)]
+        ours = [cumulative_refresh(frequency, n) for n in range(1, 201)]
+        assert ours == theirs
+    assert [n for n in range(1, 13) if cumulative_refresh(3, n)] == [3, 7, 9, 12]
+
+
+def test_cumulative_refresh_without_heavyball():
+    """The running sum of 1/3 in floats: 0.333..., 0.666..., 1.0, ..., 1.9999999999999998 at
+    call 6 (no refresh there), 2.333... at call 7; recomputed from 0 for an earlier call."""
+    from npoptim.optim.soap import cumulative_refresh
+    total, calls = 0.0, []
+    for n in range(1, 31):
+        before, total = total, total + 1 / 3
+        if int(total) > int(before):
+            calls.append(n)
+    assert [n for n in range(1, 31) if cumulative_refresh(3, n)] == calls
+    assert 6 not in calls and 7 in calls
+    assert cumulative_refresh(3, 3) and not cumulative_refresh(3, 6)
+
+
+def test_heavyball_first_update_by_hand():
+    """G1 diagonal (the basis a permutation of the axes), then the second call: the averages
+    are the bias-corrected m̂ = g, v̂ = g² (t = 1: β̂ = 0), the step γ ĝ/max(|g|, ε) = γ
+    sign(g) where |g| > ε, the decay first: θ(1 - γλ) - γ sign(g)."""
+    p0 = np.array([[0.5, -1.0], [2.0, 0.25]])
+    p = p0.copy()
+    opt = SOAP([p], lr=LR, weight_decay=WD, eps=0.5, variant="heavyball")
+    opt.step([np.diag([1.0, 3.0])])
+    np.testing.assert_array_equal(p, p0)
+    g2 = np.array([[0.3, -2.0], [1.5, -0.1]])
+    opt.step([g2])
+    close(p, p0 * (1 - LR * WD) - LR * g2 / np.maximum(np.abs(g2), 0.5), rtol=1e-14)
+    # the statistic is the debiased average over two calls: (β G1G1ᵀ + G2G2ᵀ)/(1 + β)
+    beta = 0.95
+    close(opt.state[0]["GG0"], (beta * np.diag([1.0, 9.0]) + g2 @ g2.T) / (1 + beta),
+          rtol=1e-14)
+
+
+def test_heavyball_refresh_keeps_columns_in_place_and_shifts():
+    from npoptim.optim.soap import refreshed_basis
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 6))
+    statistic = a @ a.T
+    basis = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    v = rng.uniform(1, 2, (4, 3))
+    sorted_q, sorted_v = refreshed_basis(statistic, basis, v, 0, "param")
+    kept_q, kept_v = refreshed_basis(statistic, basis, v, 0, "param", basis_order="kept")
+    order = np.argsort(-np.sum(basis * (statistic @ basis), axis=0), kind="stable")
+    np.testing.assert_array_equal(kept_q[:, order], sorted_q)
+    np.testing.assert_array_equal(kept_v, v)
+    np.testing.assert_array_equal(sorted_v, v[order])
+    # the shift (L + cI)Q moves the basis by about c / gap
+    lifted, _ = refreshed_basis(statistic, basis, v, 0, "param", lift=1e-8)
+    assert 1e-12 < np.max(np.abs(np.abs(lifted) - np.abs(sorted_q))) < 1e-6
+
+
+@pytest.mark.needs("torch", "heavyball")
+def test_heavyball_replays_the_golden_case():
+    from heavyball_compare import golden_case, import_heavyball, trajectory
+    heavyball = import_heavyball()
+    case, params, grads, lrs, expected = golden_case("SOAP", "SOAP/heavyball/float64")
+    h = case["hyperparameters"]
+    actual, _, _ = trajectory(lambda ts: heavyball.SOAP(
+        ts, lr=h["lr"], betas=tuple(h["betas"]), shampoo_beta=h["shampoo_beta"], eps=h["eps"],
+        weight_decay=h["weight_decay"], precondition_frequency=h["precondition_frequency"],
+        max_precond_dim=h["max_precond_dim"], merge_dims=False, storage_dtype="float64"),
+        params, grads, lrs)
+    error = worst(expected, actual)
+    print(f"golden replay: {error:.3g}")
+    assert error < case["tolerance"]["rtol"], error   # measured 2.2e-16

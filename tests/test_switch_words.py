@@ -1,6 +1,6 @@
 """One vocabulary for where eps goes, across the optimizers' switches (issue 25).
 
-``eps_mode`` (Adam, RAdam, GaLore, Grams, Adamax, Sophia), ``eps1_mode`` (Adafactor) and
+``eps_mode`` (Adam, RAdam, GaLore, Grams, Adamax, Sophia, SOAP), ``eps1_mode`` (Adafactor) and
 ``ns_eps_mode`` (Muon) use the same word for the same placement: ``"max"`` is eps as a floor
 (torch's ``clamp(min=eps)``), ``"added"`` is eps added to the quantity. The older words
 (``"clamp"``, and Adam's/RAdam's ``"torch"``, tested in tests/test_adam.py) load as aliases.
@@ -36,6 +36,7 @@ EPS_SWITCHES = {
     ("Shampoo", "matrix_eps_mode"): {"added", "eigenvalues"},
     ("Scion", "ns_eps_mode"): {"max", "added"},
     ("Kron", "norm_floor_mode"): {"max", "added"},
+    ("SOAP", "eps_mode"): {"added", "max"},
 }
 
 

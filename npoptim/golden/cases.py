@@ -1149,6 +1149,16 @@ TABLE["SOAP"] = [
             "the authors' eigendecompositions and QR run in float32: another float32 LAPACK "
             "differs by float32 rounding (see refresh-every-3)")},
         matches=("nikhilvyas/SOAP soap.py f42d296 (float32 decompositions)",)),
+    Row("SOAP", "heavyball", "variant='heavyball' (bias correction inside the averages, eps "
+        "as a floor 1e-3, decay 0.125 before the step, the lifted power iteration, refreshes "
+        "on its cumulative sum of 1/3: calls 3, 7, 9) with lr 2**-6 and betas (0.875, "
+        "0.9375): a matrix on both sides, a vector as Adam (float64 only: the suite's size "
+        "budget).", dict(lr=2.0 ** -6, weight_decay=0.125, betas=(0.875, 0.9375),
+                         shampoo_beta=0.875, eps=1e-3, variant="heavyball",
+                         precondition_frequency=3),
+        shapes=((3, 3), (2,)), steps=10, dtypes=("float64",),
+        matches=("heavyball 3.2.1 SOAP (storage_dtype='float64', merge_dims=False, torch's "
+                 "default dtype float64; tests/test_soap.py)",)),
 ]
 TABLE["SPlus"] = [
     Row("SPlus", "refresh-every-3", "pytorch_optimizer's defaults but lr 0.1 and the bases "
@@ -1194,6 +1204,18 @@ TABLE["Kron"] = [
                          max_size_triangular=2, balance_prob=1.0, solve_dtype="param"),
         shapes=((2, 2, 3),), steps=10, dtypes=("float64",), grad_scale=4.0,
         matches=("pytorch_optimizer.Kron 4.1.0 (probes from the counter stream)",)),
+    Row("Kron", "heavyball", "variant='heavyball' (the debiased momentum, elementwise damping, "
+        "power-iteration norms with their running maximum, balancing at every update, "
+        "heavyball's cumulative schedule (1, 0.25, 0.5, 4), decay of the vector too) with "
+        "clip_update=False, lr 2**-5, decay 0.125, solves in float64; probes from the counter "
+        "stream (float64 only: the suite's size budget).",
+        dict(lr=2.0 ** -5, weight_decay=0.125, variant="heavyball", clip_update=False,
+             solve_dtype="param", precond_lr=0.25, precond_init_scale=0.75,
+             preconditioner_update_probability=(1.0, 0.25, 0.5, 4)),
+        shapes=((3, 2), (2,)), steps=10, dtypes=("float64",), grad_scale=4.0,
+        matches=("heavyball 3.2.1 PSGDKron (update_clipping=None, q_dtype and storage_dtype "
+                 "'float64'; probes from the counter stream, tests/test_kron.py feeds it "
+                 "torch's)",)),
 ]
 
 TABLE["PSGDQuad"] = [

@@ -15,12 +15,32 @@ differently:
   the product past the bound closes the side (a product of 1 is no side); a shape that
   merges into a single side stays that side (``(3, 6)`` is ``(18,)``), a shape of ones is
   ``(1,)`` and ``()`` stays ``()``.
+* ``"heavyball"``: HomebrewML/HeavyBall 3.2.1 ``heavyball/utils.py`` ``dim_merger``: the first
+  size is kept as a side of its own (the fan-out is never merged into the fan-in), and the
+  rest are merged as the authors' rule merges them, but from the last size backwards (a
+  ``(128, 64, 3, 3)`` kernel is ``(128, 576)`` under 1024); a trailing product of 1 is
+  dropped even when nothing else is left (``(5, 1)`` is ``(5,)``).
 """
 
 
 def merge_small_dims(shape, max_dim, rule="pytorch_optimizer"):
     """The sides of ``shape`` merged under ``max_dim`` by ``rule`` (see the module
     docstring), as a tuple."""
+    if rule == "heavyball":
+        merged, current = [], 1
+        for side in reversed(tuple(shape)[1:]):
+            if current * side > max_dim:
+                if current > 1:
+                    merged.append(current)
+                    current = side
+                else:
+                    merged.append(side)
+                    current = 1
+            else:
+                current *= side
+        if current > 1:
+            merged.append(current)
+        return (shape[0],) + tuple(reversed(merged))
     if rule == "pytorch_optimizer":
         merged, product = [], 1
         for side in shape:

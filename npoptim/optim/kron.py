@@ -4,7 +4,8 @@ his Kronecker-factored preconditioner; Evan Walters' kron_torch): momentum preco
 (merged) parameter, each upper triangular (:math:`d_i \times d_i`) or diagonal (a vector: a
 side larger than ``max_size_triangular``, of size 1, a tensor with fewer than
 ``min_ndim_triangular`` sides, or one ``memory_save_mode`` picks). kron-torch 0.3.3's ``Kron``
-by default, pytorch_optimizer 4.1.0's ``Kron`` as ``variant="pytorch_optimizer"``.
+by default, pytorch_optimizer 4.1.0's ``Kron`` as ``variant="pytorch_optimizer"``,
+heavyball 3.2.1's ``PSGDKron`` as ``variant="heavyball"``.
 
 :math:`X \times_i M` applies :math:`M` along side :math:`i`; :math:`X_{(i)}` is the unfolding
 (:math:`d_i` rows). Each factor starts as :math:`s^{1/k} I` (or :math:`s^{1/k}\mathbf 1`),
@@ -77,6 +78,43 @@ Where the implementations differ (switches, set by the variant):
   (``lower_bound="rows_or_columns"``), balancing by ``prod ** (1/k)``
   (``balance_mean="prod"``), :math:`\epsilon_c = 10^{-6}`, ``lr=1e-3``; its
   ``weight_decouple=False`` adds :math:`\lambda\theta` to :math:`G` before (1) (same here).
+* HomebrewML/HeavyBall 3.2.1 ``PSGDKron`` (``heavyball/__init__.py``; the chain
+  ``exp_avg`` then ``update_by_psgd`` of ``heavyball/chainable.py``, ``_init_psgd_kron``,
+  ``_update_psgd_precond``; in ``heavyball/utils.py`` ``dampen_grad``,
+  ``psgd_update_precond``, ``psgd_calc_A_and_conjB``, ``max_eigenvalue_spd``,
+  ``_update_lb``, ``psgd_balance_Q``, ``precond_update_prob_schedule``,
+  ``psgd_should_update``, ``update_param_``): ``variant="heavyball"``, each difference a
+  switch (kron_torch's and pytorch_optimizer's value in brackets): the momentum kept
+  debiased, :math:`\hat m` by the decay :math:`1 - (1-\beta)/(1-\beta^t)`
+  (``debiased_betas=True`` [False]; the same :math:`\hat m`, rounding apart); the damping
+  elementwise, :math:`H = \hat m + (10^{-9} + \epsilon_{32}|\hat m|)\,V`, not reused as
+  the momentum (``damping_mode="elementwise"`` ["mean"]); a triangular factor's step
+  normalized by two power iterations for the largest eigenvalue of :math:`S`
+  (``lower_bound="power_iteration"``, :func:`power_iteration_bound`), and every factor's
+  norm by a running maximum :math:`\ell \leftarrow \max(\ell_{new}, r + (\ell_{new} -
+  r)(1-\beta_\ell))`, :math:`r` the last :math:`\ell` (0 at first; the state
+  ``lower_bound{i}``; ``lower_bound_beta=0.9`` [0]); the factors balanced at every
+  preconditioner update (``balance_schedule="every_update"`` ["random"]); the update
+  decision the integer part of the running Python-float sum of :math:`p_n` going up, with
+  :math:`p_n = \max(p_{min}, p_{max} d^{\max(n - n_0, 0)})` at step :math:`n = 1, 2, ...`
+  (the same tuple ``(max_prob, min_prob, decay, flat_start)`` read as heavyball reads it;
+  None: ``(1.0, 0.03, 0.999, 1000)``; ``update_schedule="cumulative"`` ["counter"]); the
+  decay :math:`\theta(1-\gamma\lambda) - \gamma U` of every parameter, vectors and
+  scalars too (``decay_vectors=True`` [False]); no merge (``merge_dims=False``: heavyball's
+  ``merge_dims=True`` uses its SOAP ``dim_merger``, not taken here). Not taken either:
+  its default update clip ``trust_region_clip_`` (an elementwise
+  :math:`\pm 2`-bounded mix of tanh and log1p, transcendental functions with no fixed-order
+  kernel here): pass ``clip_update=False``, heavyball's ``update_clipping=None``; its
+  ``precond_init_scale=None`` (a scale from the first gradient): give the scale;
+  ``q_dtype``/``storage_dtype="float32"`` for float64 parameters (npoptim keeps the
+  parameter's dtype: theirs ``"float64"``; its solve runs in ``q_dtype``, so
+  ``solve_dtype="param"``); ``cached``, ``delayed``, ``mars``, ``caution``,
+  ``precond_grad_accum``, Hessian-vector products. It draws :math:`V` with
+  ``torch.randn_like`` on the parameter with a leading axis of 1 (``probes=``). heavyball
+  computes :math:`\beta^t` of the momentum's debiasing (and the lr's ``lr * step / step``)
+  as a Python float times an int64 tensor, in torch's default dtype float32: measured
+  against that over tests/test_kron.py's 24 steps, 7.4e-8 of the parameters' scale; with
+  torch's default dtype float64, 7.4e-16 (factors 3.9e-16; the test allows 1e-12).
 * Both solve :math:`B` in float32 (``.float()`` / ``.to(torch.float32)``) whatever the
   dtype: ``solve_dtype="float32"`` (default) does too, ``"param"`` solves in the parameter's
   dtype (the cross-checks patch the sources' solve to float64 for that). Both keep ``Q`` in
@@ -138,15 +176,27 @@ from npoptim.optim.psgd import (along, balance_factors, diagonal_sides, gram,  #
                                 lower_bound, merged_shape, norm2, ordered_sum, probe_for,
                                 scaled_along, small_dims_sides, sum_of_squares_along)
 
+#: The switches heavyball's form added, at the value of the forms before it (a variant that
+#: does not name one takes this value).
+NOT_HEAVYBALL = dict(debiased_betas=False, damping_mode="mean", lower_bound_beta=0.0,
+                     balance_schedule="random", update_schedule="counter",
+                     decay_vectors=False)
 #: The published forms (:func:`npoptim.optim.options.resolve_variant`).
 VARIANTS = {
     "kron_torch": dict(merge_dims=True, probe_damping=True, norm_floor_mode="max",
-                       lower_bound="columns", balance_mean="log", clip_eps=1e-12),
+                       lower_bound="columns", balance_mean="log", clip_eps=1e-12,
+                       **NOT_HEAVYBALL),
     "pytorch_optimizer": dict(merge_dims=False, probe_damping=False, norm_floor_mode="added",
                               lower_bound="rows_or_columns", balance_mean="prod",
-                              clip_eps=1e-6),
+                              clip_eps=1e-6, **NOT_HEAVYBALL),
+    "heavyball": dict(merge_dims=False, probe_damping=True, norm_floor_mode="max",
+                      lower_bound="power_iteration", balance_mean="log", clip_eps=1e-12,
+                      debiased_betas=True, damping_mode="elementwise", lower_bound_beta=0.9,
+                      balance_schedule="every_update", update_schedule="cumulative",
+                      decay_vectors=True),
 }
-ALIASES = {"evanatyourservice": "kron_torch", "kozistr": "pytorch_optimizer"}
+ALIASES = {"evanatyourservice": "kron_torch", "kozistr": "pytorch_optimizer",
+           "homebrewml": "heavyball"}
 MEMORY_SAVE_MODES = (None, "smart_one_diag", "one_diag", "all_diag")
 #: The schedule of both sources' ``precond_update_prob_schedule()``.
 DEFAULT_SCHEDULE = (1.0, 0.03, 0.001, 500)
@@ -156,6 +206,14 @@ BALANCE_STREAM = 2 ** 64 - 1
 BFLOAT16_TINY = 2.0 ** -126
 #: ``torch.finfo(torch.float32).eps``: its square root scales the damping of (2).
 FLOAT32_EPS = 2.0 ** -23
+#: heavyball's ``dampening`` (PSGDKron's default): the constant of its elementwise damping.
+HEAVYBALL_DAMPENING = 1e-9
+#: heavyball's ``precond_update_power_iterations`` (default): the power iterations of its
+#: spectral-norm estimate (``lower_bound="power_iteration"``).
+HEAVYBALL_POWER_ITERATIONS = 2
+#: heavyball's ``precond_update_prob_schedule()``: ``(max_prob, min_prob, decay, flat_start)``
+#: of ``max(min_prob, max_prob * decay ** max(n - flat_start, 0))``.
+HEAVYBALL_SCHEDULE = (1.0, 0.03, 0.999, 1000)
 
 
 class KronHyper(NamedTuple):
@@ -175,11 +233,14 @@ class KronHyper(NamedTuple):
     damping_dtype: str     # sqrt(eps_f32) of (2) in the parameter's dtype or in float32
     floor_mode: str        # "max" (kron_torch) or "added" (pytorch_optimizer)
     floor: float           # the norms' floor
-    lower_bound: str       # "columns" or "rows_or_columns"
-    balance_mean: str      # "log" or "prod"
+    lower_bound: str       # "columns", "rows_or_columns" or "power_iteration"
+    balance_mean: str      # "log", "prod" or "log_float32"
     clip: bool             # clip U to RMS 1.1 (5) (both sources; False: no clip)
     clip_eps: float        # ε_c of the RMS clip (5)
     solve_dtype: str       # "float32" or "param"
+    debiased: bool         # debiased_betas: the momentum holds m̂ (decay 1-(1-β)/(1-β^t))
+    damping_mode: str      # "mean" (kron_torch) or "elementwise" (heavyball)
+    lower_bound_beta: float  # heavyball's running max of the step norms (0: none)
 
 
 # ------------------------------------------------------------------- fixed-order pieces
@@ -215,8 +276,42 @@ def solved(v, factors, solve_dtype):
     return b
 
 
-def update_factors(factors, h, v, hyper):
-    """(3), (4): one preconditioner update of ``factors`` (in place) from the pair."""
+def power_iteration_bound(s, iterations=HEAVYBALL_POWER_ITERATIONS):
+    r"""heavyball's ``max_eigenvalue_spd``: the spectral norm of the symmetric ``s`` estimated
+    from its row of largest norm :math:`r` (:math:`x = r/\lVert r\rVert`, :math:`A =
+    S/\lVert r\rVert`, the norm floored at float32's smallest normal), ``iterations`` steps
+    :math:`x \leftarrow A^2 x / \max(\lVert A^2 x\rVert, 10^{-12})`, then
+    :math:`\sqrt{x^\top A^2 x}\,\lVert r\rVert`."""
+    dtype = s.dtype.type
+    rows = np.array([norm2(s[i]) for i in range(s.shape[0])], s.dtype)
+    i = int(np.argmax(rows))
+    scale = max(rows[i], dtype(np.finfo(np.float32).tiny))
+    a = s / scale
+    x = s[i] / scale
+
+    def squared(vector):
+        once = matmul_of(vector.reshape(1, -1), np.ascontiguousarray(a.T))
+        return matmul_of(once, np.ascontiguousarray(a.T)).reshape(-1)
+    for _ in range(iterations):
+        y = squared(x)
+        x = y / max(norm2(y), dtype(1e-12))
+    return np.sqrt(ordered_sum(x * squared(x))) * scale
+
+
+def running_bound(bound, state, beta):
+    """heavyball's ``_update_lb``: ``max(bound, r + (bound - r)(1 - beta))`` with ``r`` the
+    value kept (``state[0]``, which takes the result)."""
+    dtype = state.dtype.type
+    kept = state[0]
+    bound = max(dtype(bound), kept + (dtype(bound) - kept) * dtype(1 - beta))
+    state[0] = bound
+    return bound
+
+
+def update_factors(factors, h, v, hyper, bounds=None):
+    """(3), (4): one preconditioner update of ``factors`` (in place) from the pair;
+    ``bounds`` (one array of 1 per factor) keeps heavyball's running norms when
+    ``lower_bound_beta``."""
     dtype = h.dtype.type
     a = h
     for axis, q in enumerate(factors):
@@ -231,13 +326,20 @@ def update_factors(factors, h, v, hyper):
         diff = diff * dtype(hyper.precond_lr)
         if q.ndim < 2:
             norm = np.max(np.abs(total))
+            if hyper.lower_bound_beta:
+                norm = running_bound(norm, bounds[axis], hyper.lower_bound_beta)
             if hyper.floor_mode == "max":
                 step = diff * (q / max(norm, dtype(hyper.floor)))
             else:
                 step = diff * q / (norm + dtype(hyper.floor))
         else:
             diff = np.triu(diff)
-            if hyper.floor_mode == "max":
+            if hyper.lower_bound == "power_iteration":   # heavyball (its floor: float32's
+                bound = power_iteration_bound(total)      # tiny, in the estimate)
+                if hyper.lower_bound_beta:
+                    bound = running_bound(bound, bounds[axis], hyper.lower_bound_beta)
+                diff = diff / max(bound, dtype(hyper.floor))
+            elif hyper.floor_mode == "max":
                 norm = np.max(np.abs(total))
                 bound = lower_bound(total, hyper.lower_bound) if norm > 0 else norm
                 diff = diff / max(bound, dtype(hyper.floor))
@@ -258,20 +360,27 @@ def preconditioned(m, factors):
     return u
 
 
-def kron_update(param, grad, momentum, factors, probe, hyper):
+def kron_update(param, grad, momentum, factors, probe, hyper, bounds=None):
     """One Kron update of ``param`` (in place, the preconditioned shape), the momentum and
     the factors (in place)."""
     dtype = param.dtype.type
     if hyper.weight_decay != 0 and hyper.matrix and not hyper.decouple:
         grad = grad + dtype(hyper.weight_decay) * param
-    momentum *= dtype(hyper.beta)
-    momentum += dtype(1 - hyper.beta) * grad
-    m = momentum / dtype(hyper.bias_correction)
+    if hyper.debiased:    # heavyball: m̂ kept, by the debiased decay 1 - (1-β)/(1-β^t)
+        weight = dtype((1 - hyper.beta) / hyper.bias_correction)
+        momentum[...] = momentum * (dtype(1) - weight) + grad * weight
+        m = momentum
+    else:
+        momentum *= dtype(hyper.beta)
+        momentum += dtype(1 - hyper.beta) * grad
+        m = momentum / dtype(hyper.bias_correction)
     if hyper.balance and (param.ndim > 1 or hyper.balance_mean == "log_float32"):
         balance_factors(factors, hyper.balance_mean)
     if hyper.update:
         h = m if hyper.into else grad
-        if hyper.damping:
+        if hyper.damping and hyper.damping_mode == "elementwise":   # heavyball's
+            h = h + (dtype(HEAVYBALL_DAMPENING) + dtype(FLOAT32_EPS) * np.abs(h)) * probe
+        elif hyper.damping:
             flat = np.ascontiguousarray(h).reshape(-1)
             mean = ordered_sum(np.abs(flat)) / dtype(flat.size)
             root = (np.sqrt(dtype(FLOAT32_EPS)) if hyper.damping_dtype == "param"
@@ -279,7 +388,7 @@ def kron_update(param, grad, momentum, factors, probe, hyper):
             h = h + (root * mean) * probe
             if hyper.into and hyper.precondition_damped:
                 m = h
-        update_factors(factors, h, probe, hyper)
+        update_factors(factors, h, probe, hyper, bounds)
     u = preconditioned(m, factors)
     flat = np.ascontiguousarray(u).reshape(-1)
     rms = np.sqrt(ordered_sum(flat * flat) / dtype(flat.size))
@@ -305,6 +414,16 @@ def jax_stream_keys(seed, n, leaves):
     return draw, jax_random.split(probe_key, leaves)
 
 
+def heavyball_probability(prob, n):
+    """heavyball's update probability at its step ``n`` (1-based): the number ``prob``, or of
+    the schedule ``(max_prob, min_prob, decay, flat_start)`` (None: HEAVYBALL_SCHEDULE)
+    ``max(min_prob, max_prob * decay ** max(n - flat_start, 0))``, in Python floats."""
+    if prob is not None and not isinstance(prob, (tuple, list)):
+        return float(prob)
+    max_prob, min_prob, decay, flat_start = HEAVYBALL_SCHEDULE if prob is None else prob
+    return max(min_prob, max_prob * decay ** max(n - flat_start, 0))
+
+
 def float32_probability(schedule, n):
     """The sources' float32 ``clamp(max_prob * exp(-decay * (n - flat_start)), min, max)``."""
     f32 = np.float32
@@ -316,8 +435,8 @@ def float32_probability(schedule, n):
 
 class Kron(Optimizer):
     """PSGD Kron, kron-torch 0.3.3's ``Kron`` (``variant="pytorch_optimizer"``:
-    pytorch_optimizer 4.1.0's; ``flavor="optax"``: distributed-kron 2.0.0's; see the module
-    docstring).
+    pytorch_optimizer 4.1.0's; ``variant="heavyball"``: heavyball 3.2.1's ``PSGDKron``;
+    ``flavor="optax"``: distributed-kron 2.0.0's; see the module docstring).
 
     Parameters
     ----------
@@ -353,8 +472,9 @@ class Kron(Optimizer):
         Clip U to RMS 1.1 (both sources); False leaves it as it is.
     seed : int, default: 0
         The counter stream's key of the probes and balancing draws.
-    variant : {"kron_torch", "pytorch_optimizer"}, default: 'kron_torch'
-        The published form whose switches are the defaults of the next seven.
+    variant : {"kron_torch", "pytorch_optimizer", "heavyball"}, default: 'kron_torch'
+        The published form whose switches are the defaults of the next six and the last
+        six.
     merge_dims : bool, default: the variant's
         View a tensor of > 2 sides as a matrix (kron_torch), or merge its sides
         (``merge_rule="small_dims"``).
@@ -362,8 +482,9 @@ class Kron(Optimizer):
         kron_torch's damping of the pair, (2).
     norm_floor_mode : {"max", "added"}, default: the variant's
         How the floor enters the factors' step normalization.
-    lower_bound : {"columns", "rows_or_columns"}, default: the variant's
-        Whose spectral-norm lower bound normalizes a triangular factor's step.
+    lower_bound : {"columns", "rows_or_columns", "power_iteration"}, default: the variant's
+        Whose spectral-norm lower bound (or heavyball's estimate) normalizes a triangular
+        factor's step.
     balance_mean : {"log", "prod", "log_float32"}, default: the variant's
         exp(mean log) (kron_torch), prod ** (1/k) (pytorch_optimizer), or exp(mean log) in
         float32 for every parameter, one factor too (distributed-kron).
@@ -371,6 +492,20 @@ class Kron(Optimizer):
         ε_c added to RMS(U) in the clip to 1.1.
     solve_dtype : {"float32", "param"}, default: 'float32'
         The dtype of the triangular solves (both sources: float32).
+    debiased_betas : bool, default: the variant's
+        Keep the debiased momentum m̂, by the decay 1 - (1-β)/(1-β^t) (heavyball).
+    damping_mode : {"mean", "elementwise"}, default: the variant's
+        kron_torch's damping by sqrt(ε32) mean|m̂|, or heavyball's by 1e-9 + ε32|m̂|.
+    lower_bound_beta : float, default: the variant's
+        heavyball's running maximum of the factors' step norms (0: none).
+    balance_schedule : {"random", "every_update"}, default: the variant's
+        Balance with probability ``balance_prob``, or at every preconditioner update.
+    update_schedule : {"counter", "cumulative"}, default: the variant's
+        The sources' counter against 1/p, or heavyball's cumulative sum of p (and its
+        reading of the schedule tuple).
+    decay_vectors : bool, default: the variant's
+        λθ on parameters of fewer than 2 sides too (heavyball; distributed-kron, optax's
+        add_decayed_weights).
     merge_rule : {"kron_torch", "small_dims"}, default: 'kron_torch'
         With ``merge_dims``: kron_torch's matrix view, or distributed-kron's merge of the
         sides into runs around ``target_merged_dim_size``, the diagonal sides decided first.
@@ -379,9 +514,6 @@ class Kron(Optimizer):
     precondition_damped : bool, default: True
         (5) preconditions the damped momentum of (2) (kron_torch); False: the undamped one
         (distributed-kron).
-    decay_vectors : bool, default: False
-        λθ on parameters of fewer than 2 sides too (distributed-kron, optax's
-        add_decayed_weights).
     schedule_from_one : bool, default: False
         The update schedule's n counts the step being taken (distributed-kron's count).
     probe_stream : {"counter", "jax"}, default: 'counter'
@@ -405,14 +537,21 @@ class Kron(Optimizer):
                  merge_dims=VARIANT_DEFAULT, probe_damping=VARIANT_DEFAULT,
                  norm_floor_mode=VARIANT_DEFAULT, lower_bound=VARIANT_DEFAULT,
                  balance_mean=VARIANT_DEFAULT, clip_eps=VARIANT_DEFAULT, solve_dtype="float32",
+                 debiased_betas=VARIANT_DEFAULT, damping_mode=VARIANT_DEFAULT,
+                 lower_bound_beta=VARIANT_DEFAULT, balance_schedule=VARIANT_DEFAULT,
+                 update_schedule=VARIANT_DEFAULT, decay_vectors=VARIANT_DEFAULT,
                  merge_rule="kron_torch", target_merged_dim_size=4096,
-                 precondition_damped=True, decay_vectors=False, schedule_from_one=False,
+                 precondition_damped=True, schedule_from_one=False,
                  probe_stream="counter", damping_dtype="param"):
         self.variant, switches = resolve_variant(
             VARIANTS, ALIASES, variant, dict(
                 merge_dims=merge_dims, probe_damping=probe_damping,
                 norm_floor_mode=norm_floor_mode, lower_bound=lower_bound,
-                balance_mean=balance_mean, clip_eps=clip_eps))
+                balance_mean=balance_mean, clip_eps=clip_eps, debiased_betas=debiased_betas,
+                damping_mode=damping_mode, lower_bound_beta=lower_bound_beta,
+                balance_schedule=balance_schedule, update_schedule=update_schedule,
+                decay_vectors=decay_vectors))
+        switches = {**NOT_HEAVYBALL, **switches}
         super().__init__(params, dict(
             lr=lr, b1=b1, weight_decay=weight_decay,
             preconditioner_update_probability=preconditioner_update_probability,
@@ -423,7 +562,7 @@ class Kron(Optimizer):
             weight_decouple=weight_decouple, clip_update=clip_update, seed=seed,
             solve_dtype=solve_dtype, **switches,
             merge_rule=merge_rule, target_merged_dim_size=target_merged_dim_size,
-            precondition_damped=precondition_damped, decay_vectors=decay_vectors,
+            precondition_damped=precondition_damped,
             schedule_from_one=schedule_from_one, probe_stream=probe_stream,
             damping_dtype=damping_dtype))
         #: The optimizer-wide counters (both sources keep them on the optimizer / group 0):
@@ -470,8 +609,16 @@ class Kron(Optimizer):
                    "schedule_from_one")
         check_seed(group["seed"])
         check_choice(group, "norm_floor_mode", ("max", "added"))
-        check_choice(group, "lower_bound", ("columns", "rows_or_columns"))
+        check_choice(group, "lower_bound", ("columns", "rows_or_columns", "power_iteration"))
         check_choice(group, "balance_mean", ("log", "prod", "log_float32"))
+        check_flag(group, "debiased_betas")
+        check_choice(group, "damping_mode", ("mean", "elementwise"))
+        check_choice(group, "balance_schedule", ("random", "every_update"))
+        check_choice(group, "update_schedule", ("counter", "cumulative"))
+        lb_beta = group["lower_bound_beta"]
+        if (isinstance(lb_beta, bool) or not isinstance(lb_beta, (int, float))
+                or not 0 <= lb_beta < 1):
+            raise ValueError(f"lower_bound_beta must be in [0, 1), got {lb_beta!r}")
         check_choice(group, "merge_rule", ("kron_torch", "small_dims"))
         check_choice(group, "probe_stream", ("counter", "jax"))
         check_choice(group, "damping_dtype", ("param", "float32"))
@@ -495,6 +642,8 @@ class Kron(Optimizer):
         shapes = {"momentum_buffer": param.shape}
         for i, (side, d) in enumerate(zip(sides, diag)):
             shapes[f"Q{i}"] = (side,) if d else (side, side)
+        if group["lower_bound_beta"]:   # heavyball's running norm of each factor's step
+            shapes.update({f"lower_bound{i}": (1,) for i in range(len(sides))})
         return shapes
 
     def _init_state(self, param, group):
@@ -540,7 +689,11 @@ class Kron(Optimizer):
         n = first["prob_step"]
         prob = first["preconditioner_update_probability"]
         counter = first["update_counter"] + 1
-        if prob is None or isinstance(prob, (tuple, list)):
+        if first["update_schedule"] == "cumulative":   # heavyball's psgd_should_update
+            before = first.get("cumulative_prob", 0.0)
+            first["cumulative_prob"] = before + heavyball_probability(prob, n + 1)
+            do_update = int(first["cumulative_prob"]) > int(before)
+        elif prob is None or isinstance(prob, (tuple, list)):
             p = float32_probability(DEFAULT_SCHEDULE if prob is None else prob,
                                     n + 1 if first["schedule_from_one"] else n)
             do_update = bool(counter >= np.float32(1) / p)
@@ -558,6 +711,8 @@ class Kron(Optimizer):
             draw = bool(uniform(first["seed"], BALANCE_STREAM, t, 1)[0] < first["balance_prob"])
         if given_balance is not None:
             draw = bool(given_balance)
+        if first["balance_schedule"] == "every_update":
+            draw = True
         self._step_draws = (t, do_update, draw and do_update, probes, leaf_keys)
         super()._apply(prepared)
 
@@ -587,5 +742,9 @@ class Kron(Optimizer):
             damping_dtype=group["damping_dtype"], floor_mode=group["norm_floor_mode"],
             floor=floor, lower_bound=group["lower_bound"], balance_mean=group["balance_mean"],
             clip=group["clip_update"], clip_eps=group["clip_eps"],
-            solve_dtype=group["solve_dtype"])
-        kron_update(p, g, state["momentum_buffer"].reshape(sides), factors, probe, hyper)
+            solve_dtype=group["solve_dtype"], debiased=group["debiased_betas"],
+            damping_mode=group["damping_mode"], lower_bound_beta=group["lower_bound_beta"])
+        bounds = ([state[f"lower_bound{i}"] for i in range(len(sides))]
+                  if group["lower_bound_beta"] else None)
+        kron_update(p, g, state["momentum_buffer"].reshape(sides), factors, probe, hyper,
+                    bounds)

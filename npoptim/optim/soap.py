@@ -2,7 +2,7 @@ r"""SOAP (Vyas et al., 2024, "SOAP: Improving and Stabilizing Shampoo using Adam
 arXiv 2409.11321): Adam run in the eigenbasis of Shampoo's preconditioner, the basis
 refreshed by one power iteration and a QR decomposition every ``precondition_frequency``
 steps. pytorch_optimizer 4.1.0's ``SOAP`` by default, the authors' file as
-``variant="authors"``.
+``variant="authors"``, heavyball 3.2.1's ``SOAP`` as ``variant="heavyball"``.
 
 For a parameter whose (possibly merged) shape has sides :math:`d_1, \dots, d_k`, each side
 :math:`i` with :math:`d_i \le` ``max_precond_dim`` keeps a statistic :math:`L_i`
@@ -71,13 +71,64 @@ Sources and where they differ:
   eigenbasis (note 1), no ``maximize``, decay ``p.add_(p, alpha=-lr*wd)`` (the same
   product, rounding apart). Same defaults otherwise (``shampoo_beta=-1`` there means
   :math:`\beta_2`, ``None`` here).
-* heavyball 3.2.1's ``SOAP`` (``heavyball/__init__.py``, ``chainable.py``'s
-  ``scale_by_soap``; installed and read, not run against this module, not pinned) is another
-  form: its momentum of the *projected* gradient through ``utils.adam_`` with debiased betas
-  (:math:`1 - (1-\beta)/(1-\beta^t)`, the bias correction inside the averages) and eps as a
-  floor (``clamp(min=eps)``), state stored in float32 (``storage_dtype``), ``merge_dims=True``,
-  ``precondition_frequency=2`` and ``max_precond_dim=2048`` by default, with clipping,
-  PaLM's β₂ schedule and a precondition schedule as options: none of them a switch here.
+* HomebrewML/HeavyBall 3.2.1's ``SOAP`` (``heavyball/__init__.py`` class ``SOAP``, the
+  chain of ``heavyball/chainable.py`` ``scale_by_soap`` and ``_apply_soap_preconditioner``,
+  the arithmetic in ``heavyball/utils.py``: ``adam_``, ``beta_debias``, ``update_ggt``,
+  ``init_preconditioner``, ``get_orthogonal_matrix_QR``, ``psgd_should_update``,
+  ``dim_merger``, ``update_param_``): ``variant="heavyball"``, another form of the same
+  algorithm, each difference a switch (pytorch_optimizer and the authors take the other
+  value of each: ``eps_mode="added"``, ``debiased_betas=False``, ``decay_after_update=True``,
+  ``refresh_lift=0``, ``refresh_schedule="multiples"``, ``basis_order="sorted"``):
+
+  - ``debiased_betas=True``: the bias correction inside the averages. ``m`` (kept in the
+    eigenbasis there and carried over at each refresh, as the authors': note 1), ``v`` and
+    the statistics decay by :math:`\hat\beta = 1 - (1-\beta)/(1-\beta^k)`, so they hold
+    the bias-corrected averages (:math:`k = t` for the moments, :math:`k = t + 1`, the calls
+    so far, for the statistics: the first call's :math:`L_i = G_{(i)}G_{(i)}^\top`), and the
+    step is :math:`\gamma U`; with ``correct_bias=False`` (not heavyball's) nothing is
+    corrected: the plain :math:`\beta` everywhere.
+  - ``eps_mode="max"``: :math:`U = \mathcal{Q}^{-1}(\mathcal{Q}(m)/\max(\sqrt{v},
+    \epsilon))` (``clamp(min=eps)``); the other two add it (``"added"``).
+  - ``decay_after_update=False``: :math:`\theta \leftarrow \theta(1-\gamma\lambda) -
+    \gamma U`, the decay of the parameter before the step (the name Adam's switch has).
+  - ``refresh_lift=1e-8`` (5''): the power iteration is :math:`P = (L_i + cI)\,Q_i`,
+    :math:`c = \max(f, \min(64\,d_i\,\epsilon_{dt}, 1/8))\cdot\max_j|e_j|` with
+    :math:`e = \mathrm{diag}(Q_i^\top L_i Q_i)` and :math:`\epsilon_{dt}` the statistic's
+    machine epsilon (heavyball lifts the null space of a rank-deficient statistic this way;
+    its floor is a fixed 1e-8, not ``eps``).
+  - ``refresh_schedule="cumulative"``: the refresh follows heavyball's running Python-float
+    sum of ``1/precondition_frequency``, one term per call, the first call included
+    (:func:`cumulative_refresh`): a refresh at call :math:`n` (after update :math:`t = n-1`)
+    when its integer part goes up, so one call before the other two's multiples of
+    :math:`t`, and the sum's rounding moves some a call later still (frequency 3: calls 3,
+    7, 9, 12, ..., not 6). The sum is kept per parameter here (its calls), optimizer-wide
+    there (its ``step()`` calls): the same for parameters that have a gradient every step.
+  - ``basis_order="kept"``: the QR runs on the sorted columns, and its columns are put back
+    where their columns of :math:`P` were, ``v`` left alone: the same preconditioner as
+    sorting both (``"sorted"``), the state's columns in another order.
+  - ``merge_rule="heavyball"`` (with ``merge_dims``, its default there): the first side
+    kept, the rest merged from the last one backwards (``npoptim.optim.dimensions``).
+  - ``eigh_dtype="param"``, ``qr_dtype="param"``: the decompositions in the statistics'
+    dtype, the parameter's.
+
+  Not switches, changing no update: heavyball flips the signs of the QR's columns to make
+  :math:`R`'s diagonal positive (the update does not depend on them, below), and a side of
+  1 has no statistic there (one of 1 x 1, :math:`Q = \pm 1`, here). What npoptim does not
+  take: heavyball's ``storage_dtype`` (default ``"float32"``: a float64 parameter's moments
+  rounded to float32 at every step; npoptim keeps all state in the parameter's dtype, which
+  is heavyball's default for float32 parameters and its ``storage_dtype="float64"`` for
+  float64 ones, as the cross-check runs it), ``warmup_steps`` (use a scheduler), ``palm``
+  (the β₂ schedule), ``use_precond_schedule``, ``mars``, ``caution``, clipping, ``split``.
+  Its defaults differ (``betas=(0.9, 0.95)``, ``shampoo_beta=0.95``,
+  ``precondition_frequency=2``, ``max_precond_dim=2048``, ``merge_dims=True``): the variant
+  sets the switches only. Its ``dim_merger`` fails on a 0-d parameter under
+  ``merge_dims=True`` (npoptim takes it as Adam). heavyball computes ``beta ** step`` of the
+  statistics' decay and its learning rate ``lr * step / step`` as a Python float times an
+  int64 tensor, in torch's default dtype (float32): measured against that (the test's
+  learning rates and decay are a few bits each, exact in float32), 3.9e-9 of the
+  parameters' scale over tests/test_soap.py's 24 steps; with torch's default dtype float64,
+  4.4e-16 (the test allows 1e-12), its float64 LAPACK QR and eigh against npoptim's
+  fixed-order ones.
 
 **Eigenvectors and the cross-checks.** The update (3) does not change when a column of
 :math:`Q_i` changes sign (the sign multiplies :math:`\tilde G` and :math:`\mathcal{Q}(m)`
@@ -113,31 +164,45 @@ from npoptim.optim.options import (VARIANT_DEFAULT, check_betas, check_choice, c
                                    check_no_variant, check_nonnegative, resolve_variant)
 
 #: The published forms (:func:`npoptim.optim.options.resolve_variant`).
+_TWO_SOURCES = dict(eps_mode="added", debiased_betas=False, decay_after_update=True,
+                    refresh_lift=0.0, refresh_schedule="multiples", basis_order="sorted")
 VARIANTS = {
     "pytorch_optimizer": dict(normalize_floor="eps", merge_rule="pytorch_optimizer",
-                              eigh_dtype="param", qr_dtype="float32"),
+                              eigh_dtype="param", qr_dtype="float32", **_TWO_SOURCES),
     "authors": dict(normalize_floor=1e-30, merge_rule="authors", eigh_dtype="float32",
-                    qr_dtype="float32"),
+                    qr_dtype="float32", **_TWO_SOURCES),
+    "heavyball": dict(normalize_floor="eps", merge_rule="heavyball", eigh_dtype="param",
+                      qr_dtype="param", eps_mode="max", debiased_betas=True,
+                      decay_after_update=False, refresh_lift=1e-8,
+                      refresh_schedule="cumulative", basis_order="kept"),
 }
-ALIASES = {"nikhilvyas": "authors", "kozistr": "pytorch_optimizer"}
-MERGE_RULES = ("pytorch_optimizer", "authors")
+ALIASES = {"nikhilvyas": "authors", "kozistr": "pytorch_optimizer", "homebrewml": "heavyball"}
+MERGE_RULES = ("pytorch_optimizer", "authors", "heavyball")
 DECOMPOSITION_DTYPES = ("param", "float32")
+EPS_MODES = ("added", "max")
+REFRESH_SCHEDULES = ("multiples", "cumulative")
+BASIS_ORDERS = ("sorted", "kept")
 #: Added to the diagonal of a statistic before its eigendecomposition (both sources).
 EIGH_SHIFT = 1e-30
 
 
 class SOAPHyper(NamedTuple):
     """The hyperparameters of one SOAP update, as :func:`soap_update` reads them."""
-    step_size: float       # γ·sqrt(1-β2^t)/(1-β1^t) (γ without correct_bias)
-    beta1: float           # decay of the momentum m (parameter space)
-    beta2: float           # decay of v (eigenbasis)
-    shampoo_beta: float    # decay of the statistics L_i
-    eps: float             # added to sqrt(v)
-    decay: float           # γλ: θ ← θ(1 - γλ) after the step
+    step_size: float       # γ·sqrt(1-β2^t)/(1-β1^t) (γ without correct_bias or with
+                           # debiased_betas)
+    beta1: float           # decay of the momentum m (parameter space; debiased_betas: β̂1)
+    beta2: float           # decay of v (eigenbasis; debiased_betas: β̂2)
+    shampoo_beta: float    # decay of the statistics L_i (debiased_betas: β̂s)
+    eps: float             # added to sqrt(v) (eps_mode="added") or its floor ("max")
+    eps_mode: str          # "added" or "max"
+    decay: float           # γλ: θ ← θ(1 - γλ)
+    decay_after_update: bool  # the decay after the step (else before it)
     normalize: bool        # divide U by RMS(U) + normalize_floor
     normalize_floor: float  # the floor of the normalization
-    refresh: bool          # refresh the bases after (5) (t a multiple of the frequency)
+    refresh: bool          # refresh the bases after (5)
     qr_dtype: str          # "param" or "float32": the dtype of the refresh's QR
+    refresh_lift: float    # f of the refresh's shift (5''); 0: no shift
+    basis_order: str       # "sorted" (columns and v sorted) or "kept" (columns in place)
 
 
 def preconditioned_shape(shape, group):
@@ -186,19 +251,67 @@ def eigenbasis(statistic, dtype_rule):
     return np.ascontiguousarray(vectors[:, ::-1]).astype(statistic.dtype)
 
 
-def refreshed_basis(statistic, basis, v, axis, qr_dtype):
-    """(5'): one power iteration ``P = L Q``, columns sorted by ``diag(Q^T P)`` descending,
-    and ``v`` permuted the same way along ``axis``; returns ``(new basis, permuted v)``."""
+def refresh_shift(statistic, estimates, lift):
+    r"""(5''): heavyball's shift :math:`c = \max(f, \min(64\,d\,\epsilon_{dt}, 1/8))
+    \cdot\max(\max_j|e_j|, \text{tiny})` of the power iteration, in the statistic's dtype
+    ``dt`` (:math:`\epsilon_{dt}`, tiny: its machine epsilon and smallest normal)."""
+    info = np.finfo(statistic.dtype)
+    dtype = statistic.dtype.type
+    magnitude = max(np.max(np.abs(estimates)), dtype(info.tiny))
+    margin = max(dtype(lift), dtype(min(64 * statistic.shape[0] * float(info.eps), 0.125)))
+    return margin * magnitude
+
+
+def refreshed_basis(statistic, basis, v, axis, qr_dtype, lift=0.0, basis_order="sorted"):
+    """(5'): one power iteration ``P = L Q`` (plus ``c Q``, (5''), when ``lift``), the
+    columns sorted by ``diag(Q^T P)`` descending for the QR, and ``v`` permuted the same way
+    along ``axis`` (``basis_order="sorted"``), or the QR's columns put back where their
+    columns of ``P`` were and ``v`` left alone (``"kept"``: the same preconditioner);
+    returns ``(new basis, v)``."""
     power = matmul_of(statistic, basis)
     estimates = np.sum(basis * power, axis=0)
     order = np.argsort(-estimates, kind="stable")
-    v = np.take(v, order, axis=axis)
-    power = np.ascontiguousarray(power[:, order])
+    if lift:
+        power = power + refresh_shift(statistic, estimates, lift) * basis
+    sorted_power = np.ascontiguousarray(power[:, order])
     if qr_dtype == "float32":
-        q, _ = householder_qr(power.astype(np.float32))
-        return q.astype(statistic.dtype), v
-    q, _ = householder_qr(power)
-    return q, v
+        q, _ = householder_qr(sorted_power.astype(np.float32))
+        q = q.astype(statistic.dtype)
+    else:
+        q, _ = householder_qr(sorted_power)
+    if basis_order == "kept":
+        kept = np.empty_like(q)
+        kept[:, order] = q
+        return kept, v
+    return q, np.take(v, order, axis=axis)
+
+
+#: The running sums of heavyball's schedule (:func:`cumulative_refresh`): ``{frequency:
+#: (calls, sum)}``, so that a run's steps cost one addition each.
+_CUMULATIVE_SUMS = {}
+
+
+def cumulative_refresh(frequency, call):
+    r"""heavyball's ``psgd_should_update`` with the probability ``1/frequency``: the Python
+    float sum :math:`s_n = s_{n-1} + 1/f` (:math:`s_0 = 0`, one term per call, the first
+    included) and a refresh at call :math:`n` when :math:`\lfloor s_n\rfloor >
+    \lfloor s_{n-1}\rfloor`. The rounding of the sum moves some refreshes a call later
+    than the multiples of ``frequency`` (``frequency=3``: calls 3, 7, 9, 12, ...)."""
+    p = 1 / frequency
+    calls, total = _CUMULATIVE_SUMS.get(frequency, (0, 0.0))
+    if calls > call - 1:
+        calls, total = 0, 0.0
+    while calls < call - 1:
+        total += p
+        calls += 1
+    _CUMULATIVE_SUMS[frequency] = (calls, total)
+    return int(total + p) > int(total)
+
+
+def debiased(beta, k):
+    r"""heavyball's ``beta_debias``: :math:`\hat\beta = 1 - (1-\beta)/(1-\beta^k)`, the
+    decay whose average of :math:`k` values is already bias-corrected."""
+    return 1 - (1 - beta) / (1 - beta ** k)
 
 
 def soap_update(param, grad, statistics, bases, m, v, hyper):
@@ -209,19 +322,25 @@ def soap_update(param, grad, statistics, bases, m, v, hyper):
     projected = project(grad, bases)
     m += dtype(1 - hyper.beta1) * (grad - m)
     v += dtype(1 - hyper.beta2) * (projected * projected - v)
-    denom = np.sqrt(v) + dtype(hyper.eps)
+    if hyper.eps_mode == "max":
+        denom = np.maximum(np.sqrt(v), dtype(hyper.eps))
+    else:
+        denom = np.sqrt(v) + dtype(hyper.eps)
     update = project(project(m, bases) / denom, bases, back=True)
     if hyper.normalize:
         rms = np.sqrt(np.sum(update * update) / dtype(update.size))
         update = update / (rms + dtype(hyper.normalize_floor))
+    if hyper.decay != 0 and not hyper.decay_after_update:
+        param *= dtype(1 - hyper.decay)
     param -= dtype(hyper.step_size) * update
-    if hyper.decay != 0:
+    if hyper.decay != 0 and hyper.decay_after_update:
         param *= dtype(1 - hyper.decay)
     accumulate(grad, statistics, hyper.shampoo_beta)
     if hyper.refresh:
         for axis, (statistic, basis) in enumerate(zip(statistics, bases)):
             if basis is not None:
-                bases[axis], v = refreshed_basis(statistic, basis, v, axis, hyper.qr_dtype)
+                bases[axis], v = refreshed_basis(statistic, basis, v, axis, hyper.qr_dtype,
+                                                 hyper.refresh_lift, hyper.basis_order)
     return v
 
 
@@ -236,7 +355,7 @@ def accumulate(grad, statistics, beta):
 
 class SOAP(Optimizer):
     """SOAP, pytorch_optimizer 4.1.0's ``SOAP`` (``variant="authors"``: the authors'
-    ``soap.py``; see the module docstring).
+    ``soap.py``; ``variant="heavyball"``: heavyball 3.2.1's; see the module docstring).
 
     Parameters
     ----------
@@ -267,8 +386,8 @@ class SOAP(Optimizer):
         Scale the step by sqrt(1-β2^t)/(1-β1^t).
     maximize : bool, default: False
         Maximize the objective: the gradient is negated (pytorch_optimizer).
-    variant : {"pytorch_optimizer", "authors"}, default: 'pytorch_optimizer'
-        The published form whose switches are the defaults of the next four.
+    variant : {"pytorch_optimizer", "authors", "heavyball"}, default: 'pytorch_optimizer'
+        The published form whose switches are the defaults of the next ten.
     normalize_floor : float or "eps", default: the variant's
         The normalization's floor: "eps" (pytorch_optimizer) or a number (the authors' 1e-30).
     merge_rule : {"pytorch_optimizer", "authors"}, default: the variant's
@@ -276,7 +395,22 @@ class SOAP(Optimizer):
     eigh_dtype : {"param", "float32"}, default: the variant's
         The dtype of the first eigendecompositions (the authors': float32).
     qr_dtype : {"param", "float32"}, default: the variant's
-        The dtype of the refresh's QR (both sources: float32).
+        The dtype of the refresh's QR (pytorch_optimizer and the authors: float32).
+    eps_mode : {"added", "max"}, default: the variant's
+        ε added to sqrt(v), or a floor: max(sqrt(v), ε) (heavyball).
+    debiased_betas : bool, default: the variant's
+        heavyball's bias correction inside the averages: m, v and the L_i decay by
+        1 - (1-β)/(1-β^k) and the step is γ U (with ``correct_bias=False``: plain β, no
+        correction anywhere).
+    decay_after_update : bool, default: the variant's
+        θ ← θ(1 - γλ) after the step (pytorch_optimizer, the authors), else before it.
+    refresh_lift : float, default: the variant's
+        heavyball's floor f of the power iteration's shift (5''); 0: no shift.
+    refresh_schedule : {"multiples", "cumulative"}, default: the variant's
+        Refresh after updates t that are multiples of ``precondition_frequency``, or at
+        heavyball's cumulative sum of 1/frequency.
+    basis_order : {"sorted", "kept"}, default: the variant's
+        The refreshed columns (and v) sorted by eigenvalue, or left where they were.
     """
 
     def __init__(self, params, lr=3e-3, betas=(0.95, 0.95), shampoo_beta=None, eps=1e-8,
@@ -284,11 +418,16 @@ class SOAP(Optimizer):
                  merge_dims=False, precondition_1d=False, normalize_gradient=False,
                  correct_bias=True, *, maximize=False, variant="pytorch_optimizer",
                  normalize_floor=VARIANT_DEFAULT, merge_rule=VARIANT_DEFAULT,
-                 eigh_dtype=VARIANT_DEFAULT, qr_dtype=VARIANT_DEFAULT):
+                 eigh_dtype=VARIANT_DEFAULT, qr_dtype=VARIANT_DEFAULT,
+                 eps_mode=VARIANT_DEFAULT, debiased_betas=VARIANT_DEFAULT,
+                 decay_after_update=VARIANT_DEFAULT, refresh_lift=VARIANT_DEFAULT,
+                 refresh_schedule=VARIANT_DEFAULT, basis_order=VARIANT_DEFAULT):
         self.variant, switches = resolve_variant(
-            VARIANTS, ALIASES, variant, dict(normalize_floor=normalize_floor,
-                                             merge_rule=merge_rule, eigh_dtype=eigh_dtype,
-                                             qr_dtype=qr_dtype))
+            VARIANTS, ALIASES, variant, dict(
+                normalize_floor=normalize_floor, merge_rule=merge_rule, eigh_dtype=eigh_dtype,
+                qr_dtype=qr_dtype, eps_mode=eps_mode, debiased_betas=debiased_betas,
+                decay_after_update=decay_after_update, refresh_lift=refresh_lift,
+                refresh_schedule=refresh_schedule, basis_order=basis_order))
         super().__init__(params, dict(
             lr=lr, betas=betas, shampoo_beta=shampoo_beta, eps=eps, weight_decay=weight_decay,
             precondition_frequency=precondition_frequency, max_precond_dim=max_precond_dim,
@@ -309,7 +448,10 @@ class SOAP(Optimizer):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         check_flag(group, "merge_dims", "precondition_1d", "normalize_gradient",
-                   "correct_bias", "maximize")
+                   "correct_bias", "maximize", "debiased_betas", "decay_after_update")
+        lift = group["refresh_lift"]
+        if isinstance(lift, bool) or not isinstance(lift, (int, float)) or not 0 <= lift < 1:
+            raise ValueError(f"refresh_lift must be a number in [0, 1), got {lift!r}")
         floor = group["normalize_floor"]
         if floor != "eps" and (isinstance(floor, bool) or not isinstance(floor, (int, float))
                                or not floor >= 0):
@@ -318,6 +460,9 @@ class SOAP(Optimizer):
         check_choice(group, "merge_rule", MERGE_RULES)
         check_choice(group, "eigh_dtype", DECOMPOSITION_DTYPES)
         check_choice(group, "qr_dtype", DECOMPOSITION_DTYPES)
+        check_choice(group, "eps_mode", EPS_MODES)
+        check_choice(group, "refresh_schedule", REFRESH_SCHEDULES)
+        check_choice(group, "basis_order", BASIS_ORDERS)
 
     def _state_shapes(self, param, group):
         sides, factored = preconditioned_shape(param.shape, group)
@@ -356,8 +501,9 @@ class SOAP(Optimizer):
         shampoo_beta = beta2 if group["shampoo_beta"] is None else group["shampoo_beta"]
         statistics = [state[f"GG{i}"] if has else None for i, has in enumerate(factored)]
         bases = [state[f"Q{i}"] if has else None for i, has in enumerate(factored)]
+        debias = group["debiased_betas"] and group["correct_bias"]
         if state["step"] == 0:   # the first call: statistics and bases only
-            accumulate(g, statistics, shampoo_beta)
+            accumulate(g, statistics, 0.0 if debias else shampoo_beta)
             for i, statistic in enumerate(statistics):
                 if statistic is not None:
                     state[f"Q{i}"][...] = eigenbasis(statistic, group["eigh_dtype"])
@@ -365,15 +511,25 @@ class SOAP(Optimizer):
             return
         t = state["step"]
         step_size = group["lr"]
-        if group["correct_bias"]:
+        if debias:   # heavyball: the averages are bias-corrected, the statistics over t + 1
+            beta1, beta2 = debiased(beta1, t), debiased(beta2, t)
+            shampoo_beta = debiased(shampoo_beta, t + 1)
+        elif group["correct_bias"]:
             step_size = step_size * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
+        frequency = group["precondition_frequency"]
+        if group["refresh_schedule"] == "cumulative":
+            refresh = cumulative_refresh(frequency, t + 1)
+        else:
+            refresh = t % frequency == 0
         floor = group["eps"] if group["normalize_floor"] == "eps" else group["normalize_floor"]
         hyper = SOAPHyper(step_size=step_size, beta1=beta1, beta2=beta2,
                           shampoo_beta=shampoo_beta, eps=group["eps"],
+                          eps_mode=group["eps_mode"],
                           decay=group["lr"] * group["weight_decay"],
+                          decay_after_update=group["decay_after_update"],
                           normalize=group["normalize_gradient"], normalize_floor=floor,
-                          refresh=t % group["precondition_frequency"] == 0,
-                          qr_dtype=group["qr_dtype"])
+                          refresh=refresh, qr_dtype=group["qr_dtype"],
+                          refresh_lift=group["refresh_lift"], basis_order=group["basis_order"])
         m = state["exp_avg"].reshape(sides)
         v = state["exp_avg_sq"].reshape(sides)
         new_v = soap_update(p, g, statistics, bases, m, v.copy(), hyper)
