@@ -320,6 +320,7 @@ _allow(DEMO_BENCH, "npoptim/cli/demo.py", "Problem.batch", "loss_and_row_grads",
 _allow(DEMO_BENCH, "npoptim/cli/demo.py", "train", what=("numpy.random.default_rng",))
 for _file, _function in (("npoptim/bench/sparse16.py", "gradients"),
                          ("npoptim/bench/precision16.py", "_arrays"),
+                         ("npoptim/bench/references.py", "_arrays"),
                          ("npoptim/bench/scale.py", "batches"),
                          ("npoptim/bench/workloads.py", "sparse"),
                          ("npoptim/bench/workloads.py", "dense"),
@@ -327,6 +328,13 @@ for _file, _function in (("npoptim/bench/sparse16.py", "gradients"),
                          ("npoptim/bench/workloads.py", "_run_sequence"),
                          ("npoptim/bench/timing.py", "interleaved")):
     _allow(DEMO_BENCH, _file, _function, what=("numpy.random.default_rng",))
+# optax-shampoo's power-iteration start: the legacy generator's uniform is integer draws
+# scaled by 2**-53, one multiply and add each (no dispatched ufunc), and its stream is fixed by
+# NumPy's compatibility policy (NEP 19).
+_allow("(a) numpy.random.RandomState(1729).uniform: integer draws times 2**-53, then "
+       "low + (high - low) * x, exact IEEE operations; the stream fixed by NEP 19",
+       "npoptim/kernels/decompositions.py", "optax_power_start",
+       what=("numpy.random.RandomState",))
 # The torch probe and the LBFGS problems (tests/): their inputs are exact, so each recorded
 # kind replays on every machine; what stays is integer-only, compared live or checked below.
 LIVE = ("a live comparison: torch and npoptim are given the same arrays in one process, so the "
