@@ -21,18 +21,18 @@ preconditioner step :math:`\eta` (``preconditioner_lr``), noise scale :math:`\si
         \ \text{(in float32)}                                                &&\quad (2)\\
     H &= m_t + \sigma V,\quad V \sim N(0, 1)                                  &&\quad (3)\\
     A &= H \times_1 Q_1^2 \times_2 Q_2^2,\quad c_i = N / d_i                  &&\\
-    T_i &= A_{(i)} A_{(i)}^\top\ \text{(dense)},\quad
-        t_i = \textstyle\sum_{\text{other side}} A^2\ \text{(diagonal)}       &&\quad (4)\\
-    \ell_i &= \mathrm{lb}(T_i) + c_i\ \text{or}\ \max t_i + c_i,\quad
-        L_i \leftarrow \max(0.95 L_i + 0.05\,\ell_i,\ \ell_i)                 &&\quad (5)\\
+    T_i &= A_{(i)} A_{(i)}^\top\ \text{(dense)}                              &&\quad (4)\\
+    t_i &= \textstyle\sum_{\text{other side}} A^2\ \text{(diagonal)}          &&\\
+    \ell_i &= \mathrm{lb}(T_i) + c_i\ \text{or}\ \max t_i + c_i                &&\\
+    L_i &\leftarrow \max(0.95 L_i + 0.05\,\ell_i,\ \ell_i)                    &&\quad (5)\\
     R &= Q_i - \tfrac{\eta_t}{2L_i}(T_i Q_i - c_i Q_i)                         &&\\
-    R &\leftarrow R - \tfrac{\eta_t}{2L_i}(R\,T_i - c_i R),\quad
-        Q_i \leftarrow (R + R^\top)/2                                          &&\quad (6)\\
+    R &\leftarrow R - \tfrac{\eta_t}{2L_i}(R\,T_i - c_i R)                     &&\\
+    Q_i &\leftarrow (R + R^\top)/2                                             &&\quad (6)\\
     q_i &\leftarrow q_i \odot \big(1 - \tfrac{\eta_t}{2L_i}(t_i - c_i)\big)^2  &&\quad (7)\\
     U &= m_t \times_1 Q_1^2 \times_2 Q_2^2\ \text{(the new factors)}          &&\\
     U &\leftarrow U \cdot 1.05 / \max(\mathrm{RMS}(U),\ 1.05)                  &&\quad (8)\\
-    \theta &\leftarrow \theta\,(1 - \gamma\lambda) - \gamma_u U,\quad
-        \gamma_u = \gamma/5\ (\texttt{lr\_style="adam"})\ \text{or}\ \gamma   &&\quad (9)
+    \theta &\leftarrow \theta\,(1 - \gamma\lambda) - \gamma_u U                &&\quad (9)\\
+    \gamma_u &= \gamma/5\ (\texttt{lr\_style="adam"})\ \text{or}\ \gamma       &&
 
 (6) is a dense factor's step, (7) a diagonal one's; each side's :math:`T_i` comes from the
 same :math:`A` (the factors of the step before). :math:`\mathrm{lb}` is the lower bound of
