@@ -4,8 +4,9 @@ heavyball compiles its functions with torch.compile by default (``heavyball.util
 = "max-autotune-no-cudagraphs"``): inductor takes minutes per shape on this CPU-only machine
 and fuses the arithmetic (one kernel, its own order of operations), so what ran would not be
 the eager arithmetic the update rule reads as. :func:`import_heavyball` sets
-``TORCH_COMPILE_DISABLE=1`` and ``heavyball.utils.compile_mode = None`` (its switch for eager
-functions) before the first use.
+``heavyball.utils.compile_mode`` and ``compile_mode_recommended_to_none`` to None (its switches
+for eager functions) before the first use; torch's own switches stay as they are (dynamo turned
+off here would stay off for the next test file of the worker).
 
 heavyball computes a few scalars as a Python float times an int64 step tensor (the learning
 rate ``base_lr * step / step`` of its warmup, the debiased decay ``beta ** step`` of SOAP's
@@ -14,14 +15,12 @@ are float32-rounded. :func:`trajectory` runs it with ``torch.set_default_dtype(f
 the float64 comparisons (``default_float64=False`` runs it as it comes), and restores the
 default afterwards."""
 import contextlib
-import os
 import warnings
 
 import numpy as np
 
 
 def import_heavyball():
-    os.environ["TORCH_COMPILE_DISABLE"] = "1"
     import heavyball
     heavyball.utils.compile_mode = None
     heavyball.utils.compile_mode_recommended_to_none = None

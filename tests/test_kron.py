@@ -10,9 +10,11 @@ solve patched to float64 (``solve_dtype="param"``), once as they run it
 (``solve_dtype="float32"``). Hand-derived first steps, the counter stream's draws, the
 variants' difference, bad input.
 
-kron-torch applies ``@torch.compile`` to its functions when imported: the test sets
-``TORCH_COMPILE_DISABLE=1`` and ``torch._dynamo.config.disable = True`` before importing it,
-so its functions run eagerly (the same arithmetic, no compiler on this CPU-only machine).
+kron-torch applies ``@torch.compile`` to its functions when imported: this file's tests run
+with ``torch._dynamo.config.disable = True`` (a module fixture, which puts it back as it was
+afterwards: a later file on the same worker, tests/test_precision_torchao.py, runs torchao's
+``torch.compile(fullgraph=True)`` step, which refuses to run with dynamo off), so its functions
+run eagerly (the same arithmetic, no compiler on this CPU-only machine).
 
 heavyball 3.2.1's ``PSGDKron`` (``variant="heavyball"``) in float64 (``q_dtype`` and
 ``storage_dtype``) over the same 24 steps and shapes plus a 0-d parameter, a learning-rate
@@ -23,7 +25,6 @@ off and torch's default dtype float64 for its float32 scalars (tests/heavyball_c
 says why; once as it runs, to their rounding). Each switch of the variant flipped alone
 leaves heavyball's trajectory (or, balancing, its factors).
 """
-import os
 import warnings
 
 import numpy as np
@@ -70,9 +71,21 @@ class ForcedDraws:
         return 0.0 if self.calls in BALANCE_AT else 0.5
 
 
-def kron_torch_module():
-    os.environ["TORCH_COMPILE_DISABLE"] = "1"
+@pytest.fixture(autouse=True, scope="module")
+def _dynamo_off_in_this_file():
+    """kron-torch's functions run eagerly while this file's tests run (the docstring)."""
+    if torch is None:
+        yield
+        return
+    before = torch._dynamo.config.disable
     torch._dynamo.config.disable = True
+    try:
+        yield
+    finally:
+        torch._dynamo.config.disable = before
+
+
+def kron_torch_module():
     import kron_torch.kron as source
     return source
 
