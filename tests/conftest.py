@@ -99,15 +99,15 @@ import pytest
 
 BLOCKER_DIR = Path(__file__).resolve().parent / "import_blocker"
 
-# Each pytest-xdist worker keeps Numba's compiled kernels in a cache of its own (its children,
-# which it waits for, share it). Numba's on-disk cache is not safe for processes that compile
-# the same function at once: two of them can number different signatures alike, and a kernel
-# then loads another signature's code ("can't unbox array", seen in a cold-cache CI run).
+# The pytest-xdist workers (and their children) share one Numba cache, .numba_cache/, unless
+# NUMBA_CACHE_DIR is set (.ci/run sets it for the whole run): a kernel one worker compiled, the
+# other loads. Two processes compiling one function at once would corrupt Numba's cache
+# ("can't unbox array", seen when both workers wrote one directory) but for the lock that
+# npoptim.kernels.cache_lock puts around Numba's cache reads and writes.
 if "PYTEST_XDIST_WORKER" in os.environ and "NUMBA_CACHE_DIR" not in os.environ:
     if "numba" in sys.modules:
         raise RuntimeError("numba was imported before tests/conftest.py set its cache directory")
-    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".numba_cache"
-                                        / os.environ["PYTEST_XDIST_WORKER"])
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".numba_cache")
 
 
 def _start_blocker():

@@ -1,7 +1,9 @@
 """The Numba configuration used by every kernel in npoptim.
 
 * ``cache=True`` on every entry point (:func:`kernel`): compiled code is written next to the
-  source, so a second process does not recompile.
+  source, so a second process does not recompile. Processes that compile at once (a process
+  pool, Dask workers, the tests' xdist workers) share that cache safely:
+  :mod:`npoptim.kernels.cache_lock` puts a file lock around Numba's cache writes and reads.
 * ``error_model='numpy'``: division by zero gives inf/nan as in NumPy and PyTorch instead of
   raising; it also lets LLVM vectorize loops that divide.
 * no ``fastmath``: it reorders floating-point operations and changes results.
@@ -29,6 +31,10 @@ and XLA call. If Numba was imported first with SVML on, a warning says so.
 import warnings
 
 import numba
+
+from npoptim.kernels import cache_lock
+
+cache_lock.install()
 
 if numba.config.USING_SVML:
     warnings.warn("Numba uses Intel SVML (imported before npoptim, NUMBA_DISABLE_INTEL_SVML "
