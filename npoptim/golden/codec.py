@@ -204,7 +204,9 @@ def decode_array(obj):
     """A validated golden array object as a NumPy array of its dtype."""
     if obj["dtype"] in INT_DTYPES:
         return np.array(obj["data"], np.int64).reshape(obj["shape"])
-    data = np.array([decode_float(x) for x in obj["data"]], np.float64)
+    values = obj["data"]
+    data = (np.array([decode_float(x) for x in values], np.float64)
+            if str in set(map(type, values)) else np.array(values, np.float64))
     if obj["dtype"] in HALF_DTYPES:  # exact: float64 -> float32 -> the 16-bit type
         data = data.astype(np.float32)
     return data.astype(numpy_dtype(obj["dtype"])).reshape(obj["shape"])

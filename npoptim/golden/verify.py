@@ -107,10 +107,10 @@ def _flavor_optimizers(flavor):
 
 def load_results(path):
     """``{case id: ResultCase}`` from a results file or a directory of them."""
-    from npoptim.golden.schema import golden_files, load
+    from npoptim.golden.schema import golden_documents, parse
     out, where = {}, {}
-    for p in golden_files(path):
-        doc = load(p, kind="results")
+    for p, raw in golden_documents(path):
+        doc = parse(raw, p, kind="results")
         for r in doc.cases:
             if r.id in out:
                 raise GoldenFileError(p, r.id, "id", f"also has results in {where[r.id]}")
