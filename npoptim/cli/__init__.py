@@ -32,6 +32,8 @@ COMMANDS = {
                                    "Keras optimizer or a step function (no results file)"),
     "suite": ("npoptim.cli.suite", "where the golden suite is, its version and counts; "
                                    "--export DIR writes it as plain JSON files"),
+    "compile": ("npoptim.cli.compile", "compile the kernels that the golden cases run into "
+                                       "Numba's on-disk cache, ahead of use (--jobs N)"),
 }
 
 
