@@ -777,11 +777,6 @@ def golden_documents(path):
     return found
 
 
-def golden_files(path):
-    """The paths of :func:`golden_documents`."""
-    return [p for p, _ in golden_documents(path)]
-
-
 def load_all(path, kind=None, unavailable=None):
     """Every case (or result) at ``path`` (file or directory), ids unique across files.
 
