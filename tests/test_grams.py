@@ -95,7 +95,7 @@ def test_eps_hat_first_step_hand_derived():
 
 def test_rule_stays_float32():
     f = np.float32
-    h = GramsHyper(*[f(x) for x in (0.98, 0, 0.1, 0.999, 0.001, 0, 0.1, 0.03, 1e-6, -0.1)])
+    h = GramsHyper(*[f(x) for x in (0.98, 0, 0, 0.1, 0.999, 0.001, 0, 0.1, 0.03, 1e-6, -0.1)])
     assert_typed_float32(grams_rule, (f(1.0), f(-0.5), (f(0.2), f(0.1)), h))
 
 

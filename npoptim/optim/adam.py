@@ -87,12 +87,13 @@ from npoptim.optim.options import (check_betas, check_choice, check_flag, check_
 class AdamHyper(NamedTuple):
     """One step's hyperparameters of Adam's rules (built by ``Adam._update``).
 
-    The first six are the fields :func:`adam_moments` reads; RAdam's and NAdam's records have
-    them too, under the same names.
+    The first seven are the fields :func:`adam_moments` reads; RAdam's and NAdam's records
+    have them too, under the same names.
     """
 
     decay_factor: float           # 1 - lr * weight_decay for decoupled decay (AdamW), else 1
     l2: float                     # weight_decay for L2 decay (Adam), else 0
+    l2_decays: float              # 1 when l2 != 0, else 0
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
@@ -102,6 +103,7 @@ class AdamHyper(NamedTuple):
     neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
     v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
     eps_root: float               # eps_mode="in_sqrt": eps * b2 (see above), else 0
+    cautious: float               # 1 or 0
     caution_scale: float          # cautious: the scale s of the kept elements, else 0
 
 
@@ -112,8 +114,9 @@ def moment_hyper(group):
     beta1, beta2 = group["betas"]
     decoupled = group["decoupled_weight_decay"]
     return dict(decay_factor=1 - lr * wd if decoupled and wd != 0 else 1.0,
-                l2=0.0 if decoupled else wd, one_minus_beta1=1 - beta1, beta2=beta2,
-                one_minus_beta2=1 - beta2, maximize=bool(group["maximize"]))
+                l2=0.0 if decoupled else wd, l2_decays=not decoupled and wd != 0,
+                one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
+                maximize=bool(group["maximize"]))
 
 
 @kernel
@@ -126,7 +129,7 @@ def adam_moments(p, g, m, v, h):
     if h.maximize != 0:
         g = -g
     p = p * h.decay_factor
-    if h.l2 != 0:
+    if h.l2_decays != 0:
         g = fma(h.l2, p, g)
     m = lerp(m, g, h.one_minus_beta1)
     v = fma(h.one_minus_beta2 * g, g, v * h.beta2)
@@ -138,7 +141,7 @@ def _adam_param(p, g, m, v_hat, h):
     """The last line of the math: ``p - step_size * m / denom`` (masked where cautious)."""
     denom = np.sqrt(v_hat + h.eps_root) / h.bias_correction2_sqrt + h.eps
     update = h.neg_step_size * m / denom
-    if h.caution_scale != 0:
+    if h.cautious != 0:
         update = masked(update, m, g, h.caution_scale)
     return p + update
 
@@ -310,7 +313,8 @@ class Adam(Optimizer):
         if group["decay_after_update"]:  # the rule runs undecayed; the decay follows it
             moments["decay_factor"] = 1.0
         fields = dict(moments, bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
-                      neg_step_size=-step_size, v_divisor=v_divisor, eps_root=eps_root)
+                      neg_step_size=-step_size, v_divisor=v_divisor, eps_root=eps_root,
+                      cautious=bool(group["cautious"]))
         states = self._flat_states(state, group)
         scale = caution_scale(group, param, lambda: _adam_agreeing(
             param, grad, states[:1], typed_record(AdamHyper, param, **fields, caution_scale=0)))

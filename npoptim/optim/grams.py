@@ -64,6 +64,7 @@ class GramsHyper(NamedTuple):
     # read by Adam's adam_moments (see npoptim.optim.adam.moment_hyper)
     decay_factor: float           # 1 - lr * weight_decay (decoupled decay), 1 without decay
     l2: float                     # always 0: Grams decays decoupled
+    l2_decays: float              # always 0
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float

@@ -475,11 +475,11 @@ class Muon(Optimizer):
         t = state["step"]
         lr, (beta1, beta2) = group["lr"], group["betas"]
         hyper = typed_record(AdamHyper, param, decay_factor=1 - lr * group["weight_decay"],
-                             l2=0.0, one_minus_beta1=1 - beta1, beta2=beta2,
+                             l2=0.0, l2_decays=False, one_minus_beta1=1 - beta1, beta2=beta2,
                              one_minus_beta2=1 - beta2, maximize=False,
                              bias_correction2_sqrt=(1 - beta2 ** t) ** 0.5, eps=group["eps"],
                              neg_step_size=-lr / (1 - beta1 ** t), v_divisor=1.0,
-                             eps_root=0.0, caution_scale=0.0)
+                             eps_root=0.0, cautious=False, caution_scale=0.0)
         _aux_adamw_dense(param, grad, self._flat_states(state, group), hyper)
 
 

@@ -63,6 +63,7 @@ class NAdamHyper(NamedTuple):
     # read by Adam's adam_moments (see npoptim.optim.adam.moment_hyper)
     decay_factor: float
     l2: float
+    l2_decays: float
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float

@@ -65,6 +65,7 @@ class Adam16Hyper(NamedTuple):
     key: int                      # stochastic rounding: the step's stream key (else 0)
     decay_factor: float           # 1 - lr * weight_decay (AdamW), else 1
     l2: float                     # weight_decay (Adam; per-op: rounded to the format), else 0
+    l2_decays: Switch             # on for Adam with weight_decay != 0
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
@@ -75,7 +76,8 @@ class Adam16Hyper(NamedTuple):
     # read by the float rules (fused, stochastic): torch's values of Adam's convention switches
     v_divisor: float              # 1 (amsgrad_max="raw")
     eps_root: float               # 0 (eps_mode="bias_corrected")
-    caution_scale: float          # 0 (cautious=False)
+    cautious: Switch              # off
+    caution_scale: float          # 0
 
 
 # ------------------------------------------------------------------------------- per-op
@@ -86,7 +88,7 @@ def per_op_moments(p, g, m, v, h, tail):
     if h.maximize != 0:
         g = -g
     p = round_to(p * h.decay_factor, h.code)
-    if h.l2 != 0:
+    if h.l2_decays != 0:
         g = add_alpha(g, h.l2, p, h.code, tail)
     m = round_to(lerp(m, g, h.one_minus_beta1), h.code)
     v = round_to(v * h.beta2, h.code)
@@ -269,7 +271,8 @@ class Adam(LowPrecision, adam.Adam):
                          eps=(rounded_scalar(group["eps"], code)
                               if group["rounding"] == "per-op" else group["eps"]),
                          neg_step_size=-(group["lr"] / (1 - beta1 ** step)),
-                         v_divisor=1.0, eps_root=0.0, caution_scale=0.0)
+                         v_divisor=1.0, eps_root=0.0, cautious=False,
+                         caution_scale=0.0)
         KERNELS[group["rounding"], bool(group["amsgrad"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)
 

@@ -41,6 +41,7 @@ class RAdam16Hyper(NamedTuple):
     # read by per_op_moments (npoptim.precision.adam.per_op_moment_hyper)
     decay_factor: float
     l2: float
+    l2_decays: Switch
     one_minus_beta1: float
     beta2: float
     one_minus_beta2: float
