@@ -120,7 +120,7 @@ def test_float32_keeps_float32_and_the_rules_stay_float32():
         assert w.dtype == np.float32 and all(v.dtype == np.float32 for k, v in
                                              opt.state[0].items() if k != "step")
     f = np.float32
-    h = AdamHyper(*[f(x) for x in (1, 0, 0, 0.1, 0.999, 0.001, 0, 1, 1e-8, -0.1, 1, 0, 1, 1.5)])
+    h = AdamHyper(*[f(x) for x in (1, 0, 0, 0.1, 0.999, 0.001, 0, 1, 1e-8, -0.1, 1, 0, 0, 1, 1.5)])
     assert_typed_float32(adam_rule, (f(1.0), f(0.5), (f(0.2), f(0.1)), h))
     h = LionHyper(*[f(x) for x in (0, 0.9, 0.1, 0.99, 0.01, 0.1, 1.0, -0.1, 1.5)])
     assert_typed_float32(lion_rule, (f(1.0), f(0.5), (f(0.2),), h))

@@ -12,6 +12,11 @@ switch is a plain truth value.
 
 In a rule a switch is read as a flag is: ``if h.name:``, ``h.name != 0``, ``h.name == 0``
 (nothing else: no arithmetic). :func:`switch` makes one from any truth value.
+
+Numba's dispatcher types a tuple of NumPy scalars in C, but a tuple holding a switch in Python,
+field by field: 65 us for a 17-field record on each kernel call (measured), an eighth of a
+bfloat16 AdamW step on 1M elements. :func:`fast_typed` registers a record class whose type is
+then looked up by its switches' values and its fields' classes.
 """
 import operator
 
@@ -20,6 +25,7 @@ from numba.core.imputils import lower_builtin
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 from numba.extending import (NativeValue, intrinsic, models, overload, register_model,
                              typeof_impl, unbox)
+from numpy import generic
 
 
 class Switch:
@@ -108,3 +114,28 @@ def _switch_ne(a, b):
 def _switch_eq(a, b):
     if isinstance(a, SwitchType) and isinstance(b, (types.Boolean, types.Number)):
         return lambda a, b: _value(a) == b
+
+
+_FAST_TYPED = set()
+
+
+def fast_typed(record):
+    """Type the instances of the record class ``record`` (a ``typing.NamedTuple``) from a cache:
+    a record whose fields are all switches and NumPy scalars (whose classes fix their Numba
+    types) is typed once per combination of its fields' classes and its switches' values;
+    any other is typed as Numba types a tuple. Registering twice does nothing."""
+    if record in _FAST_TYPED:
+        return
+    _FAST_TYPED.add(record)
+    typeof_tuple = typeof_impl.dispatch(tuple)
+    known = {}
+
+    @typeof_impl.register(record)
+    def _typeof_record(value, context):
+        key = (context, *[v.on if type(v) is Switch else type(v) for v in value])
+        found = known.get(key)
+        if found is None:
+            found = typeof_tuple(value, context)
+            if all(type(v) is Switch or isinstance(v, generic) for v in value):
+                known[key] = found
+        return found

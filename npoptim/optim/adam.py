@@ -102,6 +102,7 @@ class AdamHyper(NamedTuple):
     eps: float
     neg_step_size: float          # -lr / b1 (eps_mode="eps_hat": -lr * sqrt(b2) / b1)
     v_divisor: float              # amsgrad_max="bias_corrected": b2, else 1
+    eps_in_sqrt: float            # 1 when eps_mode="in_sqrt", else 0
     eps_root: float               # eps_mode="in_sqrt": eps * b2 (see above), else 0
     cautious: float               # 1 or 0
     caution_scale: float          # cautious: the scale s of the kept elements, else 0
@@ -139,7 +140,9 @@ def adam_moments(p, g, m, v, h):
 @kernel
 def _adam_param(p, g, m, v_hat, h):
     """The last line of the math: ``p - step_size * m / denom`` (masked where cautious)."""
-    denom = np.sqrt(v_hat + h.eps_root) / h.bias_correction2_sqrt + h.eps
+    if h.eps_in_sqrt != 0:
+        v_hat = v_hat + h.eps_root
+    denom = np.sqrt(v_hat) / h.bias_correction2_sqrt + h.eps
     update = h.neg_step_size * m / denom
     if h.cautious != 0:
         update = masked(update, m, g, h.caution_scale)
@@ -313,7 +316,8 @@ class Adam(Optimizer):
         if group["decay_after_update"]:  # the rule runs undecayed; the decay follows it
             moments["decay_factor"] = 1.0
         fields = dict(moments, bias_correction2_sqrt=bias_correction2_sqrt, eps=eps,
-                      neg_step_size=-step_size, v_divisor=v_divisor, eps_root=eps_root,
+                      neg_step_size=-step_size, v_divisor=v_divisor,
+                      eps_in_sqrt=group["eps_mode"] == "in_sqrt", eps_root=eps_root,
                       cautious=bool(group["cautious"]))
         states = self._flat_states(state, group)
         scale = caution_scale(group, param, lambda: _adam_agreeing(

@@ -479,7 +479,7 @@ class Muon(Optimizer):
                              one_minus_beta2=1 - beta2, maximize=False,
                              bias_correction2_sqrt=(1 - beta2 ** t) ** 0.5, eps=group["eps"],
                              neg_step_size=-lr / (1 - beta1 ** t), v_divisor=1.0,
-                             eps_root=0.0, cautious=False, caution_scale=0.0)
+                             eps_in_sqrt=False, eps_root=0.0, cautious=False, caution_scale=0.0)
         _aux_adamw_dense(param, grad, self._flat_states(state, group), hyper)
 
 

@@ -75,7 +75,8 @@ class Adam16Hyper(NamedTuple):
     neg_step_size: float          # -lr / b1
     # read by the float rules (fused, stochastic): torch's values of Adam's convention switches
     v_divisor: float              # 1 (amsgrad_max="raw")
-    eps_root: float               # 0 (eps_mode="bias_corrected")
+    eps_in_sqrt: Switch           # off (eps_mode="bias_corrected")
+    eps_root: float               # 0
     cautious: Switch              # off
     caution_scale: float          # 0
 
@@ -271,7 +272,7 @@ class Adam(LowPrecision, adam.Adam):
                          eps=(rounded_scalar(group["eps"], code)
                               if group["rounding"] == "per-op" else group["eps"]),
                          neg_step_size=-(group["lr"] / (1 - beta1 ** step)),
-                         v_divisor=1.0, eps_root=0.0, cautious=False,
+                         v_divisor=1.0, eps_in_sqrt=False, eps_root=0.0, cautious=False,
                          caution_scale=0.0)
         KERNELS[group["rounding"], bool(group["amsgrad"])](
             param.view(np.uint16), grad.view(np.uint16), self._flat_bits(state, group), hyper)

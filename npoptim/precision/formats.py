@@ -43,7 +43,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-from npoptim.kernels.bfloat16 import bfloat16_bits
+from npoptim.kernels.bfloat16 import rounded_bfloat16_bits
 from npoptim.kernels.jit import JIT_OPTIONS, kernel
 
 BFLOAT16 = 0
@@ -186,7 +186,7 @@ def bfloat16_to_float32(bits):
 
 @kernel
 def float32_to_bfloat16(x):
-    return bfloat16_bits(float32_bits(x))
+    return rounded_bfloat16_bits(float32_bits(x), x != x)  # (the NaN test on the value: cheaper)
 
 
 @kernel
@@ -291,10 +291,10 @@ def round_to(x, code):
     ``to_float32(from_float32(x, code), code)``, computed on the float32 bits without the 16-bit
     step (no branch but the format's)."""
     u = float32_bits(x)
-    a = u & 0x7FFFFFFF
-    if code == BFLOAT16:
+    if code == BFLOAT16:  # (the NaN test on the value, x != x: one instruction, not three)
         rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        return bits_float32(_select(a > 0x7F800000, 0x7FC00000, rounded))
+        return bits_float32(_select(x != x, 0x7FC00000, rounded))
+    a = u & 0x7FFFFFFF
     if HARDWARE_FLOAT16:  # a NaN's round trip is quiet already: no select needed
         return _half_to_f32(_f32_to_half(np.float32(x)))
     sign = u & 0x80000000

@@ -25,7 +25,7 @@ import numpy as np
 
 from npoptim.kernels.jit import inlined, kernel
 from npoptim.kernels.scalar import fma
-from npoptim.kernels.switches import switch
+from npoptim.kernels.switches import fast_typed, switch
 from npoptim.optim.optimizer import _as_step
 from npoptim.precision.formats import FORMATS, bits_of, format_of, from_float32_array
 from npoptim.precision.formats import round_to, to_float32_array
@@ -246,17 +246,25 @@ def tail_start(param, group):
     return param.size if lanes is None else param.size - param.size % lanes
 
 
+_TRUTH_VALUES = (bool, np.bool_)
+
+
 def record16(record, param, group, key=None, **values):
     """The record ``record(**values)`` of a step on ``param``: every number a float32, every
     truth value (a Python or NumPy bool: ``maximize``, ``nesterov``, ``decays``, ...) a
     :class:`~npoptim.kernels.switches.Switch`, so that the kernel is compiled with it known
     (the loop then carries no test of it: see that module), with the format code, the start of
     torch's scalar tail and (records that have one) the stochastic-rounding ``key``."""
+    fast_typed(record)
     extra = {} if key is None else {"key": np.uint64(key)}
+    given = list(values.values())
+    # one conversion of every number (each as np.float32(value) rounds it), a switch for each
+    # truth value: a step builds a record per parameter
+    numbers = np.array([0 if type(v) in _TRUTH_VALUES else v for v in given], np.float32)
     return record(code=np.int64(LowPrecision._code(param, group)),
                   tail_start=np.int64(tail_start(param, group)), **extra,
-                  **{name: switch(value) if isinstance(value, (bool, np.bool_))
-                     else np.float32(value) for name, value in values.items()})
+                  **{name: switch(value) if type(value) in _TRUTH_VALUES else number
+                     for name, value, number in zip(values, given, numbers)})
 
 
 def _loaded_scalar(arr, param, format, where):
