@@ -75,3 +75,33 @@ def test_16_bit_records_carry_their_flags_as_switches():
                  one_minus_dampening=1.0, nesterov=True)
     assert h.maximize is OFF and h.decays is OFF and h.nesterov is ON
     assert type(h.momentum) is np.float32 and type(h.weight_decay) is np.float32
+    assert h.neg_lr == np.float32(-0.1) and h.momentum == np.float32(0.9)
+
+
+class FastRecord(NamedTuple):
+    scale: float
+    flag: Switch
+
+
+def test_a_fast_typed_record_has_the_type_numba_gives_it_per_switch_value():
+    from numba.core.typing.typeof import Purpose, typeof_impl
+    from npoptim.kernels.switches import fast_typed
+    fast_typed(FastRecord)
+    fast_typed(FastRecord)  # twice: nothing more
+    general = typeof_impl.dispatch(tuple)
+    for value in (np.float32(2.0), np.float64(2.0), 2.0, 2, 2 ** 63):  # (2**63: uint64)
+        for flag in (ON, OFF):
+            h = FastRecord(value, flag)
+            for _ in range(2):  # the first typing fills the cache, the second reads it
+                assert numba.typeof(h) == general(h, Purpose.argument)
+    assert numba.typeof(FastRecord(np.float32(1), ON)) != numba.typeof(FastRecord(np.float32(1),
+                                                                                  OFF))
+
+
+@COMPILED
+def test_a_fast_typed_record_runs_its_own_specialization():
+    from npoptim.kernels.switches import fast_typed
+    fast_typed(FastRecord)
+    x = np.arange(4.0)
+    assert np.array_equal(_step(x, FastRecord(np.float64(2.0), ON)), x * 2 + 11)
+    assert np.array_equal(_step(x, FastRecord(np.float64(2.0), OFF)), x * 2 - 10)
