@@ -53,7 +53,7 @@ from npoptim.kernels.scalar import lerp_arrays
 from npoptim.optim import adafactor
 from npoptim.kernels.torch_order import torch_sum
 from npoptim.precision.formats import (FORMATS, MAX_FINITE, bits_of, format_of,
-                                       from_float32_array, to_float32_array)
+                                       from_float32_array, round_to_array, to_float32_array)
 from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar, tail_start
 
 #: torch.finfo(dtype).eps of each format: eps1's default
@@ -92,14 +92,25 @@ def norm_sequential(x):
 
 
 @kernel
+def _row_norms(g, lanes, out):
+    """``out[i] =`` the norm of row ``i`` of the 2-D float32 ``g``: :func:`norm_lanes`
+    (``lanes``) or :func:`norm_sequential`."""
+    for i in range(g.shape[0]):
+        out[i] = norm_lanes(g[i]) if lanes else norm_sequential(g[i])
+
+
+@kernel
 def _column_norms(g, out):
-    """``out[j] =`` :func:`norm_sequential` of column ``j`` of the 2-D float32 ``g``."""
+    """``out[j] =`` :func:`norm_sequential` of column ``j`` of the 2-D float32 ``g``: every
+    column's sum in row order, the rows read one after another (along memory) with a running
+    sum per column."""
     rows, cols = g.shape
+    totals = np.zeros(cols, np.float32)
+    for i in range(rows):
+        for j in range(cols):
+            totals[j] += g[i, j] * g[i, j]
     for j in range(cols):
-        total = np.float32(0.0)
-        for i in range(rows):
-            total += g[i, j] * g[i, j]
-        out[j] = np.sqrt(total)
+        out[j] = np.sqrt(totals[j])
 
 
 class Adafactor(LowPrecision, adafactor.Adafactor):
@@ -176,7 +187,7 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
         lr, d, weight_decay = group["lr"], group["d"], group["weight_decay"]
 
         def rounded(values):  # R(values), float32
-            return to_float32_array(from_float32_array(values, fmt), fmt)
+            return round_to_array(values, fmt)
 
         p = to_float32_array(param, fmt)
         g = to_float32_array(grad, fmt)
@@ -195,8 +206,9 @@ class Adafactor(LowPrecision, adafactor.Adafactor):
             nrows, ncols = shape[-2], shape[-1]
             row_var = to_float32_array(state["row_var"], fmt)
             col_var = to_float32_array(state["col_var"], fmt)
-            row_norms = np.array([self._norm(row, fmt) for row in g.reshape(-1, ncols)],
-                                 np.float32).reshape(row_var.shape)
+            row_norms = np.empty(row_var.shape, np.float32)
+            _row_norms(np.ascontiguousarray(g.reshape(-1, ncols)), fmt == "bfloat16",
+                       row_norms.reshape(-1))
             col_norms = np.empty(col_var.shape, np.float32)
             for matrix, out in zip(g.reshape(-1, nrows, ncols), col_norms.reshape(-1, ncols)):
                 if ncols == 1:  # a contiguous column: torch's last-dim kernel

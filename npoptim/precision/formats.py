@@ -129,6 +129,17 @@ def from_float32_array(values, format):
     return out.reshape(np.shape(values))
 
 
+def round_to_array(values, format):
+    """float32 ``values`` rounded to ``format``, as a new float32 array of their shape:
+    ``to_float32_array(from_float32_array(values, format), format)`` in one pass
+    (:func:`round_to` on each element)."""
+    code = FORMATS[format_of(np.empty(0, np.uint16), format)]
+    flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    out = np.empty(flat.size, np.float32)
+    _round_flat(flat, code, out)
+    return out.reshape(np.shape(values))
+
+
 # ------------------------------------------------------------------ bit casts (float32 <-> u32)
 def float32_bits(x):
     """The bits of the float32 ``x`` as an integer."""
@@ -308,13 +319,33 @@ def round_to(x, code):
     return bits_float32(_select(a > 0x7F800000, sign | 0x7FC00000 | (a & 0x7FE000), bits))
 
 
+# the array conversions: a loop for each format, in which the format is a constant (a loop
+# testing its run-time code per element computed both formats' conversions and selected)
 @kernel
 def _decode_flat(bits, code, out):
-    for i in range(bits.size):
-        out[i] = to_float32(bits[i], code)
+    if code == BFLOAT16:
+        for i in range(bits.size):
+            out[i] = to_float32(bits[i], BFLOAT16)
+    else:
+        for i in range(bits.size):
+            out[i] = to_float32(bits[i], FLOAT16)
 
 
 @kernel
 def _encode_flat(values, code, out):
-    for i in range(values.size):
-        out[i] = from_float32(values[i], code)
+    if code == BFLOAT16:
+        for i in range(values.size):
+            out[i] = from_float32(values[i], BFLOAT16)
+    else:
+        for i in range(values.size):
+            out[i] = from_float32(values[i], FLOAT16)
+
+
+@kernel
+def _round_flat(values, code, out):
+    if code == BFLOAT16:
+        for i in range(values.size):
+            out[i] = round_to(values[i], BFLOAT16)
+    else:
+        for i in range(values.size):
+            out[i] = round_to(values[i], FLOAT16)
