@@ -42,8 +42,9 @@ import numpy as np
 from npoptim.kernels import torch_order
 from npoptim.kernels.jit import kernel
 from npoptim.optim import lbfgs
-from npoptim.precision.formats import (FORMATS, MAX_FINITE, bits_of, format_of, from_float32_array,
-                                       round_to, to_float32_array)
+from npoptim.precision.formats import (BFLOAT16, FLOAT16, FORMATS, MAX_FINITE, bits_of,
+                                       format_of, from_float32_array, round_to,
+                                       to_float32_array)
 from npoptim.precision.optimizer import LowPrecision, add_alpha_array, rounded_scalar
 
 
@@ -240,16 +241,25 @@ def sum16(x):
     return torch_order.cascade_sum(loaded, vector // 2, count)
 
 
+# (each loop written out for each format, the format a constant: see add_alpha_array)
 @kernel
 def _difference16(x, y, code, out):
-    for i in range(x.size):
-        out[i] = round_to(x[i] - y[i], code)
+    if code == BFLOAT16:
+        for i in range(x.size):
+            out[i] = round_to(x[i] - y[i], BFLOAT16)
+    else:
+        for i in range(x.size):
+            out[i] = round_to(x[i] - y[i], FLOAT16)
 
 
 @kernel
 def _scaled16(x, scale, code, out):
-    for i in range(x.size):
-        out[i] = round_to(x[i] * scale, code)
+    if code == BFLOAT16:
+        for i in range(x.size):
+            out[i] = round_to(x[i] * scale, BFLOAT16)
+    else:
+        for i in range(x.size):
+            out[i] = round_to(x[i] * scale, FLOAT16)
 
 
 class LBFGS(LowPrecision, lbfgs.LBFGS):
